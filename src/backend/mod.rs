@@ -1,0 +1,155 @@
+//! Backends compute output frames from the frames in their ring. They share this one trait; the
+//! engine ([`crate::engine::Denoiser`]) owns everything else (unpacking, the window, ordering).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+use crate::plan::DenoisePlan;
+use crate::planar::{Geometry, PlanarFrame};
+use crate::window::Job;
+
+pub mod cpu;
+pub mod cuda;
+pub mod reference;
+
+/// The backend a caller asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BackendKind {
+    /// CUDA when a usable device and NVRTC are present, else the fast CPU backend.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+    /// The plain f64 implementation; the oracle of the others.
+    Reference,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Reference => "reference",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(BackendKind::Auto),
+            "cpu" => Ok(BackendKind::Cpu),
+            "cuda" | "gpu" => Ok(BackendKind::Cuda),
+            "reference" | "ref" => Ok(BackendKind::Reference),
+            _ => Err(Error::InvalidParameter(format!("unknown backend '{s}' (expected auto, cpu, cuda or reference)"))),
+        }
+    }
+}
+
+/// Which GPU kernel computes a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GpuKernel {
+    /// Whichever the benchmarks showed to be faster.
+    #[default]
+    Auto,
+    Fused,
+    Multipass,
+}
+
+/// Storage of the multi-pass path's distance and weight intermediates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Intermediate {
+    F32,
+    F16,
+    /// Three 10-bit normalized values per 32-bit word.
+    #[default]
+    Unorm10,
+}
+
+/// Options that pick and tune a backend (not the algorithm: see [`crate::params::Params`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendOptions {
+    pub kind: BackendKind,
+    /// CUDA device ordinal.
+    pub device_id: usize,
+    /// Worker threads of the CPU backend; 0 = all cores.
+    pub threads: usize,
+    /// Frames in flight on an asynchronous backend; 0 = synchronous.
+    pub pipeline_depth: usize,
+    pub gpu_kernel: GpuKernel,
+    /// Search offsets handled per pass by the multi-pass kernel (1..=4).
+    pub offsets_per_pass: u32,
+    pub intermediate: Intermediate,
+}
+
+impl Default for BackendOptions {
+    fn default() -> Self {
+        BackendOptions {
+            kind: BackendKind::Auto,
+            device_id: 0,
+            threads: 0,
+            pipeline_depth: 0,
+            gpu_kernel: GpuKernel::Auto,
+            offsets_per_pass: 3,
+            intermediate: Intermediate::Unorm10,
+        }
+    }
+}
+
+/// A denoising backend.
+///
+/// Protocol: `configure` once per stream (and again when the geometry or the plan's structure
+/// changes), then per frame `upload` into the ring slot the window assigned, `launch` jobs in
+/// order and `finish` them in the same order. At most `pipeline_depth() + 1` jobs are in flight.
+pub trait Backend: Send {
+    /// Human-readable description (backend, device, kernel).
+    fn describe(&self) -> String;
+
+    /// Allocates a ring of `ring_slots` frames of `geometry`; forgets previous frames.
+    fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, ring_slots: usize) -> Result<()>;
+
+    /// Stores `frame` in ring slot `slot`.
+    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()>;
+
+    /// Starts computing `job` with `plan` (strengths may change between launches).
+    fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()>;
+
+    /// Completes the oldest launched job, writing the planes of `plan`'s groups into `out`; other
+    /// planes of `out` are left as they are.
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()>;
+
+    /// Jobs that may be launched ahead of the one being finished (0 = synchronous).
+    fn pipeline_depth(&self) -> usize {
+        0
+    }
+}
+
+/// Creates the backend `options` ask for. `Auto` falls back to the CPU backend, with a log line
+/// saying why, when CUDA cannot be used.
+pub fn create(options: &BackendOptions) -> Result<Box<dyn Backend>> {
+    match options.kind {
+        BackendKind::Reference => Ok(Box::new(reference::ReferenceBackend::new())),
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(options.threads)?)),
+        BackendKind::Cuda => cuda::create(options),
+        BackendKind::Auto => match cuda::create(options) {
+            Ok(b) => {
+                tracing::info!("backend auto: using {}", b.describe());
+                Ok(b)
+            }
+            Err(e) => {
+                let cpu = cpu::CpuBackend::new(options.threads)?;
+                tracing::info!("backend auto: CUDA unavailable ({e}); using {}", cpu.describe());
+                Ok(Box::new(cpu))
+            }
+        },
+    }
+}

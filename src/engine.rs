@@ -1,0 +1,211 @@
+//! The engine: one stream of frames in, denoised frames out, in order.
+//!
+//! Data flow per frame: unpack the caller's frame into planes ([`crate::convert`]) -> store it in
+//! the backend's ring at the slot the temporal window assigns ([`crate::window`]) -> launch every
+//! job whose window is complete -> finish jobs in order into the frame's own planar copy (planes
+//! that are not denoised stay as they came) -> pack into the caller's output frame.
+
+use std::collections::VecDeque;
+
+use crate::backend::{self, Backend, BackendOptions};
+use crate::convert;
+use crate::error::{Error, Result};
+use crate::frame::{FrameMut, FrameRef, VideoInfo};
+use crate::params::Params;
+use crate::plan::DenoisePlan;
+use crate::planar::{Geometry, PlanarFrame};
+use crate::window::TemporalWindow;
+
+/// A frame waiting for its output, with the caller's tag (timestamps, buffer flags, index...).
+struct Pending<T> {
+    tag: T,
+    /// The input in planar form; becomes the output once its job finishes.
+    frame: PlanarFrame,
+}
+
+/// Temporal NLM over one stream. `T` is whatever the caller wants back with each output frame.
+pub struct Denoiser<T> {
+    info: VideoInfo,
+    geometry: Geometry,
+    params: Params,
+    plan: DenoisePlan,
+    backend: Box<dyn Backend>,
+    window: TemporalWindow,
+    /// Frames pushed and not yet finished, oldest first.
+    pending: VecDeque<Pending<T>>,
+    /// How many of the oldest `pending` frames have been launched.
+    launched: usize,
+    ready: VecDeque<Pending<T>>,
+    /// Planar buffers of frames already handed out, reused for new frames.
+    spare: Vec<PlanarFrame>,
+}
+
+impl<T> Denoiser<T> {
+    /// A denoiser for frames of `info`, on the backend `options` select.
+    pub fn new(info: VideoInfo, params: Params, options: &BackendOptions) -> Result<Self> {
+        let backend = backend::create(options)?;
+        Self::with_backend(info, params, backend)
+    }
+
+    /// A denoiser on an existing backend.
+    pub fn with_backend(info: VideoInfo, params: Params, mut backend: Box<dyn Backend>) -> Result<Self> {
+        let info = VideoInfo::new(info.format, info.width, info.height)?;
+        let geometry = Geometry::from_video_info(&info);
+        let plan = DenoisePlan::new(&geometry, &params)?;
+        let window = TemporalWindow::new(params.temporal_past, params.temporal_future, backend.pipeline_depth());
+        backend.configure(&geometry, &plan, window.slots())?;
+        tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
+        Ok(Denoiser { info, geometry, params, plan, backend, window, pending: VecDeque::new(), launched: 0, ready: VecDeque::new(), spare: Vec::new() })
+    }
+
+    pub fn info(&self) -> VideoInfo {
+        self.info
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    pub fn backend_description(&self) -> String {
+        self.backend.describe()
+    }
+
+    /// Frames between pushing a frame and being able to pop it: `temporal_future` plus the
+    /// backend's pipeline depth.
+    pub fn latency_frames(&self) -> usize {
+        self.params.temporal_future as usize + self.backend.pipeline_depth()
+    }
+
+    /// Frames pushed whose output has not been popped yet.
+    pub fn queued(&self) -> usize {
+        self.pending.len() + self.ready.len()
+    }
+
+    /// Outputs ready to pop.
+    pub fn ready(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Adds a frame. Outputs that became ready are available through [`Self::pop`].
+    pub fn push(&mut self, frame: &FrameRef<'_>, tag: T) -> Result<()> {
+        if frame.info != self.info {
+            return Err(Error::InvalidFrame(format!(
+                "frame is {}x{} {} but the stream is {}x{} {}; reconfigure first",
+                frame.info.width, frame.info.height, frame.info.format, self.info.width, self.info.height, self.info.format
+            )));
+        }
+        let mut planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
+        convert::unpack(frame, &mut planar)?;
+        let slot = self.window.push();
+        if let Err(e) = self.backend.upload(slot, &planar) {
+            // The window counted a frame the ring does not hold: start over from the next frame.
+            self.window.reset();
+            self.discard_pending();
+            return Err(e);
+        }
+        self.pending.push_back(Pending { tag, frame: planar });
+        self.run_ready_jobs()
+    }
+
+    /// Launches every job whose window is complete and finishes jobs beyond the pipeline depth.
+    fn run_ready_jobs(&mut self) -> Result<()> {
+        let depth = self.backend.pipeline_depth();
+        while let Some(job) = self.window.next_job() {
+            self.backend.launch(&job, &self.plan)?;
+            self.launched += 1;
+            while self.launched > depth {
+                self.finish_oldest()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_oldest(&mut self) -> Result<()> {
+        let mut p = self.pending.pop_front().ok_or_else(|| Error::State("no launched frame to finish".into()))?;
+        self.launched -= 1;
+        let r = self.backend.finish(&mut p.frame);
+        self.ready.push_back(p);
+        r
+    }
+
+    /// Writes the oldest ready output into `out` and returns its tag; `None` when nothing is ready.
+    pub fn pop(&mut self, out: &mut FrameMut<'_>) -> Result<Option<T>> {
+        if out.info != self.info {
+            return Err(Error::InvalidFrame("output frame does not match the stream".into()));
+        }
+        let Some(p) = self.ready.pop_front() else { return Ok(None) };
+        let r = convert::pack(&p.frame, out);
+        self.spare.push(p.frame);
+        r.map(|_| Some(p.tag))
+    }
+
+    /// The oldest ready output in planar form, with its tag; give the frame back with
+    /// [`Self::recycle`] to avoid an allocation.
+    pub fn pop_planar(&mut self) -> Option<(T, PlanarFrame)> {
+        self.ready.pop_front().map(|p| (p.tag, p.frame))
+    }
+
+    pub fn recycle(&mut self, frame: PlanarFrame) {
+        if frame.matches(&self.geometry) {
+            self.spare.push(frame);
+        }
+    }
+
+    /// End of stream (or a discontinuity): computes every pending frame with the frames that
+    /// exist, so that all of them become ready, then starts a new window.
+    pub fn finish_stream(&mut self) -> Result<()> {
+        self.window.drain();
+        let r = self.run_ready_jobs().and_then(|_| {
+            while self.launched > 0 {
+                self.finish_oldest()?;
+            }
+            Ok(())
+        });
+        self.window.reset();
+        if r.is_err() {
+            self.discard_pending();
+        }
+        r
+    }
+
+    /// Drops every pending and ready frame (flush, seek) and starts a new window.
+    pub fn reset(&mut self) {
+        while self.launched > 0 {
+            // Completing in-flight work keeps an asynchronous backend's queue consistent.
+            if self.finish_oldest().is_err() {
+                break;
+            }
+        }
+        self.window.reset();
+        self.discard_pending();
+        for p in self.ready.drain(..) {
+            self.spare.push(p.frame);
+        }
+    }
+
+    fn discard_pending(&mut self) {
+        self.launched = 0;
+        for p in self.pending.drain(..) {
+            self.spare.push(p.frame);
+        }
+    }
+
+    /// Changes parameters. Strengths, wref, weighting and sigma apply from the next launched job;
+    /// structural changes (radii, temporal window, chroma mode, planes) first finish the pending
+    /// frames (they become ready) and then reconfigure the backend.
+    pub fn set_params(&mut self, params: Params) -> Result<()> {
+        let plan = DenoisePlan::new(&self.geometry, &params)?;
+        if self.params.same_structure(&params) {
+            self.params = params;
+            self.plan = plan;
+            return Ok(());
+        }
+        self.finish_stream()?;
+        let window = TemporalWindow::new(params.temporal_past, params.temporal_future, self.backend.pipeline_depth());
+        self.backend.configure(&self.geometry, &plan, window.slots())?;
+        self.window = window;
+        self.params = params;
+        self.plan = plan;
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! Planar images: the engine's internal representation. Every component of a frame (Y, U, V, R, G,
+//! B, alpha) becomes one tightly packed plane of 8-bit or 16-bit samples, so backends never see
+//! strides, interleaving or padding.
+
+use crate::format::{ComponentKind, FormatInfo};
+use crate::frame::VideoInfo;
+
+/// Sample storage of one plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Samples {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+}
+
+impl Samples {
+    pub fn len(&self) -> usize {
+        match self {
+            Samples::U8(v) => v.len(),
+            Samples::U16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> u32 {
+        match self {
+            Samples::U8(v) => v[i] as u32,
+            Samples::U16(v) => v[i] as u32,
+        }
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: usize, value: u32) {
+        match self {
+            Samples::U8(v) => v[i] = value as u8,
+            Samples::U16(v) => v[i] = value as u16,
+        }
+    }
+
+    /// The samples as raw bytes (little-endian words for 16-bit planes), e.g. for a GPU upload.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Samples::U8(v) => v,
+            Samples::U16(v) => bytemuck::cast_slice(v),
+        }
+    }
+
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Samples::U8(v) => v,
+            Samples::U16(v) => bytemuck::cast_slice_mut(v),
+        }
+    }
+}
+
+/// Size and role of one plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlaneGeometry {
+    pub width: usize,
+    pub height: usize,
+    pub kind: ComponentKind,
+    pub sub_x: usize,
+    pub sub_y: usize,
+}
+
+/// The planes of every frame of a stream.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Geometry {
+    pub planes: Vec<PlaneGeometry>,
+    pub bytes_per_sample: usize,
+    /// Significant bits (see [`FormatInfo::bits`]).
+    pub bits: u32,
+}
+
+impl Geometry {
+    pub fn from_video_info(info: &VideoInfo) -> Self {
+        let fi: FormatInfo = info.format.info();
+        let planes = fi
+            .components
+            .iter()
+            .map(|c| PlaneGeometry {
+                width: info.width.div_ceil(c.sub_x),
+                height: info.height.div_ceil(c.sub_y),
+                kind: c.kind,
+                sub_x: c.sub_x,
+                sub_y: c.sub_y,
+            })
+            .collect();
+        Geometry { planes, bytes_per_sample: fi.bytes_per_sample, bits: fi.bits }
+    }
+
+    /// Stored sample value per unit of the 8-bit scale that strengths and distances use.
+    pub fn scale_to_8bit(&self) -> f64 {
+        (1u64 << (self.bits - 8)) as f64
+    }
+
+    pub fn max_value(&self) -> u32 {
+        if self.bytes_per_sample == 1 {
+            255
+        } else {
+            65535
+        }
+    }
+
+    /// Samples in all planes together.
+    pub fn total_samples(&self) -> usize {
+        self.planes.iter().map(|p| p.width * p.height).sum()
+    }
+}
+
+/// One plane of samples, rows packed without padding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plane {
+    pub width: usize,
+    pub height: usize,
+    pub samples: Samples,
+}
+
+impl Plane {
+    #[inline]
+    pub fn get(&self, x: usize, y: usize) -> u32 {
+        self.samples.get(y * self.width + x)
+    }
+}
+
+/// All planes of one frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanarFrame {
+    pub planes: Vec<Plane>,
+}
+
+impl PlanarFrame {
+    /// A zeroed frame of the given geometry.
+    pub fn zeroed(geometry: &Geometry) -> Self {
+        let planes = geometry
+            .planes
+            .iter()
+            .map(|g| {
+                let n = g.width * g.height;
+                let samples = if geometry.bytes_per_sample == 1 { Samples::U8(vec![0; n]) } else { Samples::U16(vec![0; n]) };
+                Plane { width: g.width, height: g.height, samples }
+            })
+            .collect();
+        PlanarFrame { planes }
+    }
+
+    /// True when the frame's planes have the sizes and sample type of `geometry`.
+    pub fn matches(&self, geometry: &Geometry) -> bool {
+        self.planes.len() == geometry.planes.len()
+            && self.planes.iter().zip(&geometry.planes).all(|(p, g)| {
+                p.width == g.width
+                    && p.height == g.height
+                    && p.samples.len() == g.width * g.height
+                    && matches!((&p.samples, geometry.bytes_per_sample), (Samples::U8(_), 1) | (Samples::U16(_), 2))
+            })
+    }
+}
