@@ -14,6 +14,7 @@ pub mod params;
 pub mod plan;
 pub mod planar;
 pub mod window;
+pub mod y4m;
 
 pub use backend::{BackendKind, BackendOptions};
 pub use engine::Denoiser;
