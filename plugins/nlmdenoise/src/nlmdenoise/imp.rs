@@ -1,0 +1,841 @@
+//! Implementation of the `nlmdenoise` element.
+//!
+//! Data flow: `submit_input_buffer` (base class: QoS, renegotiation; we note DISCONT) ->
+//! `generate_output`, called by the base class until it returns no buffer: the first call pushes
+//! the queued input frame into the engine, every call pops at most one ready output frame. With
+//! `temporal-future` = 0 (and a synchronous backend) the frame pushed is ready at once, so its
+//! output leaves in the same chain call. With `temporal-future` = N the output of frame k leaves
+//! with input k+N; EOS, SEGMENT, STREAM_START, DISCONT and format changes drain the held frames
+//! (`Denoiser::finish_stream`), FLUSH_STOP drops them (`Denoiser::reset`).
+//!
+//! Each output buffer gets the PTS, DTS, duration, offset, offset-end and flags of its own input
+//! frame, carried through the engine as the frame's tag ([`FrameMeta`]).
+
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use gst::glib;
+use gst::prelude::*;
+use gst::subclass::prelude::*;
+use gst_base::prelude::*;
+use gst_video::prelude::*;
+use gst_base::subclass::base_transform::GenerateOutputSuccess;
+use gst_base::subclass::prelude::*;
+
+use nlmdenoise::backend::{BackendKind, BackendOptions, GpuKernel, Intermediate as EngineIntermediate};
+use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
+use nlmdenoise::{ChromaMode as EngineChromaMode, Denoiser, FrameMut, FrameRef, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
+
+use super::logbridge::{with_engine_logs, GstLogSubscriber};
+use super::{Backend, ChromaMode, Intermediate, Kernel, Planes, Weighting};
+
+pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
+    gst::DebugCategory::new("nlmdenoise", gst::DebugColorFlags::empty(), Some("Temporal non-local means video denoiser"))
+});
+
+/// Largest frame side the engine accepts.
+const MAX_SIDE: i32 = 1 << 16;
+/// Upper bound of the `pipeline-depth` property.
+pub const MAX_PIPELINE_DEPTH: u32 = 4;
+/// Upper bound of the `threads` property.
+pub const MAX_THREADS: u32 = 1024;
+/// `sigma` value meaning "not set" (no noise-variance subtraction).
+pub const SIGMA_UNSET: f32 = -1.0;
+
+/// The GStreamer format of an engine format (every engine format has one).
+pub fn format_to_gst(format: PixelFormat) -> gst_video::VideoFormat {
+    gst_video::VideoFormat::from_string(format.name())
+}
+
+/// The engine format of a GStreamer format, if the engine supports it.
+pub fn gst_to_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
+    PixelFormat::ALL.into_iter().find(|f| format_to_gst(*f) == format && format != gst_video::VideoFormat::Unknown)
+}
+
+/// Locks a mutex even if a previous holder panicked: the data is plain settings and engine state,
+/// and a panic must never turn into a second one here.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Debug, Clone)]
+struct Settings {
+    params: Params,
+    options: BackendOptions,
+    /// Bumped on every change of `params`; the streaming thread applies changes between frames.
+    generation: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { params: Params::default(), options: BackendOptions::default(), generation: 0 }
+    }
+}
+
+/// What an output buffer inherits from its input frame.
+#[derive(Debug, Clone, Copy)]
+struct FrameMeta {
+    pts: Option<gst::ClockTime>,
+    dts: Option<gst::ClockTime>,
+    duration: Option<gst::ClockTime>,
+    offset: u64,
+    offset_end: u64,
+    flags: gst::BufferFlags,
+}
+
+impl FrameMeta {
+    fn of(buf: &gst::BufferRef) -> Self {
+        FrameMeta {
+            pts: buf.pts(),
+            dts: buf.dts(),
+            duration: buf.duration(),
+            offset: buf.offset(),
+            offset_end: buf.offset_end(),
+            flags: buf.flags() - gst::BufferFlags::TAG_MEMORY,
+        }
+    }
+
+    fn apply(&self, buf: &mut gst::BufferRef) {
+        buf.set_pts(self.pts);
+        buf.set_dts(self.dts);
+        buf.set_duration(self.duration);
+        buf.set_offset(self.offset);
+        buf.set_offset_end(self.offset_end);
+        let old = buf.flags() - gst::BufferFlags::TAG_MEMORY;
+        buf.unset_flags(old);
+        buf.set_flags(self.flags);
+    }
+}
+
+struct State {
+    info: gst_video::VideoInfo,
+    engine_info: nlmdenoise::VideoInfo,
+    denoiser: Denoiser<FrameMeta>,
+    /// `Settings::generation` the denoiser's parameters correspond to.
+    generation: u64,
+    /// Duration of the last input buffer (latency for variable-framerate streams).
+    last_duration: Option<gst::ClockTime>,
+}
+
+#[derive(Default)]
+pub struct NlmDenoise {
+    settings: Mutex<Settings>,
+    state: Mutex<Option<State>>,
+    dispatch: OnceLock<tracing::Dispatch>,
+}
+
+fn engine_error(imp: &NlmDenoise, what: &str, err: &nlmdenoise::Error) -> gst::FlowError {
+    use nlmdenoise::Error as E;
+    match err {
+        E::InvalidFrame(_) => gst::element_imp_error!(imp, gst::StreamError::Format, ("{what}: {err}")),
+        E::InvalidParameter(_) | E::Unsupported(_) => gst::element_imp_error!(imp, gst::LibraryError::Settings, ("{what}: {err}")),
+        E::BackendUnavailable(_) => gst::element_imp_error!(imp, gst::LibraryError::Init, ("{what}: {err}")),
+        E::Backend(_) | E::State(_) => gst::element_imp_error!(imp, gst::LibraryError::Failed, ("{what}: {err}")),
+    }
+    gst::FlowError::Error
+}
+
+fn engine_info_from_caps(caps: &gst::CapsRef) -> Result<(gst_video::VideoInfo, nlmdenoise::VideoInfo), String> {
+    let info = gst_video::VideoInfo::from_caps(caps).map_err(|e| format!("invalid video caps {caps}: {e}"))?;
+    let format = gst_to_format(info.format()).ok_or_else(|| format!("format {} is not supported", info.format().to_str()))?;
+    let engine_info = nlmdenoise::VideoInfo::new(format, info.width() as usize, info.height() as usize).map_err(|e| e.to_string())?;
+    Ok((info, engine_info))
+}
+
+/// Builds the engine's view of a mapped input frame from its real plane pointers and strides.
+fn frame_ref<'a>(info: nlmdenoise::VideoInfo, frame: &'a gst_video::VideoFrameRef<&gst::BufferRef>) -> Result<FrameRef<'a>, String> {
+    let n = frame.n_planes() as usize;
+    let strides = frame.plane_stride();
+    let mut planes = Vec::with_capacity(n);
+    let mut st = Vec::with_capacity(n);
+    for p in 0..n {
+        let s = strides[p];
+        if s <= 0 {
+            return Err(format!("plane {p} has stride {s}; only positive strides are supported"));
+        }
+        planes.push(frame.plane_data(p as u32).map_err(|e| e.to_string())?);
+        st.push(s as usize);
+    }
+    FrameRef::new(info, &planes, &st).map_err(|e| e.to_string())
+}
+
+impl NlmDenoise {
+    fn dispatch(&self) -> Option<&tracing::Dispatch> {
+        self.dispatch.get()
+    }
+
+    /// Frames of delay the element adds, and the frame duration used to turn them into time.
+    fn added_latency(&self) -> gst::ClockTime {
+        let (future, pipeline) = {
+            let s = lock(&self.settings);
+            (s.params.temporal_future as u64, s.options.pipeline_depth as u64)
+        };
+        let state = lock(&self.state);
+        let Some(state) = state.as_ref() else {
+            return gst::ClockTime::ZERO;
+        };
+        // The backend may ignore `pipeline-depth` (CPU): ask the engine for its real depth.
+        let depth = (state.denoiser.latency_frames() as u64).saturating_sub(state.denoiser.params().temporal_future as u64);
+        let _ = pipeline;
+        let frames = future + depth;
+        let fps = state.info.fps();
+        let frame_duration = if fps.numer() > 0 && fps.denom() > 0 {
+            gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer() as u64).unwrap_or(gst::ClockTime::ZERO)
+        } else {
+            state.last_duration.unwrap_or(gst::ClockTime::ZERO)
+        };
+        frame_duration * frames
+    }
+
+    /// Applies property changes made since the last frame.
+    fn apply_settings(&self, state: &mut State) -> Result<(), gst::FlowError> {
+        let (params, generation) = {
+            let s = lock(&self.settings);
+            if s.generation == state.generation {
+                return Ok(());
+            }
+            (s.params, s.generation)
+        };
+        state.generation = generation;
+        if params == *state.denoiser.params() {
+            return Ok(());
+        }
+        match with_engine_logs(self.dispatch(), || state.denoiser.set_params(params)) {
+            Ok(()) => {
+                gst::debug!(CAT, imp = self, "parameters changed to {params:?}");
+                Ok(())
+            }
+            Err(nlmdenoise::Error::InvalidParameter(msg)) => {
+                gst::element_imp_warning!(self, gst::LibraryError::Settings, ("Ignoring the new parameters: {msg}"));
+                Ok(())
+            }
+            Err(e) => Err(engine_error(self, "Changing parameters failed", &e)),
+        }
+    }
+
+    fn process_input(&self, state: &mut State, inbuf: &gst::Buffer) -> Result<(), gst::FlowError> {
+        self.apply_settings(state)?;
+        if inbuf.duration().is_some() {
+            state.last_duration = inbuf.duration();
+        }
+        let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf.as_ref(), &state.info).map_err(|_| {
+            gst::element_imp_error!(self, gst::StreamError::Format, ("Failed to map the input buffer as {:?}", state.info.format()));
+            gst::FlowError::Error
+        })?;
+        let input = frame_ref(state.engine_info, &frame).map_err(|msg| {
+            gst::element_imp_error!(self, gst::StreamError::Format, ("Bad input frame: {msg}"));
+            gst::FlowError::Error
+        })?;
+        let meta = FrameMeta::of(inbuf);
+        let denoiser = &mut state.denoiser;
+        with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)).map_err(|e| engine_error(self, "Denoising failed", &e))
+    }
+
+    /// An output buffer from the negotiated pool, or a plain system-memory buffer.
+    fn allocate_output(&self, info: &gst_video::VideoInfo) -> Result<gst::Buffer, gst::FlowError> {
+        if let Some(pool) = self.obj().buffer_pool() {
+            if pool.is_active() || pool.set_active(true).is_ok() {
+                match pool.acquire_buffer(None) {
+                    Ok(buf) => {
+                        let fits = match buf.meta::<gst_video::VideoMeta>() {
+                            Some(m) => m.format() == info.format() && m.width() == info.width() && m.height() == info.height(),
+                            None => buf.size() >= info.size(),
+                        };
+                        if fits {
+                            return Ok(buf);
+                        }
+                        gst::debug!(CAT, imp = self, "pool buffer does not fit the caps; allocating");
+                    }
+                    Err(gst::FlowError::Flushing) => return Err(gst::FlowError::Flushing),
+                    Err(e) => gst::debug!(CAT, imp = self, "pool acquire failed ({e:?}); allocating"),
+                }
+            }
+        }
+        gst::Buffer::with_size(info.size()).map_err(|_| {
+            gst::element_imp_error!(self, gst::ResourceError::NoSpaceLeft, ("Cannot allocate a {} byte output buffer", info.size()));
+            gst::FlowError::Error
+        })
+    }
+
+    /// Pops the oldest ready output into a new buffer; `None` when nothing is ready.
+    fn pop_output(&self, state: &mut State) -> Result<Option<gst::Buffer>, gst::FlowError> {
+        if state.denoiser.ready() == 0 {
+            return Ok(None);
+        }
+        let mut outbuf = self.allocate_output(&state.info)?;
+        let buf = outbuf.make_mut();
+        let meta = {
+            let mut frame = gst_video::VideoFrameRef::from_buffer_ref_writable(&mut *buf, &state.info).map_err(|_| {
+                gst::element_imp_error!(self, gst::CoreError::Failed, ("Failed to map the output buffer"));
+                gst::FlowError::Error
+            })?;
+            let n = frame.n_planes() as usize;
+            let mut strides = Vec::with_capacity(n);
+            for (p, &s) in frame.plane_stride().iter().take(n).enumerate() {
+                if s <= 0 {
+                    gst::element_imp_error!(self, gst::CoreError::Negotiation, ("Output plane {p} has stride {s}"));
+                    return Err(gst::FlowError::Error);
+                }
+                strides.push(s as usize);
+            }
+            let planes: Vec<&mut [u8]> = frame.planes_data_mut().into_iter().take(n).collect();
+            let mut out = FrameMut::new(state.engine_info, planes, &strides).map_err(|e| engine_error(self, "Bad output buffer", &e))?;
+            let denoiser = &mut state.denoiser;
+            match with_engine_logs(self.dispatch(), || denoiser.pop(&mut out)) {
+                Ok(Some(meta)) => meta,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(engine_error(self, "Writing the output frame failed", &e)),
+            }
+        };
+        meta.apply(buf);
+        Ok(Some(outbuf))
+    }
+
+    /// Finishes every held frame and pushes the outputs downstream (EOS, new segment, new stream,
+    /// format change). Outputs keep their own timestamps.
+    fn drain(&self, why: &str) -> Result<gst::FlowSuccess, gst::FlowError> {
+        let mut outputs = Vec::new();
+        {
+            let mut guard = lock(&self.state);
+            let Some(state) = guard.as_mut() else { return Ok(gst::FlowSuccess::Ok) };
+            if state.denoiser.queued() == 0 {
+                // Nothing held; still start a new temporal window.
+                with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
+                return Ok(gst::FlowSuccess::Ok);
+            }
+            gst::debug!(CAT, imp = self, "{why}: draining {} held frame(s)", state.denoiser.queued());
+            with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
+            while let Some(buf) = self.pop_output(state)? {
+                outputs.push(buf);
+            }
+        }
+        let srcpad = self.obj().src_pad().clone();
+        for buf in outputs {
+            srcpad.push(buf)?;
+        }
+        Ok(gst::FlowSuccess::Ok)
+    }
+
+    /// Drops every held frame (flush).
+    fn reset(&self) {
+        if let Some(state) = lock(&self.state).as_mut() {
+            gst::debug!(CAT, imp = self, "flush: dropping {} held frame(s)", state.denoiser.queued());
+            state.denoiser.reset();
+        }
+    }
+
+    fn params_changed(&self, settings: &mut Settings) {
+        settings.generation = settings.generation.wrapping_add(1);
+    }
+}
+
+#[glib::object_subclass]
+impl ObjectSubclass for NlmDenoise {
+    const NAME: &'static str = "GstNlmDenoise";
+    type Type = super::NlmDenoise;
+    type ParentType = gst_base::BaseTransform;
+}
+
+impl ObjectImpl for NlmDenoise {
+    fn properties() -> &'static [glib::ParamSpec] {
+        static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> = LazyLock::new(|| {
+            let p = Params::default();
+            let o = BackendOptions::default();
+            vec![
+                glib::ParamSpecEnum::builder_with_default("backend", Backend::Auto)
+                    .nick("Backend")
+                    .blurb("Compute backend: auto = CUDA when a usable GPU and NVRTC are present, else CPU; cuda = fail when unavailable")
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecUInt::builder("device-id")
+                    .nick("CUDA device")
+                    .blurb("CUDA device ordinal (backend cuda or auto)")
+                    .maximum(i32::MAX as u32)
+                    .default_value(o.device_id as u32)
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecUInt::builder("threads")
+                    .nick("CPU threads")
+                    .blurb("Worker threads of the CPU backend (0 = all cores)")
+                    .maximum(MAX_THREADS)
+                    .default_value(o.threads as u32)
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecFloat::builder("strength")
+                    .nick("Strength")
+                    .blurb("Filtering strength h for luma, RGB and shared weights, in 8-bit code values (higher = smoother)")
+                    .minimum(0.01)
+                    .maximum(MAX_STRENGTH)
+                    .default_value(p.strength)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("chroma-strength")
+                    .nick("Chroma strength")
+                    .blurb("Filtering strength h for chroma planes with independent weights, in 8-bit code values")
+                    .minimum(0.01)
+                    .maximum(MAX_STRENGTH)
+                    .default_value(p.chroma_strength)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecUInt::builder("search-radius")
+                    .nick("Search radius")
+                    .blurb("Radius of the search window: offsets -r..r in x and y")
+                    .maximum(MAX_SEARCH_RADIUS)
+                    .default_value(p.search_radius)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecUInt::builder("patch-radius")
+                    .nick("Patch radius")
+                    .blurb("Radius of the compared patches: (2r+1)^2 samples")
+                    .maximum(MAX_PATCH_RADIUS)
+                    .default_value(p.patch_radius)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecUInt::builder("temporal-past")
+                    .nick("Past frames")
+                    .blurb("Past frames searched (no added latency)")
+                    .maximum(MAX_TEMPORAL_PAST)
+                    .default_value(p.temporal_past)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecUInt::builder("temporal-future")
+                    .nick("Future frames")
+                    .blurb("Future frames searched; adds that many frames of latency")
+                    .maximum(MAX_TEMPORAL_FUTURE)
+                    .default_value(p.temporal_future)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("weighting", Weighting::Welsch)
+                    .nick("Weighting")
+                    .blurb("Weight function of the patch distance")
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("wref")
+                    .nick("Centre weight")
+                    .blurb("Weight of the centre sample as a multiple of the largest other weight")
+                    .minimum(0.0)
+                    .maximum(MAX_WREF)
+                    .default_value(p.wref)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("chroma-mode", ChromaMode::Independent)
+                    .nick("Chroma mode")
+                    .blurb("How chroma weights are obtained (joint needs a 4:4:4 or RGB format)")
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("planes", Planes::All)
+                    .nick("Planes")
+                    .blurb("Planes to denoise; the others are copied (luma/chroma need a YUV format)")
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("sigma")
+                    .nick("Noise sigma")
+                    .blurb("Noise standard deviation in 8-bit code values; 2*sigma^2 is subtracted from patch distances. -1 = not set")
+                    .minimum(SIGMA_UNSET)
+                    .maximum(MAX_SIGMA)
+                    .default_value(p.sigma.unwrap_or(SIGMA_UNSET))
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("kernel", Kernel::Auto)
+                    .nick("CUDA kernel")
+                    .blurb("GPU kernel: fused single pass or multi-pass (CUDA only)")
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecUInt::builder("offsets-per-pass")
+                    .nick("Offsets per pass")
+                    .blurb("Search offsets per pass of the multi-pass kernel (CUDA only)")
+                    .minimum(1)
+                    .maximum(4)
+                    .default_value(o.offsets_per_pass)
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("intermediate", Intermediate::Unorm10)
+                    .nick("Intermediate storage")
+                    .blurb("Storage of the multi-pass kernel's distances and weights (CUDA only)")
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecUInt::builder("pipeline-depth")
+                    .nick("Pipeline depth")
+                    .blurb("Frames in flight on the GPU (0 = synchronous); each adds one frame of latency. Ignored by the CPU backend")
+                    .maximum(MAX_PIPELINE_DEPTH)
+                    .default_value(o.pipeline_depth as u32)
+                    .mutable_ready()
+                    .build(),
+            ]
+        });
+        PROPERTIES.as_ref()
+    }
+
+    fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        let mut s = lock(&self.settings);
+        let old_future = s.params.temporal_future;
+        // `value` has been validated against the pspec (type and range) by GObject.
+        match pspec.name() {
+            "backend" => {
+                s.options.kind = match value.get::<Backend>().unwrap_or_default() {
+                    Backend::Auto => BackendKind::Auto,
+                    Backend::Cpu => BackendKind::Cpu,
+                    Backend::Cuda => BackendKind::Cuda,
+                }
+            }
+            "device-id" => s.options.device_id = value.get::<u32>().unwrap_or(0) as usize,
+            "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
+            "kernel" => {
+                s.options.gpu_kernel = match value.get::<Kernel>().unwrap_or_default() {
+                    Kernel::Auto => GpuKernel::Auto,
+                    Kernel::Fused => GpuKernel::Fused,
+                    Kernel::Multipass => GpuKernel::Multipass,
+                }
+            }
+            "offsets-per-pass" => s.options.offsets_per_pass = value.get::<u32>().unwrap_or(3),
+            "intermediate" => {
+                s.options.intermediate = match value.get::<Intermediate>().unwrap_or_default() {
+                    Intermediate::F32 => EngineIntermediate::F32,
+                    Intermediate::F16 => EngineIntermediate::F16,
+                    Intermediate::Unorm10 => EngineIntermediate::Unorm10,
+                }
+            }
+            "pipeline-depth" => s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize,
+            name => {
+                let p = &mut s.params;
+                match name {
+                    "strength" => p.strength = value.get().unwrap_or(p.strength),
+                    "chroma-strength" => p.chroma_strength = value.get().unwrap_or(p.chroma_strength),
+                    "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
+                    "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
+                    "temporal-past" => p.temporal_past = value.get().unwrap_or(p.temporal_past),
+                    "temporal-future" => p.temporal_future = value.get().unwrap_or(p.temporal_future),
+                    "wref" => p.wref = value.get().unwrap_or(p.wref),
+                    "weighting" => {
+                        p.weighting = match value.get::<Weighting>().unwrap_or_default() {
+                            Weighting::Welsch => EngineWeighting::Welsch,
+                            Weighting::Bisquare => EngineWeighting::Bisquare,
+                        }
+                    }
+                    "chroma-mode" => {
+                        p.chroma_mode = match value.get::<ChromaMode>().unwrap_or_default() {
+                            ChromaMode::Independent => EngineChromaMode::Independent,
+                            ChromaMode::LumaGuided => EngineChromaMode::LumaGuided,
+                            ChromaMode::Joint => EngineChromaMode::Joint,
+                        }
+                    }
+                    "planes" => {
+                        p.planes = match value.get::<Planes>().unwrap_or_default() {
+                            Planes::All => PlaneSelection::All,
+                            Planes::Luma => PlaneSelection::Luma,
+                            Planes::Chroma => PlaneSelection::Chroma,
+                        }
+                    }
+                    "sigma" => {
+                        let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
+                        p.sigma = if v < 0.0 { None } else { Some(v) };
+                    }
+                    other => {
+                        gst::warning!(CAT, imp = self, "unknown property {other}");
+                        return;
+                    }
+                }
+                self.params_changed(&mut s);
+            }
+        }
+        gst::debug!(CAT, imp = self, "{} set", pspec.name());
+        let latency_changed = s.params.temporal_future != old_future;
+        drop(s);
+        if latency_changed {
+            // Let the pipeline query the new latency.
+            let obj = self.obj();
+            let _ = obj.post_message(gst::message::Latency::builder().src(&*obj).build());
+        }
+    }
+
+    fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        let s = lock(&self.settings);
+        let p = &s.params;
+        let o = &s.options;
+        match pspec.name() {
+            "backend" => match o.kind {
+                BackendKind::Cpu => Backend::Cpu,
+                BackendKind::Cuda => Backend::Cuda,
+                BackendKind::Auto | BackendKind::Reference => Backend::Auto,
+            }
+            .to_value(),
+            "device-id" => (o.device_id as u32).to_value(),
+            "threads" => (o.threads as u32).to_value(),
+            "kernel" => match o.gpu_kernel {
+                GpuKernel::Auto => Kernel::Auto,
+                GpuKernel::Fused => Kernel::Fused,
+                GpuKernel::Multipass => Kernel::Multipass,
+            }
+            .to_value(),
+            "offsets-per-pass" => o.offsets_per_pass.to_value(),
+            "intermediate" => match o.intermediate {
+                EngineIntermediate::F32 => Intermediate::F32,
+                EngineIntermediate::F16 => Intermediate::F16,
+                EngineIntermediate::Unorm10 => Intermediate::Unorm10,
+            }
+            .to_value(),
+            "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
+            "strength" => p.strength.to_value(),
+            "chroma-strength" => p.chroma_strength.to_value(),
+            "search-radius" => p.search_radius.to_value(),
+            "patch-radius" => p.patch_radius.to_value(),
+            "temporal-past" => p.temporal_past.to_value(),
+            "temporal-future" => p.temporal_future.to_value(),
+            "wref" => p.wref.to_value(),
+            "weighting" => match p.weighting {
+                EngineWeighting::Welsch => Weighting::Welsch,
+                EngineWeighting::Bisquare => Weighting::Bisquare,
+            }
+            .to_value(),
+            "chroma-mode" => match p.chroma_mode {
+                EngineChromaMode::Independent => ChromaMode::Independent,
+                EngineChromaMode::LumaGuided => ChromaMode::LumaGuided,
+                EngineChromaMode::Joint => ChromaMode::Joint,
+            }
+            .to_value(),
+            "planes" => match p.planes {
+                PlaneSelection::All => Planes::All,
+                PlaneSelection::Luma => Planes::Luma,
+                PlaneSelection::Chroma => Planes::Chroma,
+            }
+            .to_value(),
+            "sigma" => p.sigma.unwrap_or(SIGMA_UNSET).to_value(),
+            // Every installed property is handled above; GObject never asks for another.
+            _ => pspec.default_value().clone(),
+        }
+    }
+
+    fn constructed(&self) {
+        self.parent_constructed();
+        let obj = self.obj();
+        obj.set_qos(true);
+        let _ = self.dispatch.set(tracing::Dispatch::new(GstLogSubscriber::new(obj.upcast_ref())));
+    }
+}
+
+impl GstObjectImpl for NlmDenoise {}
+
+impl ElementImpl for NlmDenoise {
+    fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
+        static ELEMENT_METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
+            gst::subclass::ElementMetadata::new(
+                "Temporal NLM denoiser",
+                "Filter/Effect/Video",
+                "Temporal non-local means video denoising on CUDA or CPU",
+                "nlmdenoise developers",
+            )
+        });
+        Some(&*ELEMENT_METADATA)
+    }
+
+    fn pad_templates() -> &'static [gst::PadTemplate] {
+        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
+            let caps = gst_video::VideoCapsBuilder::new()
+                .format_list(PixelFormat::ALL.into_iter().map(format_to_gst))
+                .width_range(1..=MAX_SIDE)
+                .height_range(1..=MAX_SIDE)
+                .build();
+            let src = gst::PadTemplate::new("src", gst::PadDirection::Src, gst::PadPresence::Always, &caps).expect("valid src template");
+            let sink = gst::PadTemplate::new("sink", gst::PadDirection::Sink, gst::PadPresence::Always, &caps).expect("valid sink template");
+            vec![src, sink]
+        });
+        PAD_TEMPLATES.as_ref()
+    }
+}
+
+impl BaseTransformImpl for NlmDenoise {
+    const MODE: gst_base::subclass::BaseTransformMode = gst_base::subclass::BaseTransformMode::NeverInPlace;
+    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+    fn start(&self) -> Result<(), gst::ErrorMessage> {
+        *lock(&self.state) = None;
+        let s = lock(&self.settings).clone();
+        // Ranges are enforced by the property specs; this catches anything they cannot express.
+        s.params.validate().map_err(|e| gst::error_msg!(gst::LibraryError::Settings, ("Invalid parameters: {e}")))?;
+        gst::debug!(CAT, imp = self, "starting with {:?}, backend {:?}", s.params, s.options);
+        Ok(())
+    }
+
+    fn stop(&self) -> Result<(), gst::ErrorMessage> {
+        *lock(&self.state) = None;
+        gst::debug!(CAT, imp = self, "stopped");
+        Ok(())
+    }
+
+    fn unit_size(&self, caps: &gst::Caps) -> Option<usize> {
+        gst_video::VideoInfo::from_caps(caps).ok().map(|info| info.size())
+    }
+
+    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        let (info, engine_info) = engine_info_from_caps(incaps).map_err(|msg| gst::loggable_error!(CAT, "{msg}"))?;
+        if incaps != outcaps {
+            let out = gst_video::VideoInfo::from_caps(outcaps).map_err(|_| gst::loggable_error!(CAT, "invalid output caps {outcaps}"))?;
+            if out.format() != info.format() || out.width() != info.width() || out.height() != info.height() {
+                return Err(gst::loggable_error!(CAT, "input caps {incaps} and output caps {outcaps} differ"));
+            }
+        }
+        let mut guard = lock(&self.state);
+        if let Some(state) = guard.as_mut() {
+            if state.engine_info == engine_info {
+                gst::debug!(CAT, imp = self, "caps changed without a new frame layout: keeping the engine");
+                state.info = info;
+                return Ok(());
+            }
+            if state.denoiser.queued() > 0 {
+                gst::warning!(CAT, imp = self, "dropping {} frame(s) of the previous format", state.denoiser.queued());
+            }
+        }
+        // Release the previous engine (and its GPU memory) before creating the next one.
+        *guard = None;
+        let settings = lock(&self.settings).clone();
+        let denoiser = match with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, &settings.options)) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = engine_error(self, &format!("Cannot denoise {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
+                return Err(gst::loggable_error!(CAT, "engine creation failed: {e}"));
+            }
+        };
+        gst::info!(
+            CAT,
+            imp = self,
+            "denoising {}x{} {} on {} (latency {} frame(s))",
+            engine_info.width,
+            engine_info.height,
+            engine_info.format,
+            denoiser.backend_description(),
+            denoiser.latency_frames()
+        );
+        *guard = Some(State { info, engine_info, denoiser, generation: settings.generation, last_duration: None });
+        Ok(())
+    }
+
+    fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+        let is_latency = matches!(query.view(), gst::QueryView::Latency(_));
+        if direction != gst::PadDirection::Src || !is_latency {
+            return BaseTransformImplExt::parent_query(self, direction, query);
+        }
+        if !BaseTransformImplExt::parent_query(self, direction, query) {
+            return false;
+        }
+        let ours = self.added_latency();
+        if let gst::QueryViewMut::Latency(q) = query.view_mut() {
+            let (live, min, max) = q.result();
+            gst::debug!(CAT, imp = self, "upstream latency min {min} max {}, adding {ours}", max.display());
+            q.set(live, min + ours, max.map(|m| m + ours));
+        }
+        true
+    }
+
+    fn sink_event(&self, event: gst::Event) -> bool {
+        use gst::EventView;
+        let drain = match event.view() {
+            EventView::FlushStop(_) => {
+                self.reset();
+                None
+            }
+            EventView::Eos(_) => Some("eos"),
+            EventView::Segment(_) => Some("new segment"),
+            EventView::StreamStart(_) => Some("stream start"),
+            EventView::Caps(c) => {
+                let new = engine_info_from_caps(c.caps()).ok().map(|(_, e)| e);
+                let old = lock(&self.state).as_ref().map(|s| s.engine_info);
+                match (old, new) {
+                    (Some(old), Some(new)) if old != new => Some("format change"),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(why) = drain {
+            if let Err(err) = self.drain(why) {
+                // Flushing or not-linked downstream is not fatal for the event; errors have
+                // been posted already.
+                gst::debug!(CAT, imp = self, "pushing drained frames at {why}: {err:?}");
+            }
+        }
+        self.parent_sink_event(event)
+    }
+
+    fn propose_allocation(&self, decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
+        // Input frames are read through VideoMeta, so upstream may use any strides and offsets.
+        query.add_allocation_meta::<gst_video::VideoMeta>(None);
+        if decide_query.is_none() {
+            return self.parent_propose_allocation(decide_query, query);
+        }
+        Ok(())
+    }
+
+    fn decide_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
+        let Some(caps) = query.get_owned().0 else {
+            return Err(gst::loggable_error!(CAT, "allocation query without caps"));
+        };
+        let info = gst_video::VideoInfo::from_caps(&caps).map_err(|_| gst::loggable_error!(CAT, "invalid caps {caps}"))?;
+        let size = info.size() as u32;
+        let video_meta = query.find_allocation_meta::<gst_video::VideoMeta>().is_some();
+        let offered = query.allocation_pools().next().and_then(|(pool, _size, min, max)| pool.map(|p| (p, min, max)));
+        let have_offer = query.allocation_pools().next().is_some();
+
+        let configure = |pool: &gst::BufferPool, min: u32, max: u32| -> bool {
+            let mut config = pool.config();
+            config.set_params(Some(&caps), size, min, max);
+            if video_meta && pool.has_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META) {
+                config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+            }
+            if pool.set_config(config).is_ok() {
+                return true;
+            }
+            // The pool may have adjusted the parameters; accept them if they still fit.
+            let config = pool.config();
+            config.validate_params(Some(&caps), size, min, max).is_ok() && pool.set_config(config).is_ok()
+        };
+
+        let (pool, min, max) = match offered {
+            Some((pool, min, max)) if configure(&pool, min, max) => (pool, min, max),
+            _ => {
+                let pool = gst_video::VideoBufferPool::new().upcast::<gst::BufferPool>();
+                if !configure(&pool, 0, 0) {
+                    return Err(gst::loggable_error!(CAT, "cannot configure a buffer pool for {caps}"));
+                }
+                (pool, 0, 0)
+            }
+        };
+        gst::debug!(CAT, imp = self, "output pool {:?}: size {size}, min {min}, max {max}, video meta {video_meta}", pool.name());
+        if have_offer {
+            query.set_nth_allocation_pool(0, Some(&pool), size, min, max);
+        } else {
+            query.add_allocation_pool(Some(&pool), size, min, max);
+        }
+        Ok(())
+    }
+
+    fn submit_input_buffer(&self, is_discont: bool, inbuf: gst::Buffer) -> Result<gst::FlowSuccess, gst::FlowError> {
+        // Only the buffer's own flag counts: the base class keeps `is_discont` set until it has
+        // pushed an output, which with future frames is several inputs later.
+        if inbuf.flags().contains(gst::BufferFlags::DISCONT) {
+            // Held frames are finished with the frames they have and pushed before this one;
+            // this frame starts a new temporal window.
+            self.drain("discont")?;
+        }
+        // The base class does renegotiation and QoS (dropping late frames) and queues the buffer.
+        self.parent_submit_input_buffer(is_discont, inbuf)
+    }
+
+    fn generate_output(&self) -> Result<GenerateOutputSuccess, gst::FlowError> {
+        let mut guard = lock(&self.state);
+        let inbuf = self.take_queued_buffer();
+        let Some(state) = guard.as_mut() else {
+            if inbuf.is_some() {
+                gst::element_imp_error!(self, gst::CoreError::Negotiation, ("Received a buffer before caps"));
+                return Err(gst::FlowError::NotNegotiated);
+            }
+            return Ok(GenerateOutputSuccess::NoOutput);
+        };
+        if let Some(inbuf) = inbuf {
+            self.process_input(state, &inbuf)?;
+        }
+        match self.pop_output(state)? {
+            Some(buf) => Ok(GenerateOutputSuccess::Buffer(buf)),
+            None => Ok(GenerateOutputSuccess::NoOutput),
+        }
+    }
+}
