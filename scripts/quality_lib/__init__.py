@@ -1,0 +1,1 @@
+"""Quality evaluation harness for nlmdenoise (see docs/quality.md)."""
