@@ -1,0 +1,452 @@
+//! Behaviour of the `nlmdenoise` element through gst-check harnesses, on the CPU backend.
+
+mod common;
+
+use common::*;
+use gst::prelude::*;
+use nlmdenoise::{ChromaMode, Params, PixelFormat};
+
+#[test]
+fn every_format_negotiates_and_matches_the_engine() {
+    let params = Params { temporal_past: 0, ..small_params() };
+    for format in PixelFormat::ALL {
+        // Odd sizes exercise the rounding of subsampled planes and GStreamer's row alignment.
+        let caps = caps(format, 9, 7, (25, 1));
+        let info = video_info(&caps);
+        let mut h = harness(&params);
+        h.set_src_caps(caps.clone());
+        let input = with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::DISCONT);
+        h.push(input.clone()).unwrap_or_else(|e| panic!("{format}: push failed: {e:?}"));
+        let out = h.try_pull().unwrap_or_else(|| panic!("{format}: no output in the same chain call"));
+        let negotiated = h.sinkpad().and_then(|p| p.current_caps()).expect("caps downstream");
+        assert_eq!(negotiated, caps, "{format}: src caps equal sink caps");
+        let expected = engine_run(format, &info, &params, &[input.clone()]);
+        assert_matches_engine(&out, &info, format, &expected[0], "single frame");
+        assert_ne!(buffer_planes(&out, &info, format), buffer_planes(&input, &info, format), "{format}: output is denoised, not a copy");
+        assert_eq!(out.pts(), input.pts());
+    }
+}
+
+#[test]
+fn sequence_matches_the_engine_with_past_and_future_frames() {
+    let params = Params { temporal_past: 2, temporal_future: 1, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 16, 12, (25, 1));
+    let info = video_info(&caps);
+    let frames: Vec<gst::Buffer> = (0..6).map(|i| with_meta(make_buffer(&info, format, 100 + i), i, gst::BufferFlags::empty())).collect();
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    let mut outs = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        h.push(f.clone()).unwrap();
+        let got = pull_all(&mut h);
+        // One frame of delay: frame i-1 leaves with frame i.
+        assert_eq!(got.len(), usize::from(i >= 1), "outputs after input {i}");
+        outs.extend(got);
+    }
+    assert!(h.push_event(gst::event::Eos::new()));
+    outs.extend(pull_all(&mut h));
+    let expected = engine_run(format, &info, &params, &frames);
+    assert_eq!(outs.len(), 6);
+    for (i, (o, e)) in outs.iter().zip(&expected).enumerate() {
+        assert_matches_engine(o, &info, format, e, &format!("frame {i}"));
+        assert_eq!(o.pts(), frames[i].pts());
+    }
+}
+
+#[test]
+fn rgb_with_joint_weights_and_alpha_passthrough() {
+    let params = Params { chroma_mode: ChromaMode::Joint, temporal_past: 1, ..small_params() };
+    let format = PixelFormat::RGBA;
+    let caps = caps(format, 10, 6, (30, 1));
+    let info = video_info(&caps);
+    let frames: Vec<gst::Buffer> = (0..3).map(|i| with_meta(make_buffer(&info, format, 7 + i), i, gst::BufferFlags::empty())).collect();
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    let mut outs = Vec::new();
+    for f in &frames {
+        h.push(f.clone()).unwrap();
+        outs.extend(pull_all(&mut h));
+    }
+    let expected = engine_run(format, &info, &params, &frames);
+    for (i, (o, e)) in outs.iter().zip(&expected).enumerate() {
+        assert_matches_engine(o, &info, format, e, &format!("frame {i}"));
+        let (got, inp) = (buffer_planes(o, &info, format), buffer_planes(&frames[i], &info, format));
+        let alpha = |v: &Vec<u8>| v.iter().skip(3).step_by(4).copied().collect::<Vec<u8>>();
+        assert_eq!(alpha(&got[0]), alpha(&inp[0]), "alpha is copied");
+    }
+    assert_eq!(outs.len(), 3);
+}
+
+#[test]
+fn latency_query_reports_future_frames() {
+    let format = PixelFormat::I420;
+    for (future, fps, want_ms) in [(2u32, (25, 1), 80u64), (0, (25, 1), 0), (3, (50, 1), 60)] {
+        let params = Params { temporal_future: future, ..small_params() };
+        let caps = caps(format, 8, 8, fps);
+        let info = video_info(&caps);
+        let mut h = harness(&params);
+        h.set_src_caps(caps);
+        h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
+        let latency = h.query_latency().expect("latency answered");
+        assert_eq!(latency, gst::ClockTime::from_mseconds(want_ms), "temporal-future {future} at {}/{} fps", fps.0, fps.1);
+    }
+}
+
+#[test]
+fn latency_with_variable_framerate_uses_buffer_duration() {
+    let format = PixelFormat::GRAY8;
+    let params = Params { temporal_future: 2, ..small_params() };
+    let caps = caps(format, 8, 8, (0, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    assert_eq!(h.query_latency(), Some(gst::ClockTime::ZERO), "nothing known yet");
+    h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
+    assert_eq!(h.query_latency(), Some(gst::ClockTime::from_mseconds(80)), "2 x the 40 ms buffer duration");
+}
+
+#[test]
+fn eos_drains_every_held_frame_with_its_own_metadata() {
+    let params = Params { temporal_past: 1, temporal_future: 2, ..small_params() };
+    let format = PixelFormat::NV12;
+    let caps = caps(format, 12, 8, (25, 1));
+    let info = video_info(&caps);
+    let flags = [
+        gst::BufferFlags::DISCONT,
+        gst::BufferFlags::DELTA_UNIT,
+        gst::BufferFlags::DELTA_UNIT | gst::BufferFlags::MARKER,
+        gst::BufferFlags::DROPPABLE,
+        gst::BufferFlags::DELTA_UNIT,
+    ];
+    let frames: Vec<gst::Buffer> = flags.iter().enumerate().map(|(i, f)| with_meta(make_buffer(&info, format, 50 + i as u64), i as u64, *f)).collect();
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    for f in &frames {
+        h.push(f.clone()).unwrap();
+    }
+    assert_eq!(h.buffers_in_queue(), 3, "two frames held for the future window");
+    assert!(h.push_event(gst::event::Eos::new()));
+    // Everything was pushed before EOS went downstream.
+    let outs = pull_all(&mut h);
+    assert_eq!(outs.len(), 5);
+    let mut saw_eos = false;
+    while let Some(ev) = h.try_pull_event() {
+        saw_eos |= ev.type_() == gst::EventType::Eos;
+    }
+    assert!(saw_eos, "EOS forwarded");
+    let expected = engine_run(format, &info, &params, &frames);
+    for (i, (o, inp)) in outs.iter().zip(&frames).enumerate() {
+        assert_eq!(o.pts(), inp.pts(), "pts of frame {i}");
+        assert_eq!(o.dts(), inp.dts(), "dts of frame {i}");
+        assert_eq!(o.duration(), inp.duration(), "duration of frame {i}");
+        assert_eq!(o.offset(), inp.offset(), "offset of frame {i}");
+        assert_eq!(o.offset_end(), inp.offset_end(), "offset-end of frame {i}");
+        assert_eq!(o.flags() - gst::BufferFlags::TAG_MEMORY, inp.flags(), "flags of frame {i}");
+        assert_matches_engine(o, &info, format, &expected[i], &format!("frame {i}"));
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reset {
+    Flush,
+    Segment,
+    Discont,
+    StreamStart,
+}
+
+fn apply_reset(h: &mut gst_check::Harness, reset: Reset) {
+    match reset {
+        Reset::Flush => {
+            assert!(h.push_event(gst::event::FlushStart::new()));
+            assert!(h.push_event(gst::event::FlushStop::new(true)));
+            assert!(h.push_event(gst::event::Segment::new(&gst::FormattedSegment::<gst::ClockTime>::new())));
+        }
+        Reset::Segment => {
+            // A non-flushing seek: a new segment starting at the next frame.
+            let mut seg = gst::FormattedSegment::<gst::ClockTime>::new();
+            seg.set_start(gst::ClockTime::from_mseconds(40 * 3));
+            seg.set_time(gst::ClockTime::from_mseconds(40 * 3));
+            assert!(h.push_event(gst::event::Segment::new(&seg)));
+        }
+        Reset::StreamStart => {
+            assert!(h.push_event(gst::event::StreamStart::new("second-stream")));
+            assert!(h.push_event(gst::event::Segment::new(&gst::FormattedSegment::<gst::ClockTime>::new())));
+        }
+        Reset::Discont => {}
+    }
+}
+
+/// After a reset, the next frame must come out as if it were the first frame of a fresh element.
+#[test]
+fn flush_segment_discont_and_stream_start_reset_the_window() {
+    let params = Params { temporal_past: 2, temporal_future: 0, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 12, 10, (25, 1));
+    let info = video_info(&caps);
+    let history: Vec<gst::Buffer> = (0..3).map(|i| with_meta(make_buffer(&info, format, 10 + i), i, gst::BufferFlags::empty())).collect();
+    // Frame 3 has the content of frame 2, so the history is informative and its absence shows.
+    let next = with_meta(make_buffer(&info, format, 12), 3, gst::BufferFlags::empty());
+
+    let mut fresh = harness(&params);
+    fresh.set_src_caps(caps.clone());
+    fresh.push(next.clone()).unwrap();
+    let fresh_out = buffer_planes(&fresh.pull().unwrap(), &info, format);
+
+    let mut all = history.clone();
+    all.push(next.clone());
+    let continued = owned_planes(&engine_run(format, &info, &params, &all)[3]);
+    assert_ne!(fresh_out, continued, "the test frames must make history matter");
+
+    for reset in [Reset::Flush, Reset::Segment, Reset::Discont, Reset::StreamStart] {
+        let mut h = harness(&params);
+        h.set_src_caps(caps.clone());
+        for f in &history {
+            h.push(f.clone()).unwrap();
+        }
+        assert_eq!(pull_all(&mut h).len(), 3);
+        apply_reset(&mut h, reset);
+        let mut d = next.clone();
+        if reset == Reset::Discont {
+            d.make_mut().set_flags(gst::BufferFlags::DISCONT);
+        }
+        h.push(d).unwrap();
+        let out = h.pull().unwrap();
+        assert_eq!(buffer_planes(&out, &info, format), fresh_out, "{reset:?}: frame after the reset equals a fresh element's output");
+    }
+
+    // Without a reset the history is used.
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    for f in &all {
+        h.push(f.clone()).unwrap();
+    }
+    let outs = pull_all(&mut h);
+    assert_eq!(buffer_planes(&outs[3], &info, format), continued);
+}
+
+/// With future frames: a flush drops the held frames, a DISCONT finishes and pushes them first.
+#[test]
+fn held_frames_are_dropped_on_flush_and_drained_on_discont() {
+    let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
+    let format = PixelFormat::Y444;
+    let caps = caps(format, 8, 6, (25, 1));
+    let info = video_info(&caps);
+    let f: Vec<gst::Buffer> = (0..4).map(|i| with_meta(make_buffer(&info, format, 30 + i), i, gst::BufferFlags::empty())).collect();
+
+    // Flush: A, B, C in; A, B out; C held and dropped; D then EOS.
+    let mut h = harness(&params);
+    h.set_src_caps(caps.clone());
+    for b in &f[..3] {
+        h.push(b.clone()).unwrap();
+    }
+    assert_eq!(pull_all(&mut h).len(), 2);
+    apply_reset(&mut h, Reset::Flush);
+    h.push(f[3].clone()).unwrap();
+    assert!(h.push_event(gst::event::Eos::new()));
+    let outs = pull_all(&mut h);
+    assert_eq!(outs.iter().map(|b| b.pts()).collect::<Vec<_>>(), vec![f[3].pts()], "held frame dropped by the flush");
+    assert_matches_engine(&outs[0], &info, format, &engine_run(format, &info, &params, &f[3..])[0], "first frame after flush");
+
+    // DISCONT: C is finished without future frames and pushed before D's output.
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    for b in &f[..3] {
+        h.push(b.clone()).unwrap();
+    }
+    let mut outs = pull_all(&mut h);
+    let mut d = f[3].clone();
+    d.make_mut().set_flags(gst::BufferFlags::DISCONT);
+    h.push(d.clone()).unwrap();
+    outs.extend(pull_all(&mut h));
+    assert!(h.push_event(gst::event::Eos::new()));
+    outs.extend(pull_all(&mut h));
+    assert_eq!(outs.iter().map(|b| b.pts()).collect::<Vec<_>>(), f.iter().map(|b| b.pts()).collect::<Vec<_>>());
+    let before = engine_run(format, &info, &params, &f[..3]);
+    let after = engine_run(format, &info, &params, &[d]);
+    for (i, e) in before.iter().chain(&after).enumerate() {
+        assert_matches_engine(&outs[i], &info, format, e, &format!("frame {i}"));
+    }
+    assert!(outs[3].flags().contains(gst::BufferFlags::DISCONT));
+    assert!(!outs[2].flags().contains(gst::BufferFlags::DISCONT), "the drained frame keeps its own flags");
+}
+
+#[test]
+fn caps_change_midstream_drains_and_recreates_the_engine() {
+    let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
+    let steps = [(PixelFormat::I420, 16, 12), (PixelFormat::NV12, 20, 10), (PixelFormat::NV12, 14, 6), (PixelFormat::BGRx, 14, 6)];
+    let mut h = harness(&params);
+    let mut expected_all = Vec::new();
+    let mut outs = Vec::new();
+    let mut pts = 0u64;
+    for (format, w, hgt) in steps {
+        let caps = caps(format, w, hgt, (25, 1));
+        let info = video_info(&caps);
+        h.set_src_caps(caps.clone());
+        let frames: Vec<gst::Buffer> = (0..3)
+            .map(|i| {
+                pts += 1;
+                with_meta(make_buffer(&info, format, 200 + pts + i), pts, gst::BufferFlags::empty())
+            })
+            .collect();
+        for f in &frames {
+            h.push(f.clone()).unwrap();
+        }
+        // Outputs of the previous format were drained at the caps event.
+        outs.extend(pull_all(&mut h));
+        for e in engine_run(format, &info, &params, &frames) {
+            expected_all.push((format, info.clone(), e));
+        }
+    }
+    assert!(h.push_event(gst::event::Eos::new()));
+    outs.extend(pull_all(&mut h));
+    assert_eq!(outs.len(), expected_all.len());
+    for (i, (o, (format, info, e))) in outs.iter().zip(&expected_all).enumerate() {
+        assert_eq!(o.size(), info.size(), "output {i} has the size of its own format");
+        assert_matches_engine(o, info, *format, e, &format!("output {i}"));
+    }
+}
+
+#[test]
+fn strength_change_while_playing_applies_from_the_next_frame() {
+    let params = Params { temporal_past: 1, ..small_params() };
+    let format = PixelFormat::GRAY8;
+    let caps = caps(format, 10, 8, (25, 1));
+    let info = video_info(&caps);
+    let frames: Vec<gst::Buffer> = (0..4).map(|i| with_meta(make_buffer(&info, format, 70 + i), i, gst::BufferFlags::empty())).collect();
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    let mut d = engine(format, &info, &params);
+    for (i, f) in frames.iter().enumerate() {
+        if i == 2 {
+            h.element().unwrap().set_property("strength", 3.0f32);
+            h.element().unwrap().set_property("search-radius", 1u32);
+            d.set_params(Params { strength: 3.0, search_radius: 1, ..params }).unwrap();
+        }
+        h.push(f.clone()).unwrap();
+        engine_push(&mut d, &info, format, f, i);
+        let mut got = pull_all(&mut h);
+        let want = engine_pop_all(&mut d);
+        assert_eq!(got.len(), want.len());
+        for (o, (_, e)) in got.drain(..).zip(&want) {
+            assert_matches_engine(&o, &info, format, e, &format!("frame {i}"));
+        }
+    }
+}
+
+#[test]
+fn joint_chroma_on_subsampled_format_is_a_clear_error() {
+    let params = Params { chroma_mode: ChromaMode::Joint, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 8, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    let bus = gst::Bus::new();
+    h.element().unwrap().set_bus(Some(&bus));
+    h.set_src_caps(caps);
+    let r = h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty()));
+    assert_eq!(r, Err(gst::FlowError::NotNegotiated));
+    let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
+    let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
+    assert!(err.error().to_string().contains("joint"), "message names the problem: {}", err.error());
+}
+
+#[test]
+fn cuda_requested_without_cuda_fails_clearly() {
+    init();
+    let cuda = nlmdenoise::backend::create(&nlmdenoise::BackendOptions { kind: nlmdenoise::BackendKind::Cuda, ..Default::default() });
+    let format = PixelFormat::I420;
+    let caps = caps(format, 8, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = gst_check::Harness::new("nlmdenoise");
+    h.element().unwrap().set_property_from_str("backend", "cuda");
+    let bus = gst::Bus::new();
+    h.element().unwrap().set_bus(Some(&bus));
+    h.play();
+    h.set_src_caps(caps);
+    let r = h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty()));
+    match cuda {
+        Ok(_) => assert!(r.is_ok(), "CUDA is available here, so the element must run"),
+        Err(e) => {
+            assert_eq!(r, Err(gst::FlowError::NotNegotiated), "engine said: {e}");
+            let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
+            let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
+            let text = err.error().to_string();
+            assert!(text.contains("backend unavailable") || text.contains("CUDA"), "clear message: {text}");
+        }
+    }
+}
+
+#[test]
+fn property_ranges_defaults_and_rejected_values() {
+    use nlmdenoise::params::*;
+    init();
+    let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
+    let p = Params::default();
+    let o = nlmdenoise::BackendOptions::default();
+    let uint = |name: &str| e.find_property(name).unwrap().downcast::<glib::ParamSpecUInt>().unwrap();
+    let float = |name: &str| e.find_property(name).unwrap().downcast::<glib::ParamSpecFloat>().unwrap();
+    for (name, max, def) in [
+        ("search-radius", MAX_SEARCH_RADIUS, p.search_radius),
+        ("patch-radius", MAX_PATCH_RADIUS, p.patch_radius),
+        ("temporal-past", MAX_TEMPORAL_PAST, p.temporal_past),
+        ("temporal-future", MAX_TEMPORAL_FUTURE, p.temporal_future),
+        ("offsets-per-pass", 4, o.offsets_per_pass),
+        ("pipeline-depth", 4, o.pipeline_depth as u32),
+    ] {
+        let ps = uint(name);
+        assert_eq!((ps.maximum(), ps.default_value()), (max, def), "{name}");
+        assert_eq!(e.property::<u32>(name), def, "{name} default");
+    }
+    assert_eq!(uint("offsets-per-pass").minimum(), 1);
+    for (name, max, def) in [("strength", MAX_STRENGTH, p.strength), ("chroma-strength", MAX_STRENGTH, p.strength), ("wref", MAX_WREF, p.wref), ("sigma", MAX_SIGMA, -1.0)] {
+        let ps = float(name);
+        assert_eq!((ps.maximum(), ps.default_value()), (max, def), "{name}");
+    }
+    assert!(float("strength").minimum() > 0.0, "strength 0 is invalid for the engine");
+    assert_eq!(float("sigma").minimum(), -1.0);
+    for (name, def) in [("backend", "auto"), ("weighting", "welsch"), ("chroma-mode", "independent"), ("planes", "all"), ("kernel", "auto"), ("intermediate", "unorm10")] {
+        let v = e.property_value(name);
+        let (_, ev) = glib::EnumValue::from_value(&v).unwrap();
+        assert_eq!(ev.nick(), def, "{name} default");
+    }
+
+    // Values round-trip.
+    e.set_property("strength", 42.5f32);
+    e.set_property("sigma", 0.0f32);
+    e.set_property_from_str("chroma-mode", "luma-guided");
+    e.set_property_from_str("intermediate", "f16");
+    assert_eq!(e.property::<f32>("strength"), 42.5);
+    assert_eq!(e.property::<f32>("sigma"), 0.0);
+    let v = e.property_value("chroma-mode");
+    let (_, ev) = glib::EnumValue::from_value(&v).unwrap();
+    assert_eq!(ev.nick(), "luma-guided");
+
+    // Out-of-range values are rejected and leave the property unchanged.
+    for (name, bad) in [("sigma", (MAX_SIGMA + 1.0).to_value()), ("strength", 0.0f32.to_value()), ("search-radius", (MAX_SEARCH_RADIUS + 1).to_value())] {
+        let before = e.property_value(name);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.set_property_from_value(name, &bad)));
+        assert!(r.is_err(), "{name} = {bad:?} must be rejected");
+        assert_eq!(e.property_value(name).serialize().unwrap(), before.serialize().unwrap(), "{name} unchanged");
+    }
+    // The same through a gst-launch description: GLib warns and keeps the default.
+    let bin = gst::parse::launch("nlmdenoise name=d sigma=300").unwrap();
+    let d = bin.downcast::<gst::Bin>().map(|b| b.by_name("d").unwrap()).unwrap_or_else(|e| e);
+    assert_eq!(d.property::<f32>("sigma"), -1.0);
+}
+
+#[test]
+fn backend_options_are_locked_while_playing() {
+    init();
+    let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
+    for name in ["backend", "device-id", "kernel", "offsets-per-pass", "intermediate", "pipeline-depth", "threads"] {
+        let flags = e.find_property(name).unwrap().flags();
+        assert!(flags.contains(gst::PARAM_FLAG_MUTABLE_READY), "{name} mutable in READY only");
+    }
+    for name in ["strength", "chroma-strength", "search-radius", "patch-radius", "temporal-past", "temporal-future", "weighting", "wref", "chroma-mode", "planes", "sigma"] {
+        let flags = e.find_property(name).unwrap().flags();
+        assert!(flags.contains(gst::PARAM_FLAG_MUTABLE_PLAYING), "{name} mutable while playing");
+    }
+}
+
+use gst::glib;

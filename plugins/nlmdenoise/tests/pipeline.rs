@@ -1,0 +1,76 @@
+//! gst-launch style pipelines: the statically registered element through `gst::parse::launch`,
+//! and the built shared library through the `gst-launch-1.0` tool.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use gst::prelude::*;
+
+/// Runs `description` to EOS; returns the buffers (pts) reaching the sink named `sink`.
+fn run_to_eos(description: &str) -> Vec<Option<gst::ClockTime>> {
+    common::init();
+    let pipeline = gst::parse::launch(description).unwrap().downcast::<gst::Pipeline>().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = pipeline.by_name("sink").expect("sink named 'sink'");
+    let pad = sink.static_pad("sink").unwrap();
+    let s = seen.clone();
+    pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+        if let Some(buf) = info.buffer() {
+            s.lock().unwrap().push(buf.pts());
+        }
+        gst::PadProbeReturn::Ok
+    });
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let bus = pipeline.bus().unwrap();
+    let msg = bus
+        .timed_pop_filtered(gst::ClockTime::from_seconds(120), &[gst::MessageType::Eos, gst::MessageType::Error])
+        .expect("pipeline finished in time");
+    pipeline.set_state(gst::State::Null).unwrap();
+    if let gst::MessageView::Error(e) = msg.view() {
+        panic!("pipeline error: {} ({:?})", e.error(), e.debug());
+    }
+    let v = seen.lock().unwrap().clone();
+    v
+}
+
+#[test]
+fn parse_launch_videotestsrc_to_fakesink() {
+    let pts = run_to_eos("videotestsrc num-buffers=5 ! video/x-raw,width=32,height=24 ! nlmdenoise backend=cpu search-radius=2 patch-radius=1 ! fakesink name=sink");
+    assert_eq!(pts.len(), 5);
+}
+
+#[test]
+fn parse_launch_with_future_frames_delivers_every_frame_in_order() {
+    let pts = run_to_eos(
+        "videotestsrc num-buffers=6 pattern=ball ! video/x-raw,format=I420,width=24,height=16,framerate=30/1 ! \
+         nlmdenoise backend=cpu temporal-future=2 search-radius=1 patch-radius=1 ! fakesink name=sink sync=false",
+    );
+    let want: Vec<_> = (0..6).map(|i| Some(gst::ClockTime::SECOND.mul_div_floor(i, 30).unwrap())).collect();
+    assert_eq!(pts, want);
+}
+
+fn target_profile_dir() -> PathBuf {
+    // target/<profile>/deps/<this test binary>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(|p| p.parent()).unwrap().to_path_buf()
+}
+
+/// The shared library as gst-launch-1.0 loads it (needs the cdylib that `cargo test` builds).
+#[test]
+fn gst_launch_loads_the_built_plugin() {
+    let dir = target_profile_dir();
+    let lib = dir.join("libgstnlmdenoise.so");
+    assert!(lib.exists(), "{} not built", lib.display());
+    let registry = std::env::temp_dir().join(format!("nlmdenoise-test-registry-{}.bin", std::process::id()));
+    let out = Command::new("gst-launch-1.0")
+        .args(["-q", "videotestsrc", "num-buffers=5", "!", "video/x-raw,width=32,height=24", "!", "nlmdenoise", "backend=cpu", "search-radius=2", "patch-radius=1", "!", "fakesink"])
+        .env("GST_PLUGIN_PATH", &dir)
+        .env("GST_REGISTRY", &registry)
+        .output()
+        .expect("gst-launch-1.0 runs (apt install gstreamer1.0-tools)");
+    let _ = std::fs::remove_file(&registry);
+    assert!(out.status.success(), "gst-launch-1.0 failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
