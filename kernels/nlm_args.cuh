@@ -1,0 +1,33 @@
+// Launch arguments of the fused NLM kernel, passed by value. The Rust mirror is `NlmArgs` in
+// src/backend/cuda/launch.rs; both sides check the size (NLM_ARGS_BYTES is set by the host).
+#pragma once
+
+#define NLM_MAX_FRAMES 16   // temporal_past + 1 + temporal_future <= 15
+#define NLM_MAX_BATCH 3     // weight groups of one shape handled by one launch (blockIdx.z)
+#define NLM_MAX_PLANES 3    // guide or output planes of one weight group
+
+// One weight group: where its planes lie inside a frame of the ring, and its weight constants.
+struct NlmGroup {
+    unsigned long long guide[NLM_MAX_PLANES];  // byte offset of each guide plane in a frame
+    unsigned long long output[NLM_MAX_PLANES]; // byte offset of each output plane in a frame
+    float k_dist;  // patch-distance sum -> weight argument (1/h^2, 1/patch size, sample scale)
+    float k_bias;  // distance offset (2 sigma^2) in the same units
+};
+
+struct NlmArgs {
+    const unsigned char* ring;     // ring_slots frames of frame_bytes each
+    unsigned char* dst;            // output frame, same layout as a ring frame
+    unsigned long long frame_bytes;
+    NlmGroup group[NLM_MAX_BATCH];
+    int slot[NLM_MAX_FRAMES];      // ring slot of each frame of the window
+    int n_frames;
+    int target;                    // index into slot[] of the frame being denoised
+    int out_w, out_h;              // output plane size
+    int guide_w, guide_h;          // guide plane size
+    float wref;                    // centre weight = wref * largest other weight
+    unsigned smem_bytes;           // dynamic shared memory the launch provides
+};
+
+#ifdef NLM_ARGS_BYTES
+static_assert(sizeof(NlmArgs) == NLM_ARGS_BYTES, "NlmArgs layout differs from the host's");
+#endif

@@ -1,0 +1,268 @@
+// Fused temporal non-local means: one launch computes one output plane group of one frame.
+//
+// The definition is src/backend/reference.rs. Per block, a TILE_W x TILE_H tile of output
+// samples; per frame u of the window the block stages in shared memory (as float, borders
+// mirrored like src/plan.rs) the target's guide tile + patch halo (once), u's guide tile + patch
+// and search halo, and u's output-plane tile + search halo. For each search offset the patch
+// distance of every output sample is a separable box sum of squared differences:
+//
+//   phase 1  horizontal sums H[dx][row][x] for DX_GROUP offsets at once. A thread takes a run of
+//            RUN_W outputs of one guide row, keeps the target run and the reference window in
+//            registers, and slides the window by dx (shared-memory loads are reused across dx).
+//   phase 2  vertical sums of H down a column (one thread per column and ROWS rows), turned into
+//            weights and accumulated in registers (weight.cuh).
+//
+// Nothing per offset goes to device memory. Compile-time constants (-D, set by
+// src/backend/cuda/module.rs; the defaults below only let the file compile on its own):
+#ifndef SEARCH_R
+#define SEARCH_R 3      // search radius a: offsets -a..a in x and y
+#endif
+#ifndef PATCH_R
+#define PATCH_R 2       // patch radius s: (2s+1)^2 samples per guide plane
+#endif
+#ifndef N_GUIDES
+#define N_GUIDES 1      // planes the distance is measured on
+#endif
+#ifndef N_OUTPUTS
+#define N_OUTPUTS 1     // planes averaged with the same weights
+#endif
+#ifndef STEP_X
+#define STEP_X 1        // guide position = output position * step (2 for 4:2:0 luma-guided chroma)
+#endif
+#ifndef STEP_Y
+#define STEP_Y 1
+#endif
+#ifndef SAMPLE_BYTES
+#define SAMPLE_BYTES 1  // 1: 8-bit samples, 2: 16-bit little-endian samples
+#endif
+#ifndef TILE_H
+#define TILE_H 28       // output rows per block
+#endif
+#ifndef RUN_W
+#define RUN_W 8         // outputs per phase-1 run
+#endif
+#ifndef DX_GROUP
+#define DX_GROUP 7      // search offsets per phase-1/phase-2 round
+#endif
+#ifndef THREADS
+#define THREADS 128
+#endif
+
+#define TILE_W 32       // output columns per block: one warp across in phase 2
+
+#if SAMPLE_BYTES == 1
+typedef unsigned char sample_t;
+#define MAX_VALUE 255.f
+// 8-bit squared differences and their sums are integers below 2^24: running sums are exact.
+#define SLIDING_SUMS 1
+#else
+typedef unsigned short sample_t;
+#define MAX_VALUE 65535.f
+#define SLIDING_SUMS 0
+#endif
+
+constexpr int PATCH_D = 2 * PATCH_R + 1;
+constexpr int SEARCH_D = 2 * SEARCH_R + 1;
+constexpr int N_DX_GROUPS = (SEARCH_D + DX_GROUP - 1) / DX_GROUP;
+constexpr int DX_SPAN = N_DX_GROUPS * DX_GROUP;          // offsets per row, padded to groups
+constexpr int ROW_GROUPS = THREADS / TILE_W;
+constexpr int ROWS = TILE_H / ROW_GROUPS;                 // phase-2 outputs per thread
+constexpr int RUNS_PER_ROW = TILE_W / RUN_W;
+constexpr int GUIDE_ROWS = STEP_Y * (TILE_H - 1) + PATCH_D;               // rows of H
+constexpr int RUN_T = STEP_X * (RUN_W - 1) + PATCH_D;                      // target run
+constexpr int RUN_R = STEP_X * (RUN_W - 1 + DX_GROUP - 1) + PATCH_D;      // reference window
+constexpr int H_ROWS_PER_THREAD = STEP_Y * (ROWS - 1) + PATCH_D;
+
+// Shared-memory arrays (floats). Odd pitches keep phase-1 runs of one warp on distinct banks;
+// H rows are padded by 4 so that 16-byte stores of neighbouring rows do not collide.
+constexpr int H_PITCH = TILE_W + 4;
+constexpr int T_W = STEP_X * (TILE_W - 1) + PATCH_D;
+constexpr int T_PITCH = T_W | 1;
+constexpr int R_W = STEP_X * (TILE_W + DX_SPAN - 2) + PATCH_D;
+constexpr int R_H = GUIDE_ROWS + 2 * STEP_Y * SEARCH_R;
+constexpr int R_PITCH = R_W | 1;
+constexpr int O_W = TILE_W + DX_SPAN - 1;
+constexpr int O_H = TILE_H + 2 * SEARCH_R;
+constexpr int O_PITCH = O_W | 1;
+
+constexpr int H_FLOATS = DX_GROUP * GUIDE_ROWS * H_PITCH;
+constexpr int T_FLOATS = N_GUIDES * GUIDE_ROWS * T_PITCH;
+constexpr int R_FLOATS = N_GUIDES * R_H * R_PITCH;
+constexpr int O_FLOATS = N_OUTPUTS * O_H * O_PITCH;
+constexpr int SMEM_FLOATS = H_FLOATS + T_FLOATS + R_FLOATS + O_FLOATS;
+
+static_assert(THREADS % TILE_W == 0 && TILE_H % ROW_GROUPS == 0, "tile rows must split evenly");
+static_assert(TILE_W % RUN_W == 0, "runs must tile a row");
+static_assert(N_GUIDES <= NLM_MAX_PLANES && N_OUTPUTS <= NLM_MAX_PLANES, "too many planes");
+
+// Copies a rows x cols window of a plane, whose top-left sample is (x0, y0), into shared memory.
+__device__ __forceinline__ void stage_window(float* dst, int pitch, int rows, int cols, const unsigned char* plane, int w,
+                                             int h, int x0, int y0)
+{
+    const sample_t* p = reinterpret_cast<const sample_t*>(plane);
+    for (int i = threadIdx.x; i < rows * cols; i += THREADS) {
+        const int r = i / cols, c = i - r * cols;
+        dst[r * pitch + c] = (float)p[mirror_index(y0 + r, h) * w + mirror_index(x0 + c, w)];
+    }
+}
+
+// out[c] = in[STEP*c] + ... + in[STEP*c + PATCH_D - 1]
+template <int N, int STEP, int LEN>
+__device__ __forceinline__ void box_sums(const float (&in)[LEN], float (&out)[N])
+{
+    static_assert(STEP * (N - 1) + PATCH_D <= LEN, "box sum reads past its input");
+    if constexpr (SLIDING_SUMS && STEP == 1) {
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < PATCH_D; ++k) s += in[k];
+        out[0] = s;
+#pragma unroll
+        for (int c = 1; c < N; ++c) {
+            s += in[c + PATCH_D - 1] - in[c - 1];
+            out[c] = s;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < N; ++c) {
+            float s = 0.f;
+#pragma unroll
+            for (int k = 0; k < PATCH_D; ++k) s += in[STEP * c + k];
+            out[c] = s;
+        }
+    }
+}
+
+// Phase 1: horizontal patch sums of squared guide differences for offsets
+// dx = first_dx + j, j < DX_GROUP, at vertical offset dy, into h_sums[j][row][x].
+__device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt, const float* ref, int dy, int first_dx)
+{
+    for (int run = threadIdx.x; run < GUIDE_ROWS * RUNS_PER_ROW; run += THREADS) {
+        const int r = run / RUNS_PER_ROW;
+        const int c0 = (run - r * RUNS_PER_ROW) * RUN_W;
+        float t[N_GUIDES][RUN_T];
+        float rv[N_GUIDES][RUN_R];
+        const int ref_row = r + STEP_Y * (dy + SEARCH_R);
+        const int ref_col = STEP_X * (c0 + first_dx + SEARCH_R);
+#pragma unroll
+        for (int g = 0; g < N_GUIDES; ++g) {
+#pragma unroll
+            for (int k = 0; k < RUN_T; ++k) t[g][k] = tgt[(g * GUIDE_ROWS + r) * T_PITCH + STEP_X * c0 + k];
+#pragma unroll
+            for (int k = 0; k < RUN_R; ++k) rv[g][k] = ref[(g * R_H + ref_row) * R_PITCH + ref_col + k];
+        }
+#pragma unroll
+        for (int j = 0; j < DX_GROUP; ++j) {
+            float d2[RUN_T];
+#pragma unroll
+            for (int k = 0; k < RUN_T; ++k) {
+                float s = 0.f;
+#pragma unroll
+                for (int g = 0; g < N_GUIDES; ++g) {
+                    const float e = t[g][k] - rv[g][STEP_X * j + k];
+                    s = fmaf(e, e, s);
+                }
+                d2[k] = s;
+            }
+            float hs[RUN_W];
+            box_sums<RUN_W, STEP_X>(d2, hs);
+            float* dst = h_sums + (j * GUIDE_ROWS + r) * H_PITCH + c0;
+            if constexpr (RUN_W % 4 == 0) {
+#pragma unroll
+                for (int c = 0; c < RUN_W; c += 4)
+                    *reinterpret_cast<float4*>(dst + c) = make_float4(hs[c], hs[c + 1], hs[c + 2], hs[c + 3]);
+            } else {
+#pragma unroll
+                for (int c = 0; c < RUN_W; ++c) dst[c] = hs[c];
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs args)
+{
+    extern __shared__ __align__(16) float smem[];
+    float* h_sums = smem;                 // [DX_GROUP][GUIDE_ROWS][H_PITCH]
+    float* tgt = h_sums + H_FLOATS;       // [N_GUIDES][GUIDE_ROWS][T_PITCH]  target guides
+    float* ref = tgt + T_FLOATS;          // [N_GUIDES][R_H][R_PITCH]         frame u's guides
+    float* refo = ref + R_FLOATS;         // [N_OUTPUTS][O_H][O_PITCH]        frame u's outputs
+    if (SMEM_FLOATS * sizeof(float) > args.smem_bytes) __trap();   // host and kernel disagree
+
+    const NlmGroup& grp = args.group[blockIdx.z];
+    const int px0 = blockIdx.x * TILE_W, py0 = blockIdx.y * TILE_H;
+    const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
+    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
+    const unsigned char* target = args.ring + (unsigned long long)args.slot[args.target] * args.frame_bytes;
+
+#pragma unroll
+    for (int g = 0; g < N_GUIDES; ++g)
+        stage_window(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, GUIDE_ROWS, T_W, target + grp.guide[g], args.guide_w,
+                     args.guide_h, STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
+
+    PixelAcc<N_OUTPUTS> acc[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) acc[i].init();
+
+    for (int f = 0; f < args.n_frames; ++f) {
+        const unsigned char* frame = args.ring + (unsigned long long)args.slot[f] * args.frame_bytes;
+        const bool is_target = f == args.target;
+        __syncthreads();   // the previous frame's tiles are no longer read
+#pragma unroll
+        for (int g = 0; g < N_GUIDES; ++g)
+            stage_window(ref + g * R_H * R_PITCH, R_PITCH, R_H, R_W, frame + grp.guide[g], args.guide_w, args.guide_h,
+                         STEP_X * (px0 - SEARCH_R) - PATCH_R, STEP_Y * (py0 - SEARCH_R) - PATCH_R);
+#pragma unroll
+        for (int o = 0; o < N_OUTPUTS; ++o)
+            stage_window(refo + o * O_H * O_PITCH, O_PITCH, O_H, O_W, frame + grp.output[o], args.out_w, args.out_h,
+                         px0 - SEARCH_R, py0 - SEARCH_R);
+        __syncthreads();
+
+        for (int dy = -SEARCH_R; dy <= SEARCH_R; ++dy) {
+            for (int first_dx = -SEARCH_R; first_dx < -SEARCH_R + DX_SPAN; first_dx += DX_GROUP) {
+                horizontal_sums(h_sums, tgt, ref, dy, first_dx);
+                __syncthreads();
+
+                // Phase 2: vertical sums, weights, accumulation.
+                float dist[ROWS][DX_GROUP];
+#pragma unroll
+                for (int j = 0; j < DX_GROUP; ++j) {
+                    float hv[H_ROWS_PER_THREAD];
+#pragma unroll
+                    for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
+                        hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
+                    float d[ROWS];
+                    box_sums<ROWS, STEP_Y>(hv, d);
+                    const int dx = first_dx + j;
+                    const bool skip = dx > SEARCH_R || (is_target && dy == 0 && dx == 0);
+#pragma unroll
+                    for (int i = 0; i < ROWS; ++i) dist[i][j] = skip ? NLM_SKIP : d[i];
+                }
+#pragma unroll
+                for (int i = 0; i < ROWS; ++i) {
+                    float val[N_OUTPUTS][DX_GROUP];
+#pragma unroll
+                    for (int o = 0; o < N_OUTPUTS; ++o)
+#pragma unroll
+                        for (int j = 0; j < DX_GROUP; ++j)
+                            val[o][j] = refo[(o * O_H + row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
+                    acc[i].add(dist[i], val, grp.k_dist, grp.k_bias);
+                }
+                __syncthreads();   // h_sums is rewritten by the next round
+            }
+        }
+    }
+
+    const int px = px0 + lane;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const int py = py0 + row0 + i;
+        if (px < args.out_w && py < args.out_h) {
+            const unsigned long long at = (unsigned long long)py * args.out_w + px;
+#pragma unroll
+            for (int o = 0; o < N_OUTPUTS; ++o) {
+                const float centre = (float)reinterpret_cast<const sample_t*>(target + grp.output[o])[at];
+                const float v = acc[i].value(o, centre, args.wref);
+                reinterpret_cast<sample_t*>(args.dst + grp.output[o])[at] = (sample_t)fminf(fmaxf(floorf(v + 0.5f), 0.f), MAX_VALUE);
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+// Patch distance -> weight, the formulas of DenoisePlan::weight (src/plan.rs), and the per-pixel
+// accumulator. Strength h and the distance offset arrive at run time folded into two constants
+// (k_dist, k_bias, see src/backend/cuda/launch.rs), so a strength change needs no recompile.
+//
+// Welsch: exp(-max(d - offset, 0) / h^2). Weights are kept relative to the smallest distance
+// seen so far (a running "level", in log2 units), as in an online softmax: the largest weight is
+// then exactly 1, nothing underflows in float, and the result equals the f64 definition even
+// where every absolute weight would be below float's range. Below f64's range (level > 1075,
+// i.e. exp(-745)) the definition's weight sum is zero and the input sample is kept.
+//
+// Bisquare: (max(1 - max(d - offset, 0) / h^2, 0))^2, with the largest weight tracked directly.
+#pragma once
+
+#define WEIGHTING_WELSCH 0
+#define WEIGHTING_BISQUARE 1
+#ifndef WEIGHTING
+#define WEIGHTING WEIGHTING_WELSCH
+#endif
+
+// Distance of an offset that must not count (the centre, or padding offsets past the radius):
+// +inf gives weight 0 in both formulas and never becomes the welsch level.
+#define NLM_SKIP __int_as_float(0x7f800000)
+// Initial welsch level: finite, so that level - level stays 0.
+#define NLM_LEVEL_NONE 3.0e38f
+// f64's smallest positive number is 2^-1074: a level above this means every weight is zero.
+#define NLM_LEVEL_UNDERFLOW 1075.0f
+
+template <int N_OUT>
+struct PixelAcc {
+    float wsum;
+    float level;         // welsch: log2 reference level; bisquare: largest weight
+    float acc[N_OUT];
+
+    __device__ __forceinline__ void init()
+    {
+        wsum = 0.f;
+        level = (WEIGHTING == WEIGHTING_WELSCH) ? NLM_LEVEL_NONE : 0.f;
+#pragma unroll
+        for (int o = 0; o < N_OUT; ++o) acc[o] = 0.f;
+    }
+
+    // Adds G offsets at once: dist[j] are patch-distance sums (NLM_SKIP to ignore), val[o][j] the
+    // samples they point at.
+    template <int G>
+    __device__ __forceinline__ void add(const float (&dist)[G], const float (&val)[N_OUT][G], float k_dist, float k_bias)
+    {
+#if WEIGHTING == WEIGHTING_WELSCH
+        float x[G];
+        float lo = level;
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            x[j] = fmaxf(fmaf(dist[j], k_dist, -k_bias), 0.f);
+            lo = fminf(lo, x[j]);
+        }
+        const float rescale = exp2f(lo - level);   // 1 unless a closer patch appeared
+        level = lo;
+        wsum *= rescale;
+#pragma unroll
+        for (int o = 0; o < N_OUT; ++o) acc[o] *= rescale;
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            const float w = exp2f(level - x[j]);
+            wsum += w;
+#pragma unroll
+            for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
+        }
+#else
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            const float t = __saturatef(fmaf(-dist[j], k_dist, 1.f + k_bias));
+            const float w = t * t;
+            wsum += w;
+            level = fmaxf(level, w);
+#pragma unroll
+            for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
+        }
+#endif
+    }
+
+    // Final value of output o; `centre` is the target's own sample.
+    __device__ __forceinline__ float value(int o, float centre, float wref) const
+    {
+#if WEIGHTING == WEIGHTING_WELSCH
+        if (level > NLM_LEVEL_UNDERFLOW) return centre;   // no offset at all, or all weights 0
+        const float wc = wref;                            // largest relative weight is 1
+#else
+        const float wc = wref * level;
+#endif
+        const float total = wsum + wc;
+        return total > 0.f ? (acc[o] + wc * centre) / total : centre;
+    }
+};

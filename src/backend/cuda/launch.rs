@@ -1,0 +1,241 @@
+//! Launch geometry, in one place: tile shape, shared memory, grid, the by-value argument block
+//! and the weight constants. The shared-memory formula mirrors the constants at the top of
+//! kernels/nlm_fused.cu; the kernel traps if the launch provides less than it needs.
+
+use crate::params::Weighting;
+use crate::plan::{DenoisePlan, WeightGroup};
+use crate::planar::Geometry;
+
+/// Output columns per block (one warp across); fixed in the kernel.
+pub const TILE_W: u32 = 32;
+pub const MAX_FRAMES: usize = 16;
+pub const MAX_BATCH: usize = 3;
+pub const MAX_PLANES: usize = 3;
+
+/// Block shape of the fused kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TileConfig {
+    /// Output rows per block (a multiple of threads / 32).
+    pub tile_h: u32,
+    /// Outputs per phase-1 run (divides 32).
+    pub run_w: u32,
+    /// Search offsets per round.
+    pub dx_group: u32,
+    pub threads: u32,
+}
+
+impl TileConfig {
+    /// The default shape for a group: phase 1 has about one run per thread, runs of 8 for one
+    /// guide plane (4 when three guide planes must fit in registers).
+    pub fn choose(search_radius: u32, patch_radius: u32, guides: u32, step_x: u32, step_y: u32) -> Self {
+        let threads = 128;
+        let tile_h = if step_y == 1 { ((32u32.saturating_sub(2 * patch_radius)) / 4 * 4).max(4) } else { 16 };
+        let run_w = if guides == 1 && step_x == 1 { 8 } else { 4 };
+        let max_group = if guides == 1 { 7 } else { 4 };
+        let offsets = 2 * search_radius + 1;
+        let rounds = offsets.div_ceil(max_group);
+        let dx_group = offsets.div_ceil(rounds);
+        TileConfig { tile_h, run_w, dx_group, threads }
+    }
+
+    /// Parses "tile_h,run_w,dx_group" (benchmark sweeps; see NLMDENOISE_CUDA_TILE).
+    pub fn parse(s: &str) -> Option<Self> {
+        let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
+        match v[..] {
+            [tile_h, run_w, dx_group] => Some(TileConfig { tile_h, run_w, dx_group, threads: 128 }),
+            _ => None,
+        }
+    }
+
+    pub fn is_valid(&self) -> bool {
+        let groups = self.threads / TILE_W;
+        self.threads % TILE_W == 0
+            && groups > 0
+            && self.tile_h > 0
+            && self.tile_h % groups == 0
+            && self.run_w > 0
+            && TILE_W % self.run_w == 0
+            && self.dx_group > 0
+    }
+
+    /// Dynamic shared memory of one block, in bytes (kernels/nlm_fused.cu, SMEM_FLOATS).
+    pub fn shared_bytes(&self, search_radius: u32, patch_radius: u32, guides: u32, outputs: u32, step_x: u32, step_y: u32) -> usize {
+        let (a, s) = (search_radius as usize, patch_radius as usize);
+        let (sx, sy) = (step_x as usize, step_y as usize);
+        let (th, dxg) = (self.tile_h as usize, self.dx_group as usize);
+        let tw = TILE_W as usize;
+        let patch_d = 2 * s + 1;
+        let dx_span = (2 * a + 1).div_ceil(dxg) * dxg;
+        let guide_rows = sy * (th - 1) + patch_d;
+        let h_floats = dxg * guide_rows * (tw + 4);
+        let t_pitch = (sx * (tw - 1) + patch_d) | 1;
+        let r_pitch = (sx * (tw + dx_span - 2) + patch_d) | 1;
+        let r_h = guide_rows + 2 * sy * a;
+        let o_pitch = (tw + dx_span - 1) | 1;
+        let o_h = th + 2 * a;
+        let floats = h_floats + guides as usize * (guide_rows * t_pitch + r_h * r_pitch) + outputs as usize * o_h * o_pitch;
+        floats * 4
+    }
+}
+
+/// One weight group's planes and weight constants (kernels/nlm_args.cuh, NlmGroup).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NlmGroup {
+    pub guide: [u64; MAX_PLANES],
+    pub output: [u64; MAX_PLANES],
+    pub k_dist: f32,
+    pub k_bias: f32,
+}
+
+/// The kernel's by-value argument (kernels/nlm_args.cuh, NlmArgs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NlmArgs {
+    pub ring: u64,
+    pub dst: u64,
+    pub frame_bytes: u64,
+    pub group: [NlmGroup; MAX_BATCH],
+    pub slot: [i32; MAX_FRAMES],
+    pub n_frames: i32,
+    pub target: i32,
+    pub out_w: i32,
+    pub out_h: i32,
+    pub guide_w: i32,
+    pub guide_h: i32,
+    pub wref: f32,
+    pub smem_bytes: u32,
+}
+
+pub const NLM_ARGS_BYTES: usize = std::mem::size_of::<NlmArgs>();
+
+/// Where each plane lies in a frame of the device ring (and in an output frame).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameLayout {
+    pub offsets: Vec<usize>,
+    pub plane_bytes: Vec<usize>,
+    pub frame_bytes: usize,
+}
+
+impl FrameLayout {
+    /// Planes one after another, each starting on a 256-byte boundary.
+    pub fn new(geometry: &Geometry) -> Self {
+        let mut offsets = Vec::new();
+        let mut plane_bytes = Vec::new();
+        let mut at = 0;
+        for p in &geometry.planes {
+            offsets.push(at);
+            let n = p.width * p.height * geometry.bytes_per_sample;
+            plane_bytes.push(n);
+            at += n.div_ceil(256) * 256;
+        }
+        FrameLayout { offsets, plane_bytes, frame_bytes: at.max(256) }
+    }
+}
+
+/// Weight constants of a group: the kernel computes welsch weights as
+/// exp2(-max(dist * k_dist - k_bias, 0)) and bisquare as (sat(1 + k_bias - dist * k_dist))^2,
+/// where dist is the plain sum of squared sample differences over all guide planes and patch
+/// samples. That is DenoisePlan::weight of the mean squared distance in 8-bit units.
+pub fn weight_constants(plan: &DenoisePlan, group: &WeightGroup) -> (f32, f32) {
+    let patch = (2 * plan.patch_radius as usize + 1).pow(2);
+    let norm = 1.0 / (group.guides.len() * patch) as f64;
+    let scale = plan.scale_to_8bit as f64;
+    let h2 = group.h as f64 * group.h as f64;
+    let per_unit = norm / (scale * scale) / h2;
+    let bias = plan.distance_offset as f64 / h2;
+    match plan.weighting {
+        Weighting::Welsch => ((per_unit * std::f64::consts::LOG2_E) as f32, (bias * std::f64::consts::LOG2_E) as f32),
+        Weighting::Bisquare => (per_unit as f32, bias as f32),
+    }
+}
+
+/// Weight groups of one shape, computed by one launch (blockIdx.z picks the group).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// Indices into the plan's groups.
+    pub groups: Vec<usize>,
+    pub guides: u32,
+    pub outputs: u32,
+    pub step_x: u32,
+    pub step_y: u32,
+    pub out_w: usize,
+    pub out_h: usize,
+    pub guide_w: usize,
+    pub guide_h: usize,
+}
+
+impl Batch {
+    pub fn grid(&self, tile: &TileConfig) -> (u32, u32, u32) {
+        ((self.out_w as u32).div_ceil(TILE_W), (self.out_h as u32).div_ceil(tile.tile_h), self.groups.len() as u32)
+    }
+}
+
+/// Splits the plan's groups into launches: groups with the same plane counts, guide step and
+/// plane sizes share one launch (e.g. the U and V planes of I420 with independent chroma).
+pub fn batches(geometry: &Geometry, plan: &DenoisePlan) -> Vec<Batch> {
+    let mut out: Vec<Batch> = Vec::new();
+    for (i, g) in plan.groups.iter().enumerate() {
+        let o = geometry.planes[g.outputs[0]];
+        let gp = geometry.planes[g.guides[0]];
+        let b = Batch {
+            groups: vec![i],
+            guides: g.guides.len() as u32,
+            outputs: g.outputs.len() as u32,
+            step_x: g.guide_step_x as u32,
+            step_y: g.guide_step_y as u32,
+            out_w: o.width,
+            out_h: o.height,
+            guide_w: gp.width,
+            guide_h: gp.height,
+        };
+        let same = |x: &Batch| Batch { groups: vec![i], ..x.clone() } == b;
+        match out.iter_mut().find(|x| x.groups.len() < MAX_BATCH && same(x)) {
+            Some(x) => x.groups.push(i),
+            None => out.push(b),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::PixelFormat;
+    use crate::frame::VideoInfo;
+    use crate::params::{ChromaMode, Params};
+
+    #[test]
+    fn args_block_has_the_kernels_size() {
+        assert_eq!(NLM_ARGS_BYTES, 288);
+        assert_eq!(std::mem::size_of::<NlmGroup>(), 56);
+    }
+
+    #[test]
+    fn i420_chroma_planes_share_a_launch() {
+        let g = Geometry::from_video_info(&VideoInfo::new(PixelFormat::I420, 64, 48).unwrap());
+        let plan = DenoisePlan::new(&g, &Params::default()).unwrap();
+        let b = batches(&g, &plan);
+        assert_eq!(b.iter().map(|b| b.groups.clone()).collect::<Vec<_>>(), vec![vec![0], vec![1, 2]]);
+        assert_eq!(b[1].grid(&TileConfig::choose(3, 2, 1, 1, 1)), (1, 1, 2));
+        let guided = DenoisePlan::new(&g, &Params { chroma_mode: ChromaMode::LumaGuided, ..Params::default() }).unwrap();
+        let b = batches(&g, &guided);
+        assert_eq!((b[1].step_x, b[1].guides, b[1].outputs, b[1].guide_w), (2, 1, 2, 64));
+    }
+
+    #[test]
+    fn default_tiles_are_valid_and_fit_shared_memory() {
+        for a in 0..=12 {
+            for s in 0..=7 {
+                for (g, sx, sy) in [(1, 1, 1), (3, 1, 1), (1, 2, 2), (1, 2, 1)] {
+                    let t = TileConfig::choose(a, s, g, sx, sy);
+                    assert!(t.is_valid(), "{t:?}");
+                    assert!(t.shared_bytes(a, s, g, 3, sx, sy) <= 227 * 1024, "a={a} s={s} g={g}: {t:?}");
+                }
+            }
+        }
+        // R-live: phase 1 has exactly one run per thread.
+        let t = TileConfig::choose(3, 2, 1, 1, 1);
+        assert_eq!((t.tile_h, t.run_w, t.dx_group), (28, 8, 7));
+    }
+}

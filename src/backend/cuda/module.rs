@@ -1,0 +1,140 @@
+//! Run-time compilation of the kernels with NVRTC, cached per process.
+//!
+//! The kernel sources are embedded (`include_str!`) and specialised with `-D` constants (radii,
+//! plane counts, guide step, sample size, weighting, tile shape). PTX is cached per
+//! (variant, virtual architecture) and loaded modules per (device, variant), so a stream that
+//! restarts or a second element on the same GPU compiles nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use super::launch::{TileConfig, NLM_ARGS_BYTES};
+use super::loader;
+use crate::params::Weighting;
+
+/// The kernel sources, in the order they are concatenated into one program.
+pub const SOURCES: &[(&str, &str)] = &[
+    ("nlm_args.cuh", include_str!("../../../kernels/nlm_args.cuh")),
+    ("border.cuh", include_str!("../../../kernels/border.cuh")),
+    ("weight.cuh", include_str!("../../../kernels/weight.cuh")),
+    ("nlm_fused.cu", include_str!("../../../kernels/nlm_fused.cu")),
+];
+
+pub const KERNEL_NAME: &str = "nlm_fused";
+
+/// Everything that is a compile-time constant of one kernel build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelVariant {
+    pub search_radius: u32,
+    pub patch_radius: u32,
+    pub guides: u32,
+    pub outputs: u32,
+    pub step_x: u32,
+    pub step_y: u32,
+    pub sample_bytes: u32,
+    pub weighting: Weighting,
+    pub tile: TileConfig,
+}
+
+impl KernelVariant {
+    /// The `-D` definitions of this variant.
+    pub fn defines(&self) -> Vec<String> {
+        let weighting = match self.weighting {
+            Weighting::Welsch => 0,
+            Weighting::Bisquare => 1,
+        };
+        [
+            ("SEARCH_R", self.search_radius),
+            ("PATCH_R", self.patch_radius),
+            ("N_GUIDES", self.guides),
+            ("N_OUTPUTS", self.outputs),
+            ("STEP_X", self.step_x),
+            ("STEP_Y", self.step_y),
+            ("SAMPLE_BYTES", self.sample_bytes),
+            ("WEIGHTING", weighting),
+            ("TILE_H", self.tile.tile_h),
+            ("RUN_W", self.tile.run_w),
+            ("DX_GROUP", self.tile.dx_group),
+            ("THREADS", self.tile.threads),
+            ("NLM_ARGS_BYTES", NLM_ARGS_BYTES as u32),
+        ]
+        .iter()
+        .map(|(k, v)| format!("-D{k}={v}"))
+        .collect()
+    }
+}
+
+/// The whole program text: the sources concatenated, each marked with its file name.
+pub fn program_source() -> String {
+    let mut s = String::new();
+    for (name, text) in SOURCES {
+        s.push_str(&format!("// ---- kernels/{name}\n"));
+        s.push_str(&text.replace("#pragma once", ""));
+        s.push('\n');
+    }
+    s
+}
+
+/// Compiles `variant` to PTX for the virtual architecture `arch` (e.g. "compute_90") with NVRTC.
+/// Needs no GPU. Errors carry NVRTC's log.
+pub fn compile_ptx(variant: &KernelVariant, arch: &str) -> Result<String, String> {
+    loader::ensure_nvrtc()?;
+    loader::guarded("NVRTC", || {
+        let mut options = variant.defines();
+        options.push(format!("--gpu-architecture={arch}"));
+        options.push("--std=c++17".into());
+        options.push("--use_fast_math".into());
+        let opts = CompileOptions { options, name: Some("nlm_fused.cu".into()), ..Default::default() };
+        match cudarc::nvrtc::compile_ptx_with_opts(program_source(), opts) {
+            Ok(ptx) => Ok(ptx.to_src()),
+            Err(cudarc::nvrtc::CompileError::CompileError { log, options, .. }) => {
+                Err(format!("NVRTC failed for {variant:?} with {options:?}:\n{}", log.to_string_lossy()))
+            }
+            Err(e) => Err(format!("NVRTC failed: {e}")),
+        }
+    })
+}
+
+type PtxKey = (KernelVariant, String);
+type ModuleKey = (usize, KernelVariant);
+
+fn ptx_cache() -> &'static Mutex<HashMap<PtxKey, Arc<String>>> {
+    static C: OnceLock<Mutex<HashMap<PtxKey, Arc<String>>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn module_cache() -> &'static Mutex<HashMap<ModuleKey, (Arc<CudaModule>, CudaFunction)>> {
+    static C: OnceLock<Mutex<HashMap<ModuleKey, (Arc<CudaModule>, CudaFunction)>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// PTX of `variant` for `arch`, compiled once per process.
+pub fn cached_ptx(variant: &KernelVariant, arch: &str) -> Result<Arc<String>, String> {
+    let key = (*variant, arch.to_string());
+    if let Some(p) = ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.get(&key) {
+        return Ok(p.clone());
+    }
+    let t = std::time::Instant::now();
+    let ptx = Arc::new(compile_ptx(variant, arch)?);
+    tracing::debug!("compiled {variant:?} for {arch} in {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+    ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.insert(key, ptx.clone());
+    Ok(ptx)
+}
+
+/// The kernel function of `variant` on `ctx`'s device, loaded once per (device, variant).
+pub fn kernel(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> Result<CudaFunction, String> {
+    let key = (ctx.ordinal(), *variant);
+    if let Some((_, f)) = module_cache().lock().map_err(|_| "module cache poisoned")?.get(&key) {
+        return Ok(f.clone());
+    }
+    let (major, minor) = ctx.compute_capability().map_err(|e| format!("compute capability: {e}"))?;
+    let arch = format!("compute_{major}{minor}");
+    let ptx = cached_ptx(variant, &arch)?;
+    let module = ctx.load_module(Ptx::from_src(ptx.as_str())).map_err(|e| format!("loading the {arch} module: {e}"))?;
+    let function = module.load_function(KERNEL_NAME).map_err(|e| format!("kernel {KERNEL_NAME}: {e}"))?;
+    module_cache().lock().map_err(|_| "module cache poisoned")?.insert(key, (module, function.clone()));
+    Ok(function)
+}

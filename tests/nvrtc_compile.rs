@@ -1,0 +1,100 @@
+//! Every kernel variant the CUDA backend can ask for compiles with NVRTC, without a GPU.
+//!
+//! Needs libnvrtc: scripts/test.sh installs pip's nvidia-cuda-nvrtc-cu12 and points
+//! NLMDENOISE_NVRTC_DIR (or LD_LIBRARY_PATH) at it. Without it the test prints a visible
+//! "SKIPPED" line and passes.
+
+use nlmdenoise::backend::cuda::launch::{self, TileConfig};
+use nlmdenoise::backend::cuda::loader;
+use nlmdenoise::backend::cuda::module::{compile_ptx, KernelVariant};
+use nlmdenoise::format::PixelFormat;
+use nlmdenoise::frame::VideoInfo;
+use nlmdenoise::params::{ChromaMode, Params, PlaneSelection, Weighting};
+use nlmdenoise::plan::DenoisePlan;
+use nlmdenoise::planar::Geometry;
+
+fn nvrtc_or_skip() -> bool {
+    match loader::ensure_nvrtc() {
+        Ok(what) => {
+            eprintln!("NVRTC: {what}");
+            true
+        }
+        Err(e) => {
+            println!("SKIPPED: NVRTC not available ({e})");
+            eprintln!("SKIPPED: NVRTC not available ({e})");
+            false
+        }
+    }
+}
+
+/// The variants the backend builds for a format and parameters (same path as configure).
+fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
+    let g = Geometry::from_video_info(&VideoInfo::new(format, 64, 48).unwrap());
+    let plan = DenoisePlan::new(&g, params).unwrap();
+    launch::batches(&g, &plan)
+        .iter()
+        .map(|b| KernelVariant {
+            search_radius: plan.search_radius,
+            patch_radius: plan.patch_radius,
+            guides: b.guides,
+            outputs: b.outputs,
+            step_x: b.step_x,
+            step_y: b.step_y,
+            sample_bytes: g.bytes_per_sample as u32,
+            weighting: plan.weighting,
+            tile: TileConfig::choose(plan.search_radius, plan.patch_radius, b.guides, b.step_x, b.step_y),
+        })
+        .collect()
+}
+
+#[test]
+fn every_variant_compiles_for_hopper_and_turing() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let mut all = Vec::new();
+    let base = Params::default();
+    let cases = [
+        (PixelFormat::I420, base),
+        (PixelFormat::NV12, Params { weighting: Weighting::Bisquare, ..base }),
+        (PixelFormat::I420, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
+        (PixelFormat::Y42B, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
+        (PixelFormat::Y444, Params { chroma_mode: ChromaMode::Joint, ..base }),
+        (PixelFormat::RGBA, Params { weighting: Weighting::Bisquare, ..base }),
+        (PixelFormat::P010_10LE, base),
+        (PixelFormat::GRAY16_LE, Params { planes: PlaneSelection::Luma, ..base }),
+        // R-knlm and the radius extremes.
+        (PixelFormat::I420, Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base }),
+        (PixelFormat::I420, Params { search_radius: 0, patch_radius: 0, ..base }),
+        (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
+        (PixelFormat::I420_10LE, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::LumaGuided, ..base }),
+    ];
+    for (f, p) in cases {
+        for v in variants(f, &p) {
+            if !all.contains(&v) {
+                all.push(v);
+            }
+        }
+    }
+    for arch in ["compute_90", "compute_75"] {
+        for v in &all {
+            let ptx = compile_ptx(v, arch).unwrap_or_else(|e| panic!("{e}"));
+            assert!(ptx.contains(".entry nlm_fused"), "no kernel entry in the PTX of {v:?}");
+            let target = format!(".target sm_{}", &arch[8..]);
+            assert!(ptx.contains(&target), "PTX of {v:?} is not for {arch}");
+        }
+    }
+    eprintln!("compiled {} variants for compute_90 and compute_75", all.len());
+}
+
+#[test]
+fn a_broken_variant_reports_nvrtc_log() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // A run width that does not tile the 32-wide block trips the kernel's static_assert.
+    let mut v = variants(PixelFormat::GRAY8, &Params::default())[0];
+    v.tile.run_w = 5;
+    let e = compile_ptx(&v, "compute_90").unwrap_err();
+    assert!(e.contains("runs must tile a row"), "{e}");
+}
