@@ -136,6 +136,51 @@ def tuning_tables(results, seqs, sigmas, nlm_methods) -> tuple[str, dict]:
     return "\n".join(out), fits
 
 
+def _logx(ax):
+    from matplotlib.ticker import FuncFormatter
+    ax.set_xscale("log")
+    fmt_ = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(fmt_)
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+
+
+def plot_summary(results, seqs, sigmas, path: Path) -> bool:
+    """One panel per sigma: mean PSNR-YUV over the clips against 1 / mean s/frame."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    n = len(sigmas)
+    cols = 2 if n > 1 else 1
+    rows_ = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(6.4 * cols, 4.6 * rows_), squeeze=False)
+    names = sorted({r["best"]["method"] for rows in results.values() for r in rows})
+    markers = "os^vD<>PXh*"
+    for ax, s in zip(axes.flat, sigmas):
+        for i, nm in enumerate(names):
+            bs = [r["best"] for seq in seqs for r in results.get((seq, s), []) if r["best"]["method"] == nm]
+            if len(bs) != len(seqs):
+                continue
+            fps = 1.0 / statistics.mean(b["s_per_frame"] for b in bs)
+            ps = statistics.mean(b["psnr_yuv"] for b in bs)
+            ax.scatter(fps, ps, marker=markers[i % len(markers)], color=f"C{i % 10}", s=50, label=nm)
+            ax.annotate(nm, (fps, ps), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        _logx(ax)
+        ax.set_xlabel("frames per second (1 / mean wall s/frame; 2 shared cores)")
+        ax.set_ylabel("mean PSNR-YUV over the clips (dB)")
+        ax.set_title(f"noise sigma {s:g}, mean of {len(seqs)} clips")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def plot_psnr_fps(results, seqs, s, path: Path) -> bool:
     try:
         import matplotlib
@@ -157,7 +202,7 @@ def plot_psnr_fps(results, seqs, s, path: Path) -> bool:
             ax.scatter(1.0 / b["s_per_frame"], b["psnr_yuv"], marker=mk, color=c, s=50, label=b["method"])
             ax.annotate(b["method"], (1.0 / b["s_per_frame"], b["psnr_yuv"]), fontsize=7,
                         xytext=(4, 3), textcoords="offset points")
-        ax.set_xscale("log")
+        _logx(ax)
         ax.set_xlabel("frames per second (wall, this 2-core machine, shared)")
         ax.set_ylabel("PSNR-YUV (dB)")
         ax.set_title(f"{seq}, noise sigma {s:g}")
