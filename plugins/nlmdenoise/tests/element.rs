@@ -272,6 +272,50 @@ fn held_frames_are_dropped_on_flush_and_drained_on_discont() {
 }
 
 #[test]
+fn empty_gap_buffer_drains_and_starts_a_new_window() {
+    let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
+    let format = PixelFormat::GRAY8;
+    let caps = caps(format, 8, 6, (25, 1));
+    let info = video_info(&caps);
+    let f: Vec<gst::Buffer> = (0..4).map(|i| with_meta(make_buffer(&info, format, 90 + i), i, gst::BufferFlags::empty())).collect();
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    h.push(f[0].clone()).unwrap();
+    h.push(f[1].clone()).unwrap();
+    assert_eq!(h.buffers_in_queue(), 1);
+    let gap = with_meta(gst::Buffer::new(), 2, gst::BufferFlags::GAP);
+    h.push(gap).unwrap();
+    assert_eq!(h.buffers_in_queue(), 2, "the held frame was drained at the gap");
+    h.push(f[3].clone()).unwrap();
+    assert!(h.push_event(gst::event::Eos::new()));
+    let outs = pull_all(&mut h);
+    assert_eq!(outs.iter().map(|b| b.pts()).collect::<Vec<_>>(), vec![f[0].pts(), f[1].pts(), f[3].pts()]);
+    let before = engine_run(format, &info, &params, &f[..2]);
+    let after = engine_run(format, &info, &params, &f[3..]);
+    for (i, e) in before.iter().chain(&after).enumerate() {
+        assert_matches_engine(&outs[i], &info, format, e, &format!("output {i}"));
+    }
+}
+
+#[test]
+fn caps_with_future_frames_post_a_latency_message() {
+    let params = Params { temporal_future: 2, ..small_params() };
+    let format = PixelFormat::GRAY8;
+    let caps = caps(format, 8, 6, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    let bus = gst::Bus::new();
+    h.element().unwrap().set_bus(Some(&bus));
+    h.set_src_caps(caps);
+    h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
+    assert!(bus.pop_filtered(&[gst::MessageType::Latency]).is_some(), "latency message after negotiation");
+    h.element().unwrap().set_property("temporal-future", 1u32);
+    assert!(bus.pop_filtered(&[gst::MessageType::Latency]).is_some(), "latency message after a temporal-future change");
+    h.push(with_meta(make_buffer(&info, format, 2), 1, gst::BufferFlags::empty())).unwrap();
+    assert_eq!(h.query_latency(), Some(gst::ClockTime::from_mseconds(40)));
+}
+
+#[test]
 fn caps_change_midstream_drains_and_recreates_the_engine() {
     let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
     let steps = [(PixelFormat::I420, 16, 12), (PixelFormat::NV12, 20, 10), (PixelFormat::NV12, 14, 6), (PixelFormat::BGRx, 14, 6)];

@@ -163,19 +163,17 @@ impl NlmDenoise {
         self.dispatch.get()
     }
 
-    /// Frames of delay the element adds, and the frame duration used to turn them into time.
+    /// Delay the element adds: (`temporal-future` + the backend's pipeline depth) frames, a frame
+    /// lasting 1/framerate, or the last buffer duration for variable-framerate streams (zero
+    /// before the first buffer).
     fn added_latency(&self) -> gst::ClockTime {
-        let (future, pipeline) = {
-            let s = lock(&self.settings);
-            (s.params.temporal_future as u64, s.options.pipeline_depth as u64)
-        };
+        let future = lock(&self.settings).params.temporal_future as u64;
         let state = lock(&self.state);
         let Some(state) = state.as_ref() else {
             return gst::ClockTime::ZERO;
         };
         // The backend may ignore `pipeline-depth` (CPU): ask the engine for its real depth.
         let depth = (state.denoiser.latency_frames() as u64).saturating_sub(state.denoiser.params().temporal_future as u64);
-        let _ = pipeline;
         let frames = future + depth;
         let fps = state.info.fps();
         let frame_duration = if fps.numer() > 0 && fps.denom() > 0 {
@@ -257,11 +255,21 @@ impl NlmDenoise {
     }
 
     /// Pops the oldest ready output into a new buffer; `None` when nothing is ready.
-    fn pop_output(&self, state: &mut State) -> Result<Option<gst::Buffer>, gst::FlowError> {
-        if state.denoiser.ready() == 0 {
+    ///
+    /// The buffer is allocated without the state lock held: acquiring from a downstream pool can
+    /// block until the sink releases a buffer, and the sink may first need an answer to a latency
+    /// query, which takes the state lock.
+    fn pop_output(&self) -> Result<Option<gst::Buffer>, gst::FlowError> {
+        let info = match lock(&self.state).as_ref() {
+            Some(state) if state.denoiser.ready() > 0 => state.info.clone(),
+            _ => return Ok(None),
+        };
+        let mut outbuf = self.allocate_output(&info)?;
+        let mut guard = lock(&self.state);
+        let Some(state) = guard.as_mut() else { return Ok(None) };
+        if state.info != info || state.denoiser.ready() == 0 {
             return Ok(None);
         }
-        let mut outbuf = self.allocate_output(&state.info)?;
         let buf = outbuf.make_mut();
         let meta = {
             let mut frame = gst_video::VideoFrameRef::from_buffer_ref_writable(&mut *buf, &state.info).map_err(|_| {
@@ -293,23 +301,17 @@ impl NlmDenoise {
     /// Finishes every held frame and pushes the outputs downstream (EOS, new segment, new stream,
     /// format change). Outputs keep their own timestamps.
     fn drain(&self, why: &str) -> Result<gst::FlowSuccess, gst::FlowError> {
-        let mut outputs = Vec::new();
         {
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else { return Ok(gst::FlowSuccess::Ok) };
-            if state.denoiser.queued() == 0 {
-                // Nothing held; still start a new temporal window.
-                with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
-                return Ok(gst::FlowSuccess::Ok);
+            if state.denoiser.queued() > 0 {
+                gst::debug!(CAT, imp = self, "{why}: draining {} held frame(s)", state.denoiser.queued());
             }
-            gst::debug!(CAT, imp = self, "{why}: draining {} held frame(s)", state.denoiser.queued());
+            // Also when nothing is held: the next frame starts a new temporal window.
             with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
-            while let Some(buf) = self.pop_output(state)? {
-                outputs.push(buf);
-            }
         }
         let srcpad = self.obj().src_pad().clone();
-        for buf in outputs {
+        while let Some(buf) = self.pop_output()? {
             srcpad.push(buf)?;
         }
         Ok(gst::FlowSuccess::Ok)
@@ -705,7 +707,14 @@ impl BaseTransformImpl for NlmDenoise {
             denoiser.backend_description(),
             denoiser.latency_frames()
         );
+        let delayed = denoiser.latency_frames() > 0;
         *guard = Some(State { info, engine_info, denoiser, generation: settings.generation, last_duration: None });
+        drop(guard);
+        if delayed {
+            // A latency query answered before the caps were known reported no delay.
+            let obj = self.obj();
+            let _ = obj.post_message(gst::message::Latency::builder().src(&*obj).build());
+        }
         Ok(())
     }
 
@@ -821,19 +830,22 @@ impl BaseTransformImpl for NlmDenoise {
     }
 
     fn generate_output(&self) -> Result<GenerateOutputSuccess, gst::FlowError> {
-        let mut guard = lock(&self.state);
-        let inbuf = self.take_queued_buffer();
-        let Some(state) = guard.as_mut() else {
-            if inbuf.is_some() {
+        if let Some(inbuf) = self.take_queued_buffer() {
+            let mut guard = lock(&self.state);
+            let Some(state) = guard.as_mut() else {
                 gst::element_imp_error!(self, gst::CoreError::Negotiation, ("Received a buffer before caps"));
                 return Err(gst::FlowError::NotNegotiated);
+            };
+            if inbuf.flags().contains(gst::BufferFlags::GAP) && inbuf.size() < state.info.size() {
+                // A gap without picture content: nothing to denoise or to use as a reference.
+                drop(guard);
+                gst::debug!(CAT, imp = self, "gap buffer without a frame at {}: new temporal window", inbuf.pts().display());
+                self.drain("gap")?;
+                return Ok(GenerateOutputSuccess::NoOutput);
             }
-            return Ok(GenerateOutputSuccess::NoOutput);
-        };
-        if let Some(inbuf) = inbuf {
             self.process_input(state, &inbuf)?;
         }
-        match self.pop_output(state)? {
+        match self.pop_output()? {
             Some(buf) => Ok(GenerateOutputSuccess::Buffer(buf)),
             None => Ok(GenerateOutputSuccess::NoOutput),
         }
