@@ -15,6 +15,19 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # The kernel compile test needs libnvrtc. It is installed from PyPI (nvidia-cuda-nvrtc-cu12) and its
 # library directory exported here, e.g. as NLMDENOISE_NVRTC_DIR / LD_LIBRARY_PATH.
 # >>> cuda-setup
+NVRTC_CACHE=.cache/nvrtc
+NVRTC_LIB="$NVRTC_CACHE/nvidia/cuda_nvrtc/lib"
+if [ ! -e "$NVRTC_LIB/libnvrtc.so.12" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --target "$NVRTC_CACHE" nvidia-cuda-nvrtc-cu12 \
+    || echo "cuda-setup: could not install nvidia-cuda-nvrtc-cu12 from PyPI" >&2
+fi
+if [ -e "$NVRTC_LIB/libnvrtc.so.12" ]; then
+  export NLMDENOISE_NVRTC_DIR="$PWD/$NVRTC_LIB"
+  export LD_LIBRARY_PATH="$NLMDENOISE_NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "cuda-setup: NVRTC from $NLMDENOISE_NVRTC_DIR (tests/nvrtc_compile.rs compiles every kernel variant)"
+else
+  echo "cuda-setup: NVRTC unavailable: tests/nvrtc_compile.rs will print SKIPPED and pass"
+fi
 # <<< cuda-setup
 # --------------------------------------------------------------------------------------------------
 

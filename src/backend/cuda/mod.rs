@@ -83,6 +83,9 @@ pub struct CudaBackend {
     max_shared: usize,
     depth: usize,
     tile_override: Option<TileConfig>,
+    /// Fill each output frame with a byte pattern before its kernels (tests: unwritten samples
+    /// then show).
+    poison_outputs: bool,
     // Declared before the streams and buffers are dropped: fields drop in order, and `Drop`
     // synchronises the streams first.
     state: Option<Configured>,
@@ -122,6 +125,7 @@ impl CudaBackend {
             max_shared: info.2,
             depth: options.pipeline_depth,
             tile_override,
+            poison_outputs: false,
             state: None,
             functions: HashMap::new(),
         })
@@ -136,6 +140,11 @@ impl CudaBackend {
         }
         self.tile_override = tile;
         Ok(())
+    }
+
+    /// Tests: fill output frames with 0xA7 before every launch, so unwritten samples show.
+    pub fn set_poison_outputs(&mut self, on: bool) {
+        self.poison_outputs = on;
     }
 
     pub fn device_name(&self) -> &str {
@@ -344,6 +353,11 @@ impl Backend for CudaBackend {
                 return Err(Error::State(format!("ring slot {s} out of range")));
             }
             self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
+        }
+        if self.poison_outputs {
+            let o = &state.outputs[out].device;
+            // SAFETY: the range is the output frame's allocation; it is not in flight.
+            unsafe { result::memset_d8_async(o.ptr, 0xA7, o.bytes, self.compute.raw) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
         }
         self.enqueue_kernels(job, plan, out)?;
         let state = self.state.as_mut().expect("configured");
