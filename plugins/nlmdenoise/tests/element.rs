@@ -20,7 +20,7 @@ fn every_format_negotiates_and_matches_the_engine() {
         let out = h.try_pull().unwrap_or_else(|| panic!("{format}: no output in the same chain call"));
         let negotiated = h.sinkpad().and_then(|p| p.current_caps()).expect("caps downstream");
         assert_eq!(negotiated, caps, "{format}: src caps equal sink caps");
-        let expected = engine_run(format, &info, &params, &[input.clone()]);
+        let expected = engine_run(format, &info, &params, std::slice::from_ref(&input));
         assert_matches_engine(&out, &info, format, &expected[0], "single frame");
         assert_ne!(buffer_planes(&out, &info, format), buffer_planes(&input, &info, format), "{format}: output is denoised, not a copy");
         assert_eq!(out.pts(), input.pts());

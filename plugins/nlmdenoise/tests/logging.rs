@@ -13,7 +13,8 @@ fn engine_tracing_events_are_forwarded_to_the_debug_category() {
     common::init();
     gst::log::set_active(true);
     gst::log::set_threshold_for_name("nlmdenoise", gst::DebugLevel::Debug);
-    let records: Arc<Mutex<Vec<(String, String, Option<String>)>>> = Arc::default();
+    type Record = (String, String, Option<String>);
+    let records: Arc<Mutex<Vec<Record>>> = Arc::default();
     let r = records.clone();
     let handle = gst::log::add_log_function(move |cat, _level, file, _function, _line, obj, msg| {
         if cat.name() == "nlmdenoise" {

@@ -57,18 +57,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Settings {
     params: Params,
     options: BackendOptions,
     /// Bumped on every change of `params`; the streaming thread applies changes between frames.
     generation: u64,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings { params: Params::default(), options: BackendOptions::default(), generation: 0 }
-    }
 }
 
 /// What an output buffer inherits from its input frame.
@@ -147,8 +141,7 @@ fn frame_ref<'a>(info: nlmdenoise::VideoInfo, frame: &'a gst_video::VideoFrameRe
     let strides = frame.plane_stride();
     let mut planes = Vec::with_capacity(n);
     let mut st = Vec::with_capacity(n);
-    for p in 0..n {
-        let s = strides[p];
+    for (p, &s) in strides.iter().enumerate().take(n) {
         if s <= 0 {
             return Err(format!("plane {p} has stride {s}; only positive strides are supported"));
         }
