@@ -272,6 +272,33 @@ fn held_frames_are_dropped_on_flush_and_drained_on_discont() {
 }
 
 #[test]
+fn qos_drops_late_frames_before_processing() {
+    let params = Params { temporal_past: 2, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 10, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    let bus = gst::Bus::new();
+    h.element().unwrap().set_bus(Some(&bus));
+    assert!(h.element().unwrap().property::<bool>("qos"), "QoS enabled by default");
+    h.set_src_caps(caps);
+    let a = with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty());
+    let b = with_meta(make_buffer(&info, format, 2), 1, gst::BufferFlags::empty());
+    let c = with_meta(make_buffer(&info, format, 3), 5, gst::BufferFlags::empty());
+    h.push(a.clone()).unwrap();
+    // The sink reports being 100 ms late at 40 ms: frames before 140 ms are useless.
+    assert!(h.push_upstream_event(gst::event::Qos::new(gst::QOSType::Underflow, 0.5, 100_000_000, gst::ClockTime::from_mseconds(40))));
+    h.push(b).unwrap();
+    h.push(c.clone()).unwrap();
+    let outs = pull_all(&mut h);
+    assert_eq!(outs.iter().map(|o| o.pts()).collect::<Vec<_>>(), vec![a.pts(), c.pts()], "the late frame was dropped");
+    assert!(bus.pop_filtered(&[gst::MessageType::Qos]).is_some(), "QoS message posted for the drop");
+    // The dropped frame is not a reference of the next one.
+    let expected = engine_run(format, &info, &params, &[a, c]);
+    assert_matches_engine(&outs[1], &info, format, &expected[1], "frame after the drop");
+}
+
+#[test]
 fn empty_gap_buffer_drains_and_starts_a_new_window() {
     let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
     let format = PixelFormat::GRAY8;

@@ -669,19 +669,23 @@ impl BaseTransformImpl for NlmDenoise {
                 return Err(gst::loggable_error!(CAT, "input caps {incaps} and output caps {outcaps} differ"));
             }
         }
-        let mut guard = lock(&self.state);
-        if let Some(state) = guard.as_mut() {
-            if state.engine_info == engine_info {
-                gst::debug!(CAT, imp = self, "caps changed without a new frame layout: keeping the engine");
-                state.info = info;
-                return Ok(());
+        {
+            let mut guard = lock(&self.state);
+            if let Some(state) = guard.as_mut() {
+                if state.engine_info == engine_info {
+                    gst::debug!(CAT, imp = self, "caps changed without a new frame layout: keeping the engine");
+                    state.info = info;
+                    return Ok(());
+                }
+                if state.denoiser.queued() > 0 {
+                    gst::warning!(CAT, imp = self, "dropping {} frame(s) of the previous format", state.denoiser.queued());
+                }
             }
-            if state.denoiser.queued() > 0 {
-                gst::warning!(CAT, imp = self, "dropping {} frame(s) of the previous format", state.denoiser.queued());
-            }
+            // Release the previous engine (and its GPU memory) before creating the next one.
+            *guard = None;
         }
-        // Release the previous engine (and its GPU memory) before creating the next one.
-        *guard = None;
+        // Created without the state lock held: starting CUDA and compiling kernels takes a while,
+        // and latency queries must not wait for it.
         let settings = lock(&self.settings).clone();
         let denoiser = match with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, &settings.options)) {
             Ok(d) => d,
@@ -701,6 +705,7 @@ impl BaseTransformImpl for NlmDenoise {
             denoiser.latency_frames()
         );
         let delayed = denoiser.latency_frames() > 0;
+        let mut guard = lock(&self.state);
         *guard = Some(State { info, engine_info, denoiser, generation: settings.generation, last_duration: None });
         drop(guard);
         if delayed {
