@@ -52,6 +52,35 @@ fn parse_launch_with_future_frames_delivers_every_frame_in_order() {
     assert_eq!(pts, want);
 }
 
+/// A live source with a synchronising sink: the pipeline latency includes the future frames, so
+/// the sink renders every frame instead of dropping them as late.
+#[test]
+fn live_pipeline_with_future_frames_accounts_for_the_latency() {
+    common::init();
+    let pipeline = gst::parse::launch(
+        "videotestsrc is-live=true num-buffers=10 ! video/x-raw,format=GRAY8,width=16,height=8,framerate=50/1 ! \
+         nlmdenoise name=d backend=cpu temporal-future=3 search-radius=1 patch-radius=1 ! fakesink name=sink sync=true qos=true processing-deadline=0",
+    )
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let bus = pipeline.bus().unwrap();
+    let msg = bus.timed_pop_filtered(gst::ClockTime::from_seconds(30), &[gst::MessageType::Eos, gst::MessageType::Error]).expect("finished");
+    let mut q = gst::query::Latency::new();
+    assert!(pipeline.query(&mut q), "latency query answered");
+    let (live, min, _) = q.result();
+    let sink = pipeline.by_name("sink").unwrap();
+    let rendered: u64 = sink.property::<gst::Structure>("stats").get("rendered").unwrap();
+    let dropped: u64 = sink.property::<gst::Structure>("stats").get("dropped").unwrap();
+    pipeline.set_state(gst::State::Null).unwrap();
+    assert!(matches!(msg.view(), gst::MessageView::Eos(_)), "{msg:?}");
+    assert!(live);
+    // videotestsrc reports one frame (20 ms), the element three, the sink no processing deadline.
+    assert_eq!(min, gst::ClockTime::from_mseconds(80), "pipeline latency includes 3 frames at 50 fps");
+    assert_eq!((rendered, dropped), (10, 0));
+}
+
 fn target_profile_dir() -> PathBuf {
     // target/<profile>/deps/<this test binary>
     let exe = std::env::current_exe().unwrap();
