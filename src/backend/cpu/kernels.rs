@@ -1,0 +1,209 @@
+//! Row kernels of the CPU backend: plain loops over equal-length slices that LLVM vectorizes.
+//!
+//! Every function here is `#[inline(always)]` so that it is compiled inside the caller's
+//! `#[target_feature]` context (AVX2+FMA on x86-64 when the CPU has it, the baseline otherwise).
+//! Slices are cut to one common length before each loop so that the bounds checks disappear.
+
+use crate::params::Weighting;
+
+/// Weights below this are stored as 0 (keeps the accumulators out of the slow denormal range).
+pub const WEIGHT_FLOOR: f32 = 1.0e-35;
+
+/// `v[j] += sum over guides of (t[j] - u[j])^2` for one row pair.
+#[inline(always)]
+pub fn add_sq_diff(v: &mut [f32], t: &[f32], u: &[f32]) {
+    let n = v.len();
+    let (t, u) = (&t[..n], &u[..n]);
+    for j in 0..n {
+        let d = t[j] - u[j];
+        v[j] += d * d;
+    }
+}
+
+/// `v[j] += (ta[j] - ua[j])^2 - (tr[j] - ur[j])^2`: one step of a vertical running box sum.
+#[inline(always)]
+pub fn slide_sq_diff(v: &mut [f32], ta: &[f32], ua: &[f32], tr: &[f32], ur: &[f32]) {
+    let n = v.len();
+    let (ta, ua, tr, ur) = (&ta[..n], &ua[..n], &tr[..n], &ur[..n]);
+    for j in 0..n {
+        let a = ta[j] - ua[j];
+        let r = tr[j] - ur[j];
+        v[j] += a * a - r * r;
+    }
+}
+
+/// Horizontal box sum of width `2s+1` with unit step: `p[i] = v[i] + ... + v[i+2s]`.
+#[inline(always)]
+pub fn box_sum_unit(p: &mut [f32], v: &[f32], s: usize) {
+    let n = p.len();
+    match s {
+        0 => p.copy_from_slice(&v[..n]),
+        1 => {
+            let (a, b, c) = (&v[..n], &v[1..n + 1], &v[2..n + 2]);
+            for i in 0..n {
+                p[i] = a[i] + b[i] + c[i];
+            }
+        }
+        2 => {
+            let (a, b, c, d, e) = (&v[..n], &v[1..n + 1], &v[2..n + 2], &v[3..n + 3], &v[4..n + 4]);
+            for i in 0..n {
+                p[i] = (a[i] + b[i]) + (c[i] + d[i]) + e[i];
+            }
+        }
+        3 => {
+            let (a, b, c, d) = (&v[..n], &v[1..n + 1], &v[2..n + 2], &v[3..n + 3]);
+            let (e, f, g) = (&v[4..n + 4], &v[5..n + 5], &v[6..n + 6]);
+            for i in 0..n {
+                p[i] = ((a[i] + b[i]) + (c[i] + d[i])) + ((e[i] + f[i]) + g[i]);
+            }
+        }
+        _ => {
+            p.copy_from_slice(&v[..n]);
+            for k in 1..=2 * s {
+                let vk = &v[k..k + n];
+                for i in 0..n {
+                    p[i] += vk[i];
+                }
+            }
+        }
+    }
+}
+
+/// Horizontal box sum with a step: `p[i] = v[step*i] + ... + v[step*i + 2s]`.
+#[inline(always)]
+pub fn box_sum_step(p: &mut [f32], v: &[f32], s: usize, step: usize) {
+    for (i, pi) in p.iter_mut().enumerate() {
+        let row = &v[step * i..step * i + 2 * s + 1];
+        *pi = row.iter().sum();
+    }
+}
+
+/// `2^x`-based exponential of `x <= 0` with about 1e-7 relative error; 0 below -80.
+#[inline(always)]
+pub fn exp_neg(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    let xc = if x > -80.0 { x } else { -80.0 };
+    let t = xc * LOG2E;
+    // Round to nearest through the 1.5 * 2^23 magic number: the low mantissa bits of `m` hold the
+    // integer, so 2^n is built from bits without a float-to-int conversion.
+    let m = t + 12_582_912.0;
+    let n = m - 12_582_912.0;
+    let r = t - n; // [-0.5, 0.5]
+    let pow2n = f32::from_bits(m.to_bits().wrapping_add(127) << 23);
+    // Taylor series of 2^r to degree 6 (error about 1e-7 on [-0.5, 0.5]).
+    const C1: f32 = 0.693_147_2;
+    const C2: f32 = 0.240_226_5;
+    const C3: f32 = 0.055_504_11;
+    const C4: f32 = 0.009_618_129;
+    const C5: f32 = 0.001_333_355_8;
+    const C6: f32 = 0.000_154_035_3;
+    let p = 1.0 + r * (C1 + r * (C2 + r * (C3 + r * (C4 + r * (C5 + r * C6)))));
+    if x > -80.0 {
+        p * pow2n
+    } else {
+        0.0
+    }
+}
+
+/// Constants that turn a patch sum of squared differences (raw sample units) into a weight.
+#[derive(Debug, Clone, Copy)]
+pub struct WeightParams {
+    /// Patch sum -> mean squared distance in 8-bit units.
+    pub to_mean: f32,
+    pub offset: f32,
+    /// 1 / h^2.
+    pub inv_h2: f32,
+    pub weighting: Weighting,
+}
+
+/// `w[i] = weight(p[i])` (see [`crate::plan::DenoisePlan::weight`]), with tiny weights flushed to 0.
+#[inline(always)]
+pub fn weights(w: &mut [f32], p: &[f32], wp: &WeightParams) {
+    let n = w.len();
+    let p = &p[..n];
+    let (c, off, ih) = (wp.to_mean, wp.offset, wp.inv_h2);
+    match wp.weighting {
+        Weighting::Welsch => {
+            for i in 0..n {
+                let d = p[i] * c - off;
+                let d = if d > 0.0 { d } else { 0.0 };
+                w[i] = exp_neg(-(d * ih));
+            }
+        }
+        Weighting::Bisquare => {
+            for i in 0..n {
+                let d = p[i] * c - off;
+                let d = if d > 0.0 { d } else { 0.0 };
+                let t = 1.0 - d * ih;
+                let t = if t > 0.0 { t } else { 0.0 };
+                let wt = t * t;
+                w[i] = if wt > WEIGHT_FLOOR { wt } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// `acc[i] += w[i] * o[i]`.
+#[inline(always)]
+pub fn acc_values(acc: &mut [f32], w: &[f32], o: &[f32]) {
+    let n = acc.len();
+    let (w, o) = (&w[..n], &o[..n]);
+    for i in 0..n {
+        acc[i] += w[i] * o[i];
+    }
+}
+
+/// One output plane: weight sum, maximum and weighted values in a single pass.
+#[inline(always)]
+pub fn acc_all(acc: &mut [f32], wsum: &mut [f32], wmax: &mut [f32], w: &[f32], o: &[f32]) {
+    let n = acc.len();
+    let (wsum, wmax, w, o) = (&mut wsum[..n], &mut wmax[..n], &w[..n], &o[..n]);
+    for i in 0..n {
+        let wi = w[i];
+        acc[i] += wi * o[i];
+        wsum[i] += wi;
+        let m = wmax[i];
+        wmax[i] = if wi > m { wi } else { m };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_neg_is_accurate() {
+        let mut worst = 0f64;
+        let mut x = 0.0f32;
+        while x > -79.0 {
+            let got = exp_neg(x) as f64;
+            let want = (x as f64).exp();
+            worst = worst.max(((got - want) / want).abs());
+            x -= 0.0137;
+        }
+        assert!(worst < 5e-7, "relative error {worst}");
+        assert_eq!(exp_neg(-80.5), 0.0);
+        assert_eq!(exp_neg(-1e30), 0.0);
+        assert_eq!(exp_neg(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_neg(0.0), 1.0);
+    }
+
+    #[test]
+    fn box_sums_match_naive() {
+        let v: Vec<f32> = (0..40).map(|i| ((i * 37) % 11) as f32).collect();
+        for s in 0..6 {
+            let n = 40 - 2 * s;
+            let mut p = vec![0.0; n];
+            box_sum_unit(&mut p, &v, s);
+            for i in 0..n {
+                assert_eq!(p[i], v[i..i + 2 * s + 1].iter().sum::<f32>());
+            }
+            let n2 = (40 - 2 * s - 1) / 2 + 1;
+            let mut p2 = vec![0.0; n2];
+            box_sum_step(&mut p2, &v, s, 2);
+            for i in 0..n2 {
+                assert_eq!(p2[i], v[2 * i..2 * i + 2 * s + 1].iter().sum::<f32>());
+            }
+        }
+    }
+}

@@ -1,0 +1,696 @@
+//! The fast multithreaded CPU backend.
+//!
+//! Computes exactly the algorithm of [`crate::backend::reference`] (read its doc first), in f32,
+//! organised for speed:
+//!
+//! * **Ring of padded f32 planes.** `upload` converts each plane the plan reads to f32 (raw sample
+//!   values, exact for every supported depth) with a mirrored border wide enough for every read
+//!   (`guide_step * search_radius + patch_radius` for guides, `search_radius` for outputs), so the
+//!   hot loops never test coordinates.
+//! * **Per-offset distance images with separable running box sums.** For one search offset `d`
+//!   the patch distance of a whole row is a vertical running sum of squared differences (one row
+//!   enters, one leaves) followed by a horizontal box sum of width `2s+1`.
+//! * **Symmetric reuse.** Inside the target frame the weight of `p` for offset `d` equals the
+//!   weight of `p + d` for offset `-d`, so each `+d/-d` pair is computed once and accumulated into
+//!   both samples. (Mirrored borders keep the identity exact.)
+//! * **Tiles and threads.** The output plane is cut into bands of rows (one rayon task each, on a
+//!   pool of `threads` workers) and bands into column tiles whose accumulators stay in the L2
+//!   cache while every offset of every frame of the window passes over them. Scratch buffers live
+//!   in the backend (one set per worker); nothing is allocated per frame.
+//! * **Vectorized f32 loops** (`kernels.rs`): contiguous slices, a polynomial `exp`, compiled for
+//!   AVX2+FMA when the CPU has it (runtime detection), for the baseline otherwise.
+//!
+//! **Accuracy.** Weights are f32 and flushed to zero below 1e-35 (Welsch exponents below -80). A
+//! sample whose largest weight is below 1e-26 (no patch in the window is anywhere near similar for
+//! the strength given; the f64 reference then averages astronomically small weights) is recomputed
+//! exactly like the reference, in f64, so such samples match it bit for bit. Every other sample
+//! differs from the reference only by f32 rounding: **at most 1 code value for 8-bit formats**, and
+//! at most one 8-bit code value scaled to the format (`2^(bits-8)` stored units: 4 for 10-bit, 256
+//! for 16-bit and MSB-aligned P010) for deeper formats, where in practice the difference is a few
+//! stored units. With 8-bit input, patch sums are exact integers in f32 up to 7x7 patches over three
+//! guide planes.
+
+mod kernels;
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::plan::{mirror, DenoisePlan, WeightGroup};
+use crate::planar::{Geometry, PlanarFrame, Samples};
+use crate::window::Job;
+
+use kernels::WeightParams;
+
+/// Samples whose largest weight is below this are recomputed in f64 (see the module doc).
+const EXACT_FALLBACK_BELOW: f32 = 1.0e-26;
+
+/// Half-width (in 8-bit code values) of the window around a rounding tie (x.5) inside which a
+/// sample is recomputed exactly: it bounds the f32 error of a normalized weighted mean.
+const TIE_WINDOW: f32 = 2.0e-3;
+
+/// One plane stored as f32 with a mirrored border of `pad` samples on every side.
+#[derive(Debug, Clone, Default)]
+struct PaddedPlane {
+    data: Vec<f32>,
+    width: usize,
+    height: usize,
+    pad: usize,
+    stride: usize,
+}
+
+impl PaddedPlane {
+    fn new(width: usize, height: usize, pad: usize) -> Self {
+        let stride = width + 2 * pad;
+        PaddedPlane { data: vec![0.0; stride * (height + 2 * pad)], width, height, pad, stride }
+    }
+
+    /// Index of sample (x, y); valid for x in -pad..width+pad and likewise y.
+    #[inline(always)]
+    fn index(&self, x: isize, y: isize) -> usize {
+        ((y + self.pad as isize) as usize) * self.stride + (x + self.pad as isize) as usize
+    }
+
+    /// `n` samples of row `y` starting at column `x`.
+    #[inline(always)]
+    fn row(&self, x: isize, y: isize, n: usize) -> &[f32] {
+        let i = self.index(x, y);
+        &self.data[i..i + n]
+    }
+
+    #[inline(always)]
+    fn at(&self, x: isize, y: isize) -> f32 {
+        self.data[self.index(x, y)]
+    }
+
+    fn fill_from(&mut self, samples: &Samples) {
+        let (w, h, pad, stride) = (self.width, self.height, self.pad, self.stride);
+        for y in 0..h {
+            let row = &mut self.data[(y + pad) * stride..(y + pad + 1) * stride];
+            let inner = &mut row[pad..pad + w];
+            match samples {
+                Samples::U8(s) => inner.iter_mut().zip(&s[y * w..(y + 1) * w]).for_each(|(o, &v)| *o = v as f32),
+                Samples::U16(s) => inner.iter_mut().zip(&s[y * w..(y + 1) * w]).for_each(|(o, &v)| *o = v as f32),
+            }
+            for x in 0..pad {
+                row[x] = row[pad + mirror(x as isize - pad as isize, w)];
+                row[pad + w + x] = row[pad + mirror((w + x) as isize, w)];
+            }
+        }
+        for y in 0..pad {
+            let src_top = pad + mirror(y as isize - pad as isize, h);
+            self.data.copy_within(src_top * stride..(src_top + 1) * stride, y * stride);
+            let src_bot = pad + mirror((h + y) as isize, h);
+            self.data.copy_within(src_bot * stride..(src_bot + 1) * stride, (pad + h + y) * stride);
+        }
+    }
+}
+
+/// A ring slot: the planes the plan reads (others stay empty).
+#[derive(Debug, Clone, Default)]
+struct RingFrame {
+    planes: Vec<PaddedPlane>,
+    filled: bool,
+}
+
+/// Per-worker scratch: tile accumulators and row buffers.
+#[derive(Default)]
+struct Scratch {
+    acc: Vec<f32>,
+    wsum: Vec<f32>,
+    wmax: Vec<f32>,
+    v: Vec<f32>,
+    p: Vec<f32>,
+    w: Vec<f32>,
+}
+
+impl Scratch {
+    fn ensure(&mut self, acc: usize, tile: usize, row: usize) {
+        let grow = |v: &mut Vec<f32>, n: usize| {
+            if v.len() < n {
+                v.resize(n, 0.0);
+            }
+        };
+        grow(&mut self.acc, acc);
+        grow(&mut self.wsum, tile);
+        grow(&mut self.wmax, tile);
+        grow(&mut self.v, row);
+        grow(&mut self.p, row);
+        grow(&mut self.w, row);
+    }
+}
+
+/// Which instruction set the hot loops were compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+}
+
+impl Isa {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::env::var_os("NLMDENOISE_CPU_NO_SIMD").is_none() && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Isa::Avx2Fma;
+            }
+        }
+        Isa::Baseline
+    }
+}
+
+/// Tile size: output rows per band (one task) and columns per tile inside a band.
+#[derive(Debug, Clone, Copy)]
+struct TileSize {
+    rows: usize,
+    cols: usize,
+}
+
+impl TileSize {
+    fn from_env() -> Self {
+        let mut t = TileSize { rows: 32, cols: 256 };
+        if let Ok(s) = std::env::var("NLMDENOISE_CPU_TILE") {
+            if let Some((r, c)) = s.split_once('x') {
+                if let (Ok(r), Ok(c)) = (r.trim().parse::<usize>(), c.trim().parse::<usize>()) {
+                    if r > 0 && c > 0 {
+                        t = TileSize { rows: r, cols: c };
+                    }
+                }
+            }
+        }
+        t
+    }
+}
+
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+    isa: Isa,
+    tile: TileSize,
+    ring: Vec<RingFrame>,
+    /// Padding of each plane in the ring (0 for planes the plan does not read).
+    pads: Vec<usize>,
+    used: Vec<bool>,
+    scratch: Vec<Mutex<Scratch>>,
+    queue: VecDeque<(Job, DenoisePlan)>,
+    /// Print per-frame counts of exactly computed samples (NLMDENOISE_CPU_STATS).
+    stats: bool,
+}
+
+impl CpuBackend {
+    /// A backend with `threads` workers (0 = one per available core).
+    pub fn new(threads: usize) -> Result<Self> {
+        let threads = if threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { threads };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("nlm-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::Backend(format!("cannot start {threads} CPU worker threads: {e}")))?;
+        let scratch = (0..threads).map(|_| Mutex::new(Scratch::default())).collect();
+        Ok(CpuBackend {
+            pool,
+            threads,
+            isa: Isa::detect(),
+            tile: TileSize::from_env(),
+            ring: Vec::new(),
+            pads: Vec::new(),
+            used: Vec::new(),
+            scratch,
+            queue: VecDeque::new(),
+            stats: std::env::var_os("NLMDENOISE_CPU_STATS").is_some(),
+        })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+/// A weight group with everything a tile needs, resolved for one job.
+struct GroupCtx<'a> {
+    group: &'a WeightGroup,
+    plan: &'a DenoisePlan,
+    wp: WeightParams,
+    /// Output plane size.
+    width: usize,
+    height: usize,
+}
+
+/// A band of output rows of one group, with its slices of the output planes.
+struct Band<'a> {
+    group: usize,
+    y0: usize,
+    y1: usize,
+    outs: Vec<OutRows<'a>>,
+}
+
+enum OutRows<'a> {
+    U8(&'a mut [u8]),
+    U16(&'a mut [u16]),
+}
+
+impl OutRows<'_> {
+    #[inline]
+    fn set(&mut self, i: usize, v: u32) {
+        match self {
+            OutRows::U8(s) => s[i] = v as u8,
+            OutRows::U16(s) => s[i] = v as u16,
+        }
+    }
+}
+
+/// Frames of a job ordered by dt (the target has dt 0).
+type Frames<'a> = [(i32, &'a RingFrame)];
+
+impl Backend for CpuBackend {
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", self.threads)
+    }
+
+    fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, ring_slots: usize) -> Result<()> {
+        let a = plan.search_radius as usize;
+        let s = plan.patch_radius as usize;
+        let n = geometry.planes.len();
+        let mut pads = vec![0usize; n];
+        let mut used = vec![false; n];
+        for g in &plan.groups {
+            for &o in &g.outputs {
+                if o >= n {
+                    return Err(Error::State(format!("plan names plane {o} of a {n}-plane geometry")));
+                }
+                pads[o] = pads[o].max(a);
+                used[o] = true;
+            }
+            for &gi in &g.guides {
+                if gi >= n {
+                    return Err(Error::State(format!("plan names plane {gi} of a {n}-plane geometry")));
+                }
+                let step = g.guide_step_x.max(g.guide_step_y);
+                pads[gi] = pads[gi].max(step * a + s);
+                used[gi] = true;
+            }
+        }
+        let template = RingFrame {
+            planes: geometry
+                .planes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| if used[i] { PaddedPlane::new(p.width, p.height, pads[i]) } else { PaddedPlane::default() })
+                .collect(),
+            filled: false,
+        };
+        self.ring = vec![template; ring_slots];
+        self.pads = pads;
+        self.used = used;
+        self.queue.clear();
+        // Scratch for the largest group.
+        let (tr, tc) = (self.tile.rows, self.tile.cols);
+        let mut acc = 0;
+        let mut tile = 0;
+        let mut row = 0;
+        for g in &plan.groups {
+            let gp = geometry.planes[g.outputs[0]];
+            let rows = tr.min(gp.height);
+            let cols = tc.min(gp.width);
+            acc = acc.max(g.outputs.len() * rows * cols);
+            tile = tile.max(rows * cols);
+            let sx = g.guide_step_x;
+            row = row.max(sx * (cols + 2 * a) + 2 * s + 1);
+        }
+        for sc in &self.scratch {
+            let mut sc = sc.lock().map_err(|_| Error::State("CPU scratch poisoned".into()))?;
+            sc.ensure(acc, tile, row);
+        }
+        Ok(())
+    }
+
+    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+        let used = &self.used;
+        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
+        if frame.planes.len() != dst.planes.len() {
+            return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
+        }
+        for (i, (d, p)) in dst.planes.iter_mut().zip(&frame.planes).enumerate() {
+            if !used[i] {
+                continue;
+            }
+            if p.width != d.width || p.height != d.height || p.samples.len() != p.width * p.height {
+                return Err(Error::InvalidFrame(format!("plane {i} is {}x{}, configured {}x{}", p.width, p.height, d.width, d.height)));
+            }
+        }
+        dst.filled = false;
+        let planes = &mut dst.planes;
+        self.pool.install(|| {
+            planes.par_iter_mut().zip(&frame.planes).enumerate().filter(|(i, _)| used[*i]).for_each(|(_, (d, p))| d.fill_from(&p.samples));
+        });
+        dst.filled = true;
+        Ok(())
+    }
+
+    fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()> {
+        self.queue.push_back((job.clone(), plan.clone()));
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+        let (job, plan) = self.queue.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
+        let get = |slot: usize| -> Result<&RingFrame> {
+            self.ring.get(slot).filter(|f| f.filled).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))
+        };
+        let mut frames: Vec<(i32, &RingFrame)> = vec![(0, get(job.slot)?)];
+        for r in &job.references {
+            frames.push((r.dt, get(r.slot)?));
+        }
+        frames.sort_by_key(|(dt, _)| *dt);
+        if out.planes.len() != self.used.len() {
+            return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
+        }
+
+        let target = frames.iter().find(|(dt, _)| *dt == 0).map(|f| f.1).ok_or_else(|| Error::State("no target frame".into()))?;
+        let mut ctxs = Vec::with_capacity(plan.groups.len());
+        for g in &plan.groups {
+            let o0 = &target.planes[g.outputs[0]];
+            for &o in &g.outputs {
+                let p = &out.planes[o];
+                if p.width != o0.width || p.height != o0.height || p.samples.len() != p.width * p.height {
+                    return Err(Error::InvalidFrame(format!("output plane {o} does not match the configured geometry")));
+                }
+            }
+            let npatch = ((2 * plan.patch_radius + 1) * (2 * plan.patch_radius + 1)) as f64;
+            let scale = plan.scale_to_8bit as f64;
+            let h = g.h as f64;
+            let inv_h2 = (1.0 / (h * h)).min(f32::MAX as f64) as f32;
+            ctxs.push(GroupCtx {
+                group: g,
+                plan: &plan,
+                wp: WeightParams {
+                    to_mean: (1.0 / (g.guides.len() as f64 * npatch * scale * scale)) as f32,
+                    offset: plan.distance_offset,
+                    inv_h2,
+                    weighting: plan.weighting,
+                },
+                width: o0.width,
+                height: o0.height,
+            });
+        }
+
+        // Cut every group's output planes into bands of rows.
+        let band_rows = self.tile.rows;
+        let mut slots: Vec<Option<&mut crate::planar::Plane>> = out.planes.iter_mut().map(Some).collect();
+        let mut bands: Vec<Band> = Vec::new();
+        for (gi, ctx) in ctxs.iter().enumerate() {
+            let first = bands.len();
+            let nb = ctx.height.div_ceil(band_rows);
+            for b in 0..nb {
+                let y0 = b * band_rows;
+                bands.push(Band { group: gi, y0, y1: (y0 + band_rows).min(ctx.height), outs: Vec::new() });
+            }
+            for &o in &ctx.group.outputs {
+                let plane = slots[o].take().ok_or_else(|| Error::State(format!("plane {o} is the output of two groups")))?;
+                let chunk = band_rows * plane.width;
+                match &mut plane.samples {
+                    Samples::U8(v) => v.chunks_mut(chunk).zip(&mut bands[first..]).for_each(|(c, b)| b.outs.push(OutRows::U8(c))),
+                    Samples::U16(v) => v.chunks_mut(chunk).zip(&mut bands[first..]).for_each(|(c, b)| b.outs.push(OutRows::U16(c))),
+                }
+            }
+        }
+
+        let isa = self.isa;
+        let tile_cols = self.tile.cols;
+        let scratch = &self.scratch;
+        let frames = &frames[..];
+        let ctxs = &ctxs[..];
+        let exact: usize = self.pool.install(|| {
+            bands.par_iter_mut().map(|band| {
+                let idx = rayon::current_thread_index().unwrap_or(0) % scratch.len();
+                let mut guard = scratch[idx].lock().unwrap_or_else(|e| e.into_inner());
+                let sc: &mut Scratch = &mut guard;
+                let ctx = &ctxs[band.group];
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: Isa::Avx2Fma is only chosen when the CPU reports AVX2 and FMA.
+                    Isa::Avx2Fma => unsafe { process_band_avx2(ctx, frames, band, tile_cols, sc) },
+                    Isa::Baseline => process_band_baseline(ctx, frames, band, tile_cols, sc),
+                }
+            })
+            .sum()
+        });
+        if self.stats {
+            let total: usize = ctxs.iter().map(|c| c.width * c.height).sum();
+            eprintln!("nlmdenoise cpu: frame {}: {exact} of {total} samples computed exactly (f64)", job.seq);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn process_band_avx2(ctx: &GroupCtx, frames: &Frames, band: &mut Band, tile_cols: usize, sc: &mut Scratch) -> usize {
+    process_band(ctx, frames, band, tile_cols, sc)
+}
+
+fn process_band_baseline(ctx: &GroupCtx, frames: &Frames, band: &mut Band, tile_cols: usize, sc: &mut Scratch) -> usize {
+    process_band(ctx, frames, band, tile_cols, sc)
+}
+
+/// A rectangle of output samples.
+#[derive(Debug, Clone, Copy)]
+struct Tile {
+    x0: isize,
+    x1: isize,
+    y0: isize,
+    y1: isize,
+}
+
+#[inline(always)]
+fn process_band(ctx: &GroupCtx, frames: &Frames, band: &mut Band, tile_cols: usize, sc: &mut Scratch) -> usize {
+    let w = ctx.width;
+    let mut exact = 0;
+    let mut x0 = 0;
+    while x0 < w {
+        let x1 = (x0 + tile_cols).min(w);
+        let tile = Tile { x0: x0 as isize, x1: x1 as isize, y0: band.y0 as isize, y1: band.y1 as isize };
+        exact += process_tile(ctx, frames, tile, band, sc);
+        x0 = x1;
+    }
+    exact
+}
+
+#[inline(always)]
+fn process_tile(ctx: &GroupCtx, frames: &Frames, tile: Tile, band: &mut Band, sc: &mut Scratch) -> usize {
+    let g = ctx.group;
+    let a = ctx.plan.search_radius as isize;
+    let tw = (tile.x1 - tile.x0) as usize;
+    let th = (tile.y1 - tile.y0) as usize;
+    let n = tw * th;
+    let nout = g.outputs.len();
+    sc.acc[..nout * n].fill(0.0);
+    sc.wsum[..n].fill(0.0);
+    sc.wmax[..n].fill(0.0);
+    let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
+    for &(dt, frame) in frames {
+        for dy in -a..=a {
+            for dx in -a..=a {
+                if dt == 0 {
+                    // One of each +d/-d pair; the pass accumulates both.
+                    if dy < 0 || (dy == 0 && dx <= 0) {
+                        continue;
+                    }
+                    offset_pass(ctx, target, frame, dx, dy, true, tile, sc);
+                } else {
+                    offset_pass(ctx, target, frame, dx, dy, false, tile, sc);
+                }
+            }
+        }
+    }
+    finalize_tile(ctx, frames, target, tile, band, sc)
+}
+
+/// Accumulates the contributions of offset (dx, dy) of `frame` to the tile; with `sym`, also
+/// those of (-dx, -dy) (target frame only, dy > 0 or dy == 0 < dx).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn offset_pass(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, dx: isize, dy: isize, sym: bool, tile: Tile, sc: &mut Scratch) {
+    let g = ctx.group;
+    let s = ctx.plan.patch_radius as isize;
+    let (sx, sy) = (g.guide_step_x as isize, g.guide_step_y as isize);
+    let Tile { x0, x1, y0, y1 } = tile;
+    let tw = (x1 - x0) as usize;
+    let th = (y1 - y0) as usize;
+    // Samples q whose weight for this offset is needed: the tile (forward: q receives q + d) and,
+    // with sym, the tile shifted by -d (backward: q + d receives q).
+    let (qxa, qxb, qya, qyb) = if sym { (x0.min(x0 - dx), x1.max(x1 - dx), y0 - dy, y1) } else { (x0, x1, y0, y1) };
+    let nq = (qxb - qxa) as usize;
+    let nv = (sx as usize) * (nq - 1) + 2 * s as usize + 1;
+    let gx_t = sx * qxa - s; // guide column of v[0] in the target
+    let gx_u = gx_t + sx * dx; // and in the reference frame
+    let gdy = sy * dy;
+    let Scratch { acc, wsum, wmax, v, p, w } = sc;
+    let v = &mut v[..nv];
+    let p = &mut p[..nq];
+    let w = &mut w[..nq];
+    let full_init = sy > 2 * s + 1;
+    for y in qya..qyb {
+        // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
+        if y == qya || full_init {
+            v.fill(0.0);
+            for &gi in &g.guides {
+                let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                for ky in -s..=s {
+                    let r = sy * y + ky;
+                    kernels::add_sq_diff(v, gt.row(gx_t, r, nv), gu.row(gx_u, r + gdy, nv));
+                }
+            }
+        } else {
+            for &gi in &g.guides {
+                let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                for k in 0..sy {
+                    let ra = sy * (y - 1) + s + 1 + k;
+                    let rr = sy * (y - 1) - s + k;
+                    kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
+                }
+            }
+        }
+        if sx == 1 {
+            kernels::box_sum_unit(p, v, s as usize);
+        } else {
+            kernels::box_sum_step(p, v, s as usize, sx as usize);
+        }
+        kernels::weights(w, p, &ctx.wp);
+
+        let n = tw * th;
+        // Forward: q in the tile gets frame(q + d).
+        if y >= y0 && y < y1 {
+            let r = (y - y0) as usize * tw;
+            let wi = &w[(x0 - qxa) as usize..][..tw];
+            for (k, &o) in g.outputs.iter().enumerate() {
+                let src = frame.planes[o].row(x0 + dx, y + dy, tw);
+                let accr = &mut acc[k * n + r..][..tw];
+                if k == 0 {
+                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut wmax[r..r + tw], wi, src);
+                } else {
+                    kernels::acc_values(accr, wi, src);
+                }
+            }
+        }
+        // Backward: p = q + d in the tile gets target(q) with the same weight.
+        if sym && y + dy >= y0 && y + dy < y1 {
+            let r = (y + dy - y0) as usize * tw;
+            let wi = &w[(x0 - dx - qxa) as usize..][..tw];
+            for (k, &o) in g.outputs.iter().enumerate() {
+                let src = target.planes[o].row(x0 - dx, y, tw);
+                let accr = &mut acc[k * n + r..][..tw];
+                if k == 0 {
+                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut wmax[r..r + tw], wi, src);
+                } else {
+                    kernels::acc_values(accr, wi, src);
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn finalize_tile(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, tile: Tile, band: &mut Band, sc: &mut Scratch) -> usize {
+    let g = ctx.group;
+    let tw = (tile.x1 - tile.x0) as usize;
+    let th = (tile.y1 - tile.y0) as usize;
+    let n = tw * th;
+    let wref = ctx.plan.wref;
+    let maxv = ctx.plan.max_value as f32;
+    let width = ctx.width;
+    // Window around x.5 in which f32 error may flip the rounding (8- and 10-bit formats only; the
+    // tolerance of deeper formats is wider than their f32 error).
+    let scale = ctx.plan.scale_to_8bit;
+    let tie_eps = if scale <= 4.0 { TIE_WINDOW * scale } else { 0.0 };
+    let mut exact = [0u32; 4];
+    let mut exact_count = 0;
+    for r in 0..th {
+        let y = tile.y0 + r as isize;
+        let out_row = (y as usize - band.y0) * width;
+        for c in 0..tw {
+            let x = tile.x0 + c as isize;
+            let i = r * tw + c;
+            let wm = sc.wmax[i];
+            let mut tie = false;
+            if wm >= EXACT_FALLBACK_BELOW {
+                let wc = wref * wm;
+                let total = sc.wsum[i] + wc;
+                for (k, &o) in g.outputs.iter().enumerate() {
+                    let centre = target.planes[o].at(x, y);
+                    let value = (sc.acc[k * n + i] + wc * centre) / total;
+                    let fl = value.floor();
+                    if (value - fl - 0.5).abs() < tie_eps {
+                        // Too close to a rounding tie for f32 to decide like the reference.
+                        tie = true;
+                        break;
+                    }
+                    let q = (value + 0.5).floor();
+                    let q = if q < 0.0 { 0.0 } else if q > maxv { maxv } else { q };
+                    band.outs[k].set(out_row + x as usize, q as u32);
+                }
+            }
+            if wm < EXACT_FALLBACK_BELOW || tie {
+                exact_count += 1;
+                exact_sample(ctx, frames, target, x, y, &mut exact[..g.outputs.len()]);
+                for k in 0..g.outputs.len() {
+                    band.outs[k].set(out_row + x as usize, exact[k]);
+                }
+            }
+        }
+    }
+    exact_count
+}
+
+/// One output sample computed exactly as the reference does (f64, same order of operations).
+#[inline(never)]
+fn exact_sample(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, px: isize, py: isize, out: &mut [u32]) {
+    let g = ctx.group;
+    let plan = ctx.plan;
+    let a = plan.search_radius as isize;
+    let s = plan.patch_radius as isize;
+    let (sx, sy) = (g.guide_step_x as isize, g.guide_step_y as isize);
+    let norm = 1.0 / ((g.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
+    let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
+    let h = g.h as f64;
+    let mut sums = [0f64; 4];
+    let sums = &mut sums[..g.outputs.len()];
+    let mut total = 0.0;
+    let mut wmax = 0.0f64;
+    for &(dt, frame) in frames {
+        for dy in -a..=a {
+            for dx in -a..=a {
+                if dt == 0 && dx == 0 && dy == 0 {
+                    continue;
+                }
+                let mut ssd = 0.0;
+                for &gi in &g.guides {
+                    let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                    for ky in -s..=s {
+                        for kx in -s..=s {
+                            let d = gt.at(px * sx + kx, py * sy + ky) as f64 - gu.at((px + dx) * sx + kx, (py + dy) * sy + ky) as f64;
+                            ssd += d * d;
+                        }
+                    }
+                }
+                let wt = plan.weight(ssd * norm * inv_scale2, h);
+                wmax = wmax.max(wt);
+                total += wt;
+                for (v, &o) in sums.iter_mut().zip(&g.outputs) {
+                    *v += wt * frame.planes[o].at(px + dx, py + dy) as f64;
+                }
+            }
+        }
+    }
+    let wc = plan.wref as f64 * wmax;
+    total += wc;
+    for ((v, &o), r) in sums.iter().zip(&g.outputs).zip(out.iter_mut()) {
+        let centre = target.planes[o].at(px, py) as f64;
+        let value = if total > 0.0 { (*v + wc * centre) / total } else { centre };
+        *r = (value + 0.5).floor().clamp(0.0, plan.max_value as f64) as u32;
+    }
+}
