@@ -33,7 +33,7 @@ fi
 
 # Release profile: building the dependencies optimized once costs about the same as a dev build,
 # and the reference-backend tests then run many times faster.
-PROFILE_ARGS=(--release)
+PROFILE_ARGS=(--release --no-fail-fast)
 
 mkdir -p target
 LOG=target/test-output.txt

@@ -20,7 +20,7 @@ use nlmdenoise::OwnedFrame;
 
 /// Adds white Gaussian noise with a fixed seed to a YUV4MPEG2 clip.
 #[derive(Debug, Parser)]
-#[command(name = "addnoise", version, about)]
+#[command(name = "addnoise", version)]
 struct Cli {
     /// Input .y4m file, or - for standard input.
     #[arg(short, long)]

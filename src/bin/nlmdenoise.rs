@@ -39,7 +39,7 @@ enum IntermediateArg {
 /// writes the denoised clip in the same colour space. Strengths and sigma are in 8-bit code values
 /// whatever the bit depth.
 #[derive(Debug, Parser)]
-#[command(name = "nlmdenoise", version, about, long_about = None)]
+#[command(name = "nlmdenoise", version)]
 struct Cli {
     /// Input .y4m file, or - for standard input.
     #[arg(short, long, value_name = "FILE")]
