@@ -32,6 +32,9 @@ use crate::frame::{OwnedFrame, VideoInfo};
 /// Longest header or frame line accepted.
 const MAX_LINE: usize = 4096;
 
+/// Largest frame accepted (a bad header must not make the tools allocate without bound).
+const MAX_FRAME_BYTES: usize = 1 << 30;
+
 /// How a y4m colour space is carried by an engine format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Y4mLayout {
@@ -132,7 +135,9 @@ impl Y4mHeader {
         let tokens: Vec<String> = parts.map(str::to_owned).collect();
         let (mut width, mut height, mut colorspace, mut frame_rate) = (None, None, None, None);
         for t in &tokens {
-            let (key, value) = t.split_at(1);
+            // Tokens are a one-letter key and a value; the key need not be ASCII in a bad file.
+            let key_len = t.chars().next().map_or(0, char::len_utf8);
+            let (key, value) = t.split_at(key_len);
             match key {
                 "W" => width = Some(value.parse::<usize>().map_err(|_| Error::InvalidFrame(format!("bad y4m width '{value}'")))?),
                 "H" => height = Some(value.parse::<usize>().map_err(|_| Error::InvalidFrame(format!("bad y4m height '{value}'")))?),
@@ -151,7 +156,11 @@ impl Y4mHeader {
         let layout = Y4mLayout::from_colorspace(&colorspace)?;
         // Size checks (zero, too large) are the engine's.
         VideoInfo::new(layout.format, width, height)?;
-        Ok(Y4mHeader { width, height, colorspace, layout, frame_rate, tokens })
+        let header = Y4mHeader { width, height, colorspace, layout, frame_rate, tokens };
+        if header.frame_bytes() > MAX_FRAME_BYTES {
+            return Err(Error::InvalidFrame(format!("y4m frames of {width}x{height} C{} exceed {} MiB", header.colorspace, MAX_FRAME_BYTES >> 20)));
+        }
+        Ok(header)
     }
 
     /// A header for a new stream.
@@ -370,6 +379,9 @@ mod tests {
         assert!(Y4mHeader::parse("YUV4MPEG2 H4").is_err());
         assert!(Y4mHeader::parse("YUV4MPEG2 Wx H4").is_err());
         assert!(Y4mHeader::parse("YUV4MPEG2 W4 H4 C411").is_err());
+        assert!(Y4mHeader::parse("YUV4MPEG2 W4 H4 \u{e9}x").is_ok());
+        assert!(Y4mHeader::parse("YUV4MPEG2 W4 H4 F30").is_err());
+        assert!(Y4mHeader::parse("YUV4MPEG2 W65536 H65536 C444p16").is_err());
     }
 
     fn stream(header: &str, frames: &[(&str, Vec<u8>)]) -> Vec<u8> {
