@@ -687,7 +687,17 @@ impl BaseTransformImpl for NlmDenoise {
         // Created without the state lock held: starting CUDA and compiling kernels takes a while,
         // and latency queries must not wait for it.
         let settings = lock(&self.settings).clone();
-        let denoiser = match with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, &settings.options)) {
+        let create = |options: &BackendOptions| with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, options));
+        let mut created = create(&settings.options);
+        if let Err(e @ (nlmdenoise::Error::Backend(_) | nlmdenoise::Error::BackendUnavailable(_))) = &created {
+            if settings.options.kind == BackendKind::Auto {
+                // `auto` already falls back when CUDA is absent; this covers a GPU that is present
+                // but cannot take this stream (e.g. out of memory). Nothing was processed yet.
+                gst::element_imp_warning!(self, gst::LibraryError::Init, ("GPU backend failed ({e}); falling back to the CPU backend"));
+                created = create(&BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
+            }
+        }
+        let denoiser = match created {
             Ok(d) => d,
             Err(e) => {
                 let _ = engine_error(self, &format!("Cannot denoise {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
