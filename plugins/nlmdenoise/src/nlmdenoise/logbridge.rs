@@ -5,8 +5,8 @@
 //! `tracing_subscriber::fmt().init()` panics when one already exists. Instead every element owns a
 //! [`tracing::Dispatch`] wrapping [`GstLogSubscriber`] and makes it the *thread-local* default
 //! around its engine calls ([`with_engine_logs`]). Events then appear under `GST_DEBUG=nlmdenoise:N`
-//! attributed to the element instance. Events emitted on engine worker threads (the CPU backend's
-//! thread pool) are not captured this way; the engine logs only from the calling thread.
+//! attributed to the element instance. Events emitted on other threads (e.g. a backend's worker
+//! pool) are not captured this way; they go to whatever global subscriber the process has.
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
