@@ -78,26 +78,27 @@ pub fn box_sum_step(p: &mut [f32], v: &[f32], s: usize, step: usize) {
     }
 }
 
-/// `2^x`-based exponential of `x <= 0` with about 1e-7 relative error; 0 below -80.
+/// Exponential of `x <= 0` with about 2e-7 relative error; 0 below -80.
 #[inline(always)]
 pub fn exp_neg(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split so that n * LN2_HI is exact for |n| < 2^9 (Cody-Waite reduction).
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
     let xc = if x > -80.0 { x } else { -80.0 };
-    let t = xc * LOG2E;
-    // Round to nearest through the 1.5 * 2^23 magic number: the low mantissa bits of `m` hold the
-    // integer, so 2^n is built from bits without a float-to-int conversion.
-    let m = t + 12_582_912.0;
+    // Round x / ln 2 to the nearest integer n through the 1.5 * 2^23 magic number: the low
+    // mantissa bits of `m` hold n, so 2^n is built from bits without a float-to-int conversion.
+    let m = xc * LOG2E + 12_582_912.0;
     let n = m - 12_582_912.0;
-    let r = t - n; // [-0.5, 0.5]
+    let r = (xc - n * LN2_HI) - n * LN2_LO; // |r| <= 0.35
     let pow2n = f32::from_bits(m.to_bits().wrapping_add(127) << 23);
-    // Taylor series of 2^r to degree 6 (error about 1e-7 on [-0.5, 0.5]).
-    const C1: f32 = 0.693_147_2;
-    const C2: f32 = 0.240_226_5;
-    const C3: f32 = 0.055_504_11;
-    const C4: f32 = 0.009_618_129;
-    const C5: f32 = 0.001_333_355_8;
-    const C6: f32 = 0.000_154_035_3;
-    let p = 1.0 + r * (C1 + r * (C2 + r * (C3 + r * (C4 + r * (C5 + r * C6)))));
+    // Taylor series of e^r to degree 6 (truncation error below 1.4e-7 for |r| <= 0.35).
+    const C2: f32 = 1.0 / 2.0;
+    const C3: f32 = 1.0 / 6.0;
+    const C4: f32 = 1.0 / 24.0;
+    const C5: f32 = 1.0 / 120.0;
+    const C6: f32 = 1.0 / 720.0;
+    let p = 1.0 + r * (1.0 + r * (C2 + r * (C3 + r * (C4 + r * (C5 + r * C6)))));
     if x > -80.0 {
         p * pow2n
     } else {
@@ -116,25 +117,30 @@ pub struct WeightParams {
     pub weighting: Weighting,
 }
 
-/// `w[i] = weight(p[i])` (see [`crate::plan::DenoisePlan::weight`]), with tiny weights flushed to 0.
+/// `x[i]` = normalized distance `max(mean d2 - offset, 0) / h^2` of patch sum `p[i]`, and
+/// `w[i] = weight(x[i])` (see [`crate::plan::DenoisePlan::weight`]), tiny weights flushed to 0.
 #[inline(always)]
-pub fn weights(w: &mut [f32], p: &[f32], wp: &WeightParams) {
+pub fn weights(w: &mut [f32], x: &mut [f32], p: &[f32], wp: &WeightParams) {
     let n = w.len();
-    let p = &p[..n];
+    let (x, p) = (&mut x[..n], &p[..n]);
     let (c, off, ih) = (wp.to_mean, wp.offset, wp.inv_h2);
     match wp.weighting {
         Weighting::Welsch => {
             for i in 0..n {
                 let d = p[i] * c - off;
                 let d = if d > 0.0 { d } else { 0.0 };
-                w[i] = exp_neg(-(d * ih));
+                let xi = d * ih;
+                x[i] = xi;
+                w[i] = exp_neg(-xi);
             }
         }
         Weighting::Bisquare => {
             for i in 0..n {
                 let d = p[i] * c - off;
                 let d = if d > 0.0 { d } else { 0.0 };
-                let t = 1.0 - d * ih;
+                let xi = d * ih;
+                x[i] = xi;
+                let t = 1.0 - xi;
                 let t = if t > 0.0 { t } else { 0.0 };
                 let wt = t * t;
                 w[i] = if wt > WEIGHT_FLOOR { wt } else { 0.0 };
@@ -153,17 +159,17 @@ pub fn acc_values(acc: &mut [f32], w: &[f32], o: &[f32]) {
     }
 }
 
-/// One output plane: weight sum, maximum and weighted values in a single pass.
+/// One output plane: weighted values, weight sum and smallest normalized distance in one pass.
 #[inline(always)]
-pub fn acc_all(acc: &mut [f32], wsum: &mut [f32], wmax: &mut [f32], w: &[f32], o: &[f32]) {
+pub fn acc_all(acc: &mut [f32], wsum: &mut [f32], xmin: &mut [f32], w: &[f32], x: &[f32], o: &[f32]) {
     let n = acc.len();
-    let (wsum, wmax, w, o) = (&mut wsum[..n], &mut wmax[..n], &w[..n], &o[..n]);
+    let (wsum, xmin, w, x, o) = (&mut wsum[..n], &mut xmin[..n], &w[..n], &x[..n], &o[..n]);
     for i in 0..n {
         let wi = w[i];
         acc[i] += wi * o[i];
         wsum[i] += wi;
-        let m = wmax[i];
-        wmax[i] = if wi > m { wi } else { m };
+        let (m, xi) = (xmin[i], x[i]);
+        xmin[i] = if xi < m { xi } else { m };
     }
 }
 

@@ -39,18 +39,27 @@ use rayon::prelude::*;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::params::Weighting;
 use crate::plan::{mirror, DenoisePlan, WeightGroup};
 use crate::planar::{Geometry, PlanarFrame, Samples};
 use crate::window::Job;
 
 use kernels::WeightParams;
 
-/// Samples whose largest weight is below this are recomputed in f64 (see the module doc).
-const EXACT_FALLBACK_BELOW: f32 = 1.0e-26;
+/// Welsch: samples whose smallest normalized distance is below this (largest weight above about
+/// 1e-26) are computed in f32.
+const WELSCH_FAST_BELOW: f32 = 60.0;
+/// Welsch: above this every f64 weight of the sample is exactly 0 (exp underflows below -745.14).
+const WELSCH_ZERO_ABOVE: f32 = 745.5;
+/// Bisquare: f32 is used while the largest `1 - x` is at least this (its relative error stays
+/// below about 1e-4)...
+const BISQUARE_EDGE_BELOW: f32 = 1.0e-3;
+/// ... and the input is kept when every x exceeds 1 by this (all f64 weights are 0).
+const BISQUARE_EDGE_ABOVE: f32 = 1.0e-5;
 
 /// Half-width (in 8-bit code values) of the window around a rounding tie (x.5) inside which a
 /// sample is recomputed exactly: it bounds the f32 error of a normalized weighted mean.
-const TIE_WINDOW: f32 = 2.0e-3;
+const TIE_WINDOW: f32 = 1.0e-3;
 
 /// One plane stored as f32 with a mirrored border of `pad` samples on every side.
 #[derive(Debug, Clone, Default)]
@@ -121,10 +130,12 @@ struct RingFrame {
 struct Scratch {
     acc: Vec<f32>,
     wsum: Vec<f32>,
-    wmax: Vec<f32>,
+    /// Smallest normalized distance (d / h^2) seen by each sample: gives its largest weight.
+    xmin: Vec<f32>,
     v: Vec<f32>,
     p: Vec<f32>,
     w: Vec<f32>,
+    x: Vec<f32>,
 }
 
 impl Scratch {
@@ -136,10 +147,11 @@ impl Scratch {
         };
         grow(&mut self.acc, acc);
         grow(&mut self.wsum, tile);
-        grow(&mut self.wmax, tile);
+        grow(&mut self.xmin, tile);
         grow(&mut self.v, row);
         grow(&mut self.p, row);
         grow(&mut self.w, row);
+        grow(&mut self.x, row);
     }
 }
 
@@ -490,7 +502,7 @@ fn process_tile(ctx: &GroupCtx, frames: &Frames, tile: Tile, band: &mut Band, sc
     let nout = g.outputs.len();
     sc.acc[..nout * n].fill(0.0);
     sc.wsum[..n].fill(0.0);
-    sc.wmax[..n].fill(0.0);
+    sc.xmin[..n].fill(f32::INFINITY);
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     for &(dt, frame) in frames {
         for dy in -a..=a {
@@ -529,10 +541,11 @@ fn offset_pass(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, dx: isize,
     let gx_t = sx * qxa - s; // guide column of v[0] in the target
     let gx_u = gx_t + sx * dx; // and in the reference frame
     let gdy = sy * dy;
-    let Scratch { acc, wsum, wmax, v, p, w } = sc;
+    let Scratch { acc, wsum, xmin, v, p, w, x } = sc;
     let v = &mut v[..nv];
     let p = &mut p[..nq];
     let w = &mut w[..nq];
+    let x = &mut x[..nq];
     let full_init = sy > 2 * s + 1;
     for y in qya..qyb {
         // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
@@ -560,18 +573,19 @@ fn offset_pass(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, dx: isize,
         } else {
             kernels::box_sum_step(p, v, s as usize, sx as usize);
         }
-        kernels::weights(w, p, &ctx.wp);
+        kernels::weights(w, x, p, &ctx.wp);
 
         let n = tw * th;
         // Forward: q in the tile gets frame(q + d).
         if y >= y0 && y < y1 {
             let r = (y - y0) as usize * tw;
             let wi = &w[(x0 - qxa) as usize..][..tw];
+            let xi = &x[(x0 - qxa) as usize..][..tw];
             for (k, &o) in g.outputs.iter().enumerate() {
                 let src = frame.planes[o].row(x0 + dx, y + dy, tw);
                 let accr = &mut acc[k * n + r..][..tw];
                 if k == 0 {
-                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut wmax[r..r + tw], wi, src);
+                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], wi, xi, src);
                 } else {
                     kernels::acc_values(accr, wi, src);
                 }
@@ -581,14 +595,53 @@ fn offset_pass(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, dx: isize,
         if sym && y + dy >= y0 && y + dy < y1 {
             let r = (y + dy - y0) as usize * tw;
             let wi = &w[(x0 - dx - qxa) as usize..][..tw];
+            let xi = &x[(x0 - dx - qxa) as usize..][..tw];
             for (k, &o) in g.outputs.iter().enumerate() {
                 let src = target.planes[o].row(x0 - dx, y, tw);
                 let accr = &mut acc[k * n + r..][..tw];
                 if k == 0 {
-                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut wmax[r..r + tw], wi, src);
+                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], wi, xi, src);
                 } else {
                     kernels::acc_values(accr, wi, src);
                 }
+            }
+        }
+    }
+}
+
+/// How a sample's result is obtained, from the smallest normalized distance `x` it saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// f32 accumulators are accurate: the largest weight is far from underflow and the support edge.
+    Fast,
+    /// Every weight is exactly 0 in f64 too: the reference keeps the input sample.
+    KeepInput,
+    /// Weights too small or too close to the support edge for f32: recompute in f64.
+    Exact,
+}
+
+#[inline(always)]
+fn decide(weighting: Weighting, xmin: f32) -> Decision {
+    match weighting {
+        // exp(-x) underflows f64 (to exactly 0) for x > 745.13; f32 weights stay accurate relative
+        // to each other while the largest is above ~1e-26 (x < 60).
+        Weighting::Welsch => {
+            if xmin < WELSCH_FAST_BELOW {
+                Decision::Fast
+            } else if xmin > WELSCH_ZERO_ABOVE {
+                Decision::KeepInput
+            } else {
+                Decision::Exact
+            }
+        }
+        // (1 - x)^2 is exactly 0 for x >= 1; near 1 the f32 rounding of x is large relative to 1 - x.
+        Weighting::Bisquare => {
+            if xmin < 1.0 - BISQUARE_EDGE_BELOW {
+                Decision::Fast
+            } else if xmin > 1.0 + BISQUARE_EDGE_ABOVE {
+                Decision::KeepInput
+            } else {
+                Decision::Exact
             }
         }
     }
@@ -601,6 +654,7 @@ fn finalize_tile(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, tile: Tile
     let th = (tile.y1 - tile.y0) as usize;
     let n = tw * th;
     let wref = ctx.plan.wref;
+    let weighting = ctx.plan.weighting;
     let maxv = ctx.plan.max_value as f32;
     let width = ctx.width;
     // Window around x.5 in which f32 error may flip the rounding (8- and 10-bit formats only; the
@@ -615,9 +669,13 @@ fn finalize_tile(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, tile: Tile
         for c in 0..tw {
             let x = tile.x0 + c as isize;
             let i = r * tw + c;
-            let wm = sc.wmax[i];
-            let mut tie = false;
-            if wm >= EXACT_FALLBACK_BELOW {
+            let xm = sc.xmin[i];
+            let mut decision = decide(weighting, xm);
+            if decision == Decision::Fast {
+                let wm = match weighting {
+                    Weighting::Welsch => kernels::exp_neg(-xm),
+                    Weighting::Bisquare => (1.0 - xm) * (1.0 - xm),
+                };
                 let wc = wref * wm;
                 let total = sc.wsum[i] + wc;
                 for (k, &o) in g.outputs.iter().enumerate() {
@@ -626,19 +684,28 @@ fn finalize_tile(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, tile: Tile
                     let fl = value.floor();
                     if (value - fl - 0.5).abs() < tie_eps {
                         // Too close to a rounding tie for f32 to decide like the reference.
-                        tie = true;
+                        decision = Decision::Exact;
                         break;
                     }
-                    let q = (value + 0.5).floor();
+                    let q = fl + 1.0;
+                    let q = if value - fl < 0.5 { fl } else { q };
                     let q = if q < 0.0 { 0.0 } else if q > maxv { maxv } else { q };
                     band.outs[k].set(out_row + x as usize, q as u32);
                 }
             }
-            if wm < EXACT_FALLBACK_BELOW || tie {
-                exact_count += 1;
-                exact_sample(ctx, frames, target, x, y, &mut exact[..g.outputs.len()]);
-                for k in 0..g.outputs.len() {
-                    band.outs[k].set(out_row + x as usize, exact[k]);
+            match decision {
+                Decision::Fast => {}
+                Decision::KeepInput => {
+                    for (k, &o) in g.outputs.iter().enumerate() {
+                        band.outs[k].set(out_row + x as usize, target.planes[o].at(x, y) as u32);
+                    }
+                }
+                Decision::Exact => {
+                    exact_count += 1;
+                    exact_sample(ctx, frames, target, x, y, &mut exact[..g.outputs.len()]);
+                    for k in 0..g.outputs.len() {
+                        band.outs[k].set(out_row + x as usize, exact[k]);
+                    }
                 }
             }
         }
