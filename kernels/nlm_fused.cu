@@ -132,9 +132,15 @@ __device__ __forceinline__ void box_sums(const float (&in)[LEN], float (&out)[N]
     }
 }
 
+// Horizontal sum written for an offset that must not count (the target's centre, and offsets past
+// the radius that pad the last group): every patch distance built from it is >= 1e30, whose
+// weight is 0 in both formulas (weight.cuh), and running sums over it stay exact.
+#define SKIP_H 1.0e30f
+
 // Phase 1: horizontal patch sums of squared guide differences for offsets
 // dx = first_dx + j, j < DX_GROUP, at vertical offset dy, into h_sums[j][row][x].
-__device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt, const float* ref, int dy, int first_dx)
+__device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt, const float* ref, int dy, int first_dx,
+                                                bool is_target)
 {
     for (int run = threadIdx.x; run < GUIDE_ROWS * RUNS_PER_ROW; run += THREADS) {
         const int r = run / RUNS_PER_ROW;
@@ -165,6 +171,11 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
             }
             float hs[RUN_W];
             box_sums<RUN_W, STEP_X>(d2, hs);
+            const int dx = first_dx + j;
+            if ((DX_SPAN > SEARCH_D && dx > SEARCH_R) || (is_target && dy == 0 && dx == 0)) {
+#pragma unroll
+                for (int c = 0; c < RUN_W; ++c) hs[c] = SKIP_H;
+            }
             float* dst = h_sums + (j * GUIDE_ROWS + r) * H_PITCH + c0;
             if constexpr (RUN_W % 4 == 0) {
 #pragma unroll
@@ -218,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
 
         for (int dy = -SEARCH_R; dy <= SEARCH_R; ++dy) {
             for (int first_dx = -SEARCH_R; first_dx < -SEARCH_R + DX_SPAN; first_dx += DX_GROUP) {
-                horizontal_sums(h_sums, tgt, ref, dy, first_dx);
+                horizontal_sums(h_sums, tgt, ref, dy, first_dx, is_target);
                 __syncthreads();
 
                 // Phase 2: vertical sums, weights, accumulation.
@@ -231,10 +242,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
                         hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
                     float d[ROWS];
                     box_sums<ROWS, STEP_Y>(hv, d);
-                    const int dx = first_dx + j;
-                    const bool skip = dx > SEARCH_R || (is_target && dy == 0 && dx == 0);
 #pragma unroll
-                    for (int i = 0; i < ROWS; ++i) dist[i][j] = skip ? NLM_SKIP : d[i];
+                    for (int i = 0; i < ROWS; ++i) dist[i][j] = d[i];
                 }
 #pragma unroll
                 for (int i = 0; i < ROWS; ++i) {

@@ -17,9 +17,9 @@
 #define WEIGHTING WEIGHTING_WELSCH
 #endif
 
-// Distance of an offset that must not count (the centre, or padding offsets past the radius):
-// +inf gives weight 0 in both formulas and never becomes the welsch level.
-#define NLM_SKIP __int_as_float(0x7f800000)
+// Offsets that must not count arrive with distances >= 1e30 (nlm_fused.cu, SKIP_H): their weight
+// is 0 in both formulas, and as a welsch level they are above NLM_LEVEL_UNDERFLOW, so a pixel
+// that saw nothing else keeps its input.
 // Initial welsch level: finite, so that level - level stays 0.
 #define NLM_LEVEL_NONE 3.0e38f
 // f64's smallest positive number is 2^-1074: a level above this means every weight is zero.
@@ -39,7 +39,7 @@ struct PixelAcc {
         for (int o = 0; o < N_OUT; ++o) acc[o] = 0.f;
     }
 
-    // Adds G offsets at once: dist[j] are patch-distance sums (NLM_SKIP to ignore), val[o][j] the
+    // Adds G offsets at once: dist[j] are patch-distance sums, val[o][j] the
     // samples they point at.
     template <int G>
     __device__ __forceinline__ void add(const float (&dist)[G], const float (&val)[N_OUT][G], float k_dist, float k_bias)

@@ -76,9 +76,16 @@ fn every_variant_compiles_for_hopper_and_turing() {
             }
         }
     }
+    // NLMDENOISE_PTX_DUMP=<dir>: keep the compute_90 PTX (scripts/gpu-run.sh reads ptxas -v of it).
+    let dump = std::env::var_os("NLMDENOISE_PTX_DUMP").map(std::path::PathBuf::from);
     for arch in ["compute_90", "compute_75"] {
-        for v in &all {
+        for (i, v) in all.iter().enumerate() {
             let ptx = compile_ptx(v, arch).unwrap_or_else(|e| panic!("{e}"));
+            if let (Some(dir), "compute_90") = (&dump, arch) {
+                std::fs::create_dir_all(dir).unwrap();
+                let name = format!("v{i:02}_a{}_s{}_g{}_o{}_st{}{}_b{}_{:?}.ptx", v.search_radius, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y, v.sample_bytes, v.weighting);
+                std::fs::write(dir.join(name), &ptx).unwrap();
+            }
             assert!(ptx.contains(".entry nlm_fused"), "no kernel entry in the PTX of {v:?}");
             let target = format!(".target sm_{}", &arch[8..]);
             assert!(ptx.contains(&target), "PTX of {v:?} is not for {arch}");

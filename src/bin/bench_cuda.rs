@@ -1,0 +1,260 @@
+//! CUDA benchmark: kernel-only and end-to-end throughput of the fused temporal NLM kernel on the
+//! two reference configurations, printed as a table (docs/benchmarks.md records the runs).
+//!
+//!   R-live: 1920x1080 I420, temporal_past 2, search radius 3, patch radius 2, independent chroma
+//!   R-knlm: 1920x1080 I420, past 1 + future 1, search radius 2, patch radius 4
+//!
+//! Kernel only: frames are uploaded once into a ring of 8 slots; the kernels of jobs whose
+//! targets rotate over the slots are timed with device events (median of several batches).
+//! End to end: host frames through `Denoiser` (unpack, upload, kernels, download, pack), wall clock.
+//!
+//!   cargo run --release --bin bench_cuda -- [--iters 400] [--frames 600] [--sweep]
+
+use std::time::Instant;
+
+use clap::Parser;
+use cudarc::driver::{sys, CudaContext};
+use nlmdenoise::backend::cuda::launch::TileConfig;
+use nlmdenoise::backend::cuda::CudaBackend;
+use nlmdenoise::backend::{Backend, BackendKind, BackendOptions};
+use nlmdenoise::convert;
+use nlmdenoise::plan::DenoisePlan;
+use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::window::TemporalWindow;
+use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
+
+#[derive(Parser)]
+struct Args {
+    /// Timed kernel launches per batch.
+    #[arg(long, default_value_t = 300)]
+    iters: usize,
+    /// Frames pushed through the engine per end-to-end run.
+    #[arg(long, default_value_t = 600)]
+    frames: usize,
+    /// Also time a few tile shapes per configuration.
+    #[arg(long)]
+    sweep: bool,
+    #[arg(long, default_value_t = 1920)]
+    width: usize,
+    #[arg(long, default_value_t = 1080)]
+    height: usize,
+}
+
+/// Host-side costs per frame of the end-to-end path (no GPU work): the engine's unpack and pack,
+/// and the backend's copies into and out of pinned staging memory.
+fn host_profile(info: VideoInfo) {
+    let geometry = Geometry::from_video_info(&info);
+    let f = frame(info, 0, 3);
+    let mut planar = PlanarFrame::zeroed(&geometry);
+    let mut out = OwnedFrame::new(info);
+    let bytes: usize = geometry.total_samples() * geometry.bytes_per_sample;
+    let mut staging = vec![1u8; bytes];
+    let n = 200;
+    let time = |what: &str, f: &mut dyn FnMut()| {
+        f();
+        let t = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+        println!("host: {what}: {us:.0} us/frame ({:.1} GB/s)", bytes as f64 / us / 1e3);
+    };
+    time("engine unpack (FrameRef -> planar)", &mut || convert::unpack(&f.as_ref(), &mut planar).unwrap());
+    time("engine pack (planar -> FrameMut)", &mut || convert::pack(&planar, &mut out.as_mut()).unwrap());
+    time("planar -> staging, parallel", &mut || {
+        let mut at = 0;
+        for p in &planar.planes {
+            let b = p.samples.as_bytes();
+            nlmdenoise::backend::cuda::ring::copy_bytes(&mut staging[at..at + b.len()], b);
+            at += b.len();
+        }
+    });
+    time("planar -> staging, one thread", &mut || {
+        let mut at = 0;
+        for p in &planar.planes {
+            let b = p.samples.as_bytes();
+            staging[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
+    });
+}
+
+struct Config {
+    name: &'static str,
+    params: Params,
+}
+
+fn configs() -> Vec<Config> {
+    let base = Params::default();
+    vec![
+        Config { name: "R-live", params: Params { search_radius: 3, patch_radius: 2, temporal_past: 2, temporal_future: 0, ..base } },
+        Config { name: "R-knlm", params: Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base } },
+    ]
+}
+
+/// A noisy moving pattern (never zeros: real data paths only).
+fn frame(info: VideoInfo, n: usize, seed: u64) -> OwnedFrame {
+    let mut f = OwnedFrame::new(info);
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(n as u64 * 1442695040888963407 + 1);
+    for (pi, p) in f.planes.iter_mut().enumerate() {
+        let stride = f.strides[pi];
+        for (i, b) in p.iter_mut().enumerate() {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let (x, y) = ((i % stride) as f32, (i / stride) as f32);
+            let base = 128.0 + 60.0 * ((x + 2.0 * n as f32) * 0.05).sin() * (y * 0.03).cos();
+            *b = (base + ((s >> 40) % 21) as f32 - 10.0).clamp(0.0, 255.0) as u8;
+        }
+    }
+    f
+}
+
+/// Floating-point operations per (output sample, search offset, frame) of the algorithm as the
+/// fused kernel computes it, for `guides` guide and `outputs` output planes: squared difference
+/// (sub + fma = 3 per guide plane), horizontal and vertical running box sums (2 + 2), weight
+/// (fma, max, exp = 3), weight sum (1), weighted sums (fma = 2 per output plane).
+fn ops_per_pair(guides: usize, outputs: usize) -> usize {
+    3 * guides + 4 + 3 + 1 + 2 * outputs
+}
+
+fn ops_per_frame(geometry: &Geometry, plan: &DenoisePlan, frames: usize) -> f64 {
+    let offsets = (2 * plan.search_radius as usize + 1).pow(2);
+    plan.groups
+        .iter()
+        .map(|g| {
+            let p = geometry.planes[g.outputs[0]];
+            (p.width * p.height * offsets * frames * ops_per_pair(g.guides.len(), g.outputs.len())) as f64
+        })
+        .sum()
+}
+
+fn fp32_peak(device: usize) -> Option<(f64, String)> {
+    let ctx = CudaContext::new(device).ok()?;
+    let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).ok()? as f64;
+    let khz = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).ok()? as f64;
+    let (major, minor) = ctx.compute_capability().ok()?;
+    let lanes = if major == 8 && minor == 0 { 64.0 } else { 128.0 };
+    let peak = sms * lanes * 2.0 * khz * 1e3;
+    Some((peak, format!("{sms} SMs x {lanes} FP32 lanes x 2 x {:.2} GHz = {:.1} TFLOP/s", khz / 1e6, peak / 1e12)))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Kernel-only milliseconds per frame (median of 5 batches).
+fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileConfig>) -> nlmdenoise::Result<(f64, String)> {
+    let geometry = Geometry::from_video_info(&info);
+    let plan = DenoisePlan::new(&geometry, params)?;
+    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
+    b.set_tile_override(tile)?;
+    let slots = 8;
+    b.configure(&geometry, &plan, slots)?;
+    let mut window = TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
+    let mut planar = PlanarFrame::zeroed(&geometry);
+    let mut jobs = Vec::new();
+    for n in 0..slots + params.temporal_future as usize + 2 {
+        let f = frame(info, n, 7);
+        convert::unpack(&f.as_ref(), &mut planar)?;
+        let slot = window.push();
+        b.upload(slot, &planar)?;
+        while let Some(j) = window.next_job() {
+            if j.references.len() == (params.window_frames() - 1) as usize {
+                jobs.push(j);
+            }
+        }
+    }
+    jobs.truncate(slots);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        times.push(b.time_kernels(&jobs, &plan, iters)?);
+    }
+    Ok((median(times), b.describe()))
+}
+
+/// End-to-end frames per second through `Denoiser` with `depth` frames in flight.
+fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize) -> nlmdenoise::Result<f64> {
+    let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
+    let mut d: Denoiser<usize> = Denoiser::new(info, *params, &opts)?;
+    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
+    let mut out = OwnedFrame::new(info);
+    // Warm-up (allocations, first launches).
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {}
+    }
+    let t = Instant::now();
+    let mut popped = 0;
+    for i in 0..frames {
+        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {
+            popped += 1;
+        }
+    }
+    d.finish_stream()?;
+    while d.pop(&mut out.as_mut())?.is_some() {
+        popped += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    Ok(popped as f64 / secs)
+}
+
+fn main() {
+    let args = Args::parse();
+    let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
+    if !nlmdenoise::backend::cuda::available() {
+        println!("SKIPPED: no usable CUDA device/driver/NVRTC");
+        return;
+    }
+    host_profile(info);
+    let (peak, peak_desc) = fp32_peak(0).unwrap_or((f64::NAN, "unknown".into()));
+    println!("fp32 peak: {peak_desc}");
+    let mut rows = Vec::new();
+    for c in configs() {
+        let geometry = Geometry::from_video_info(&info);
+        let plan = DenoisePlan::new(&geometry, &c.params).expect("plan");
+        let ops = ops_per_frame(&geometry, &plan, c.params.window_frames() as usize);
+        let mut tiles: Vec<Option<TileConfig>> = vec![None];
+        if args.sweep {
+            let d = TileConfig::choose(c.params.search_radius, c.params.patch_radius, 1, 1, 1);
+            for (h, r, g) in [(d.tile_h, 8, 4), (d.tile_h, 4, d.dx_group), (d.tile_h / 2, 8, d.dx_group), (d.tile_h * 2, 8, d.dx_group), (d.tile_h, 8, d.dx_group.min(3))] {
+                let t = TileConfig { tile_h: h, run_w: r, dx_group: g, threads: 128 };
+                if t.is_valid() && Some(t) != Some(d) {
+                    tiles.push(Some(t));
+                }
+            }
+        }
+        for tile in tiles {
+            match kernel_ms(info, &c.params, args.iters, tile) {
+                Ok((ms, desc)) => {
+                    let fps = 1e3 / ms;
+                    let at_peak_ms = ops / peak * 1e3;
+                    let label = tile.map(|t| format!("{},{},{}", t.tile_h, t.run_w, t.dx_group)).unwrap_or_else(|| "default".into());
+                    eprintln!("{} kernel tile {label}: {ms:.4} ms ({desc})", c.name);
+                    rows.push(format!(
+                        "| {} | kernel only, tile {label} | {ms:.3} | {fps:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |",
+                        c.name,
+                        ops / 1e9,
+                        100.0 * at_peak_ms / ms
+                    ));
+                }
+                Err(e) => rows.push(format!("| {} | kernel only, tile {tile:?} | error: {e} | | | | |", c.name)),
+            }
+        }
+        for depth in [0, 2, 4] {
+            match end_to_end_fps(info, &c.params, args.frames, depth) {
+                Ok(fps) => rows.push(format!("| {} | end to end, pipeline depth {depth} | {:.3} | {fps:.0} | | | |", c.name, 1e3 / fps)),
+                Err(e) => rows.push(format!("| {} | end to end, depth {depth} | error: {e} | | | | |", c.name)),
+            }
+        }
+    }
+    println!();
+    println!("{}x{} I420 8-bit; ops model per (sample, offset, frame): 3*guides + 10 + 2*outputs flops", info.width, info.height);
+    println!("| config | measurement | ms/frame | frames/s | GFLOP/frame | ms at fp32 peak | of peak |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    for r in rows {
+        println!("{r}");
+    }
+}
