@@ -6,6 +6,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -37,7 +38,15 @@ class Runner:
         self.cache_path = workdir / "results.jsonl"
         self.tool_ids = {"ffmpeg": "ffmpeg-" + ffmpeg_id()}
         if binary is not None:
-            self.tool_ids["nlmdenoise"] = "nlmdenoise-" + file_id(binary)
+            # run a private copy: the shared target/ may be rebuilt while an evaluation runs
+            ident = "nlmdenoise-" + file_id(binary)
+            self.tool_ids["nlmdenoise"] = ident
+            copy = workdir / "bin" / ident
+            if not copy.exists():
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(binary, copy.with_suffix(".tmp"))
+                os.replace(copy.with_suffix(".tmp"), copy)
+            self.binary = copy
         self.cache: dict[str, dict] = {}
         if self.cache_path.exists() and not fresh:
             for line in self.cache_path.read_text().splitlines():
