@@ -168,8 +168,9 @@ pub fn acc_all(acc: &mut [f32], wsum: &mut [f32], xmin: &mut [f32], w: &[f32], x
         let wi = w[i];
         acc[i] += wi * o[i];
         wsum[i] += wi;
-        let (m, xi) = (xmin[i], x[i]);
-        xmin[i] = if xi < m { xi } else { m };
+        // `min` (not a compare-and-select, which LLVM turns into a masked store that is
+        // microcoded on AMD CPUs).
+        xmin[i] = xmin[i].min(x[i]);
     }
 }
 

@@ -59,7 +59,7 @@ const BISQUARE_EDGE_ABOVE: f32 = 1.0e-5;
 
 /// Half-width (in 8-bit code values) of the window around a rounding tie (x.5) inside which a
 /// sample is recomputed exactly: it bounds the f32 error of a normalized weighted mean.
-const TIE_WINDOW: f32 = 1.0e-3;
+const TIE_WINDOW: f32 = 5.0e-4;
 
 /// One plane stored as f32 with a mirrored border of `pad` samples on every side.
 #[derive(Debug, Clone, Default)]
@@ -724,6 +724,7 @@ fn exact_sample(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, px: isize, 
     let norm = 1.0 / ((g.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
     let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
     let h = g.h as f64;
+    let side = (2 * s + 1) as usize;
     let mut sums = [0f64; 4];
     let sums = &mut sums[..g.outputs.len()];
     let mut total = 0.0;
@@ -734,14 +735,18 @@ fn exact_sample(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, px: isize, 
                 if dt == 0 && dx == 0 && dy == 0 {
                     continue;
                 }
+                // Squared differences of integers are summed exactly in f64 whatever the order, so
+                // this matches the reference's sample-by-sample sum bit for bit.
                 let mut ssd = 0.0;
                 for &gi in &g.guides {
                     let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
                     for ky in -s..=s {
-                        for kx in -s..=s {
-                            let d = gt.at(px * sx + kx, py * sy + ky) as f64 - gu.at((px + dx) * sx + kx, (py + dy) * sy + ky) as f64;
-                            ssd += d * d;
-                        }
+                        let rt = gt.row(px * sx - s, py * sy + ky, side);
+                        let ru = gu.row((px + dx) * sx - s, (py + dy) * sy + ky, side);
+                        ssd += rt.iter().zip(ru).map(|(&a, &b)| {
+                            let d = a as f64 - b as f64;
+                            d * d
+                        }).sum::<f64>();
                     }
                 }
                 let wt = plan.weight(ssd * norm * inv_scale2, h);
