@@ -79,7 +79,7 @@ for cfg in "3 7 6,8,10,12 20,24,28,32" "1 3 5,6,7,8,10 32,36,40,44,48"; do
     if (( $(echo "$v > $best_psnr" | bc -l) )); then best_h=$h; best_psnr=$v; best_y=$(echo "$out" | field psnr_y); fi
   done
 
-  ours_best=0; ff_best=1e9; loads=()
+  ours_best=0; ff_best=1000000000; loads=()
   for i in $(seq 1 "$RUNS"); do
     loads+=("$(load)")
     f=$("$BIN" run $(ours_args "$PR" "$SR" "$best_h") | field fps)

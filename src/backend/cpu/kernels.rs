@@ -174,6 +174,29 @@ pub fn acc_all(acc: &mut [f32], wsum: &mut [f32], xmin: &mut [f32], w: &[f32], x
     }
 }
 
+/// Two offsets at once: `acc[i] += w0[i] * o0[i] + w1[i] * o1[i]`.
+#[inline(always)]
+pub fn acc_values2(acc: &mut [f32], w: [&[f32]; 2], o: [&[f32]; 2]) {
+    let n = acc.len();
+    let (w0, w1, o0, o1) = (&w[0][..n], &w[1][..n], &o[0][..n], &o[1][..n]);
+    for i in 0..n {
+        acc[i] += w0[i] * o0[i] + w1[i] * o1[i];
+    }
+}
+
+/// [`acc_all`] for two offsets sharing one pass over the accumulators.
+#[inline(always)]
+pub fn acc_all2(acc: &mut [f32], wsum: &mut [f32], xmin: &mut [f32], w: [&[f32]; 2], x: [&[f32]; 2], o: [&[f32]; 2]) {
+    let n = acc.len();
+    let (wsum, xmin) = (&mut wsum[..n], &mut xmin[..n]);
+    let (w0, w1, x0, x1, o0, o1) = (&w[0][..n], &w[1][..n], &x[0][..n], &x[1][..n], &o[0][..n], &o[1][..n]);
+    for i in 0..n {
+        acc[i] += w0[i] * o0[i] + w1[i] * o1[i];
+        wsum[i] += w0[i] + w1[i];
+        xmin[i] = xmin[i].min(x0[i].min(x1[i]));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,10 +148,11 @@ impl Scratch {
         grow(&mut self.acc, acc);
         grow(&mut self.wsum, tile);
         grow(&mut self.xmin, tile);
-        grow(&mut self.v, row);
-        grow(&mut self.p, row);
-        grow(&mut self.w, row);
-        grow(&mut self.x, row);
+        // Two rows each: offsets are processed in pairs.
+        grow(&mut self.v, 2 * row);
+        grow(&mut self.p, 2 * row);
+        grow(&mut self.w, 2 * row);
+        grow(&mut self.x, 2 * row);
     }
 }
 
@@ -211,6 +212,7 @@ pub struct CpuBackend {
     queue: VecDeque<(Job, DenoisePlan)>,
     /// Print per-frame counts of exactly computed samples (NLMDENOISE_CPU_STATS).
     stats: bool,
+    pair_offsets: bool,
 }
 
 impl CpuBackend {
@@ -234,6 +236,7 @@ impl CpuBackend {
             scratch,
             queue: VecDeque::new(),
             stats: std::env::var_os("NLMDENOISE_CPU_STATS").is_some(),
+            pair_offsets: std::env::var_os("NLMDENOISE_CPU_SINGLE").is_none(),
         })
     }
 
@@ -250,6 +253,8 @@ struct GroupCtx<'a> {
     /// Output plane size.
     width: usize,
     height: usize,
+    /// Accumulate two offsets per pass (NLMDENOISE_CPU_SINGLE=1 turns it off, for measurements).
+    pair_offsets: bool,
 }
 
 /// A band of output rows of one group, with its slices of the output planes.
@@ -407,6 +412,7 @@ impl Backend for CpuBackend {
                 },
                 width: o0.width,
                 height: o0.height,
+                pair_offsets: self.pair_offsets,
             });
         }
 
@@ -505,108 +511,152 @@ fn process_tile(ctx: &GroupCtx, frames: &Frames, tile: Tile, band: &mut Band, sc
     sc.xmin[..n].fill(f32::INFINITY);
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     for &(dt, frame) in frames {
+        let sym = dt == 0;
         for dy in -a..=a {
-            for dx in -a..=a {
-                if dt == 0 {
-                    // One of each +d/-d pair; the pass accumulates both.
-                    if dy < 0 || (dy == 0 && dx <= 0) {
-                        continue;
-                    }
-                    offset_pass(ctx, target, frame, dx, dy, true, tile, sc);
-                } else {
-                    offset_pass(ctx, target, frame, dx, dy, false, tile, sc);
-                }
+            // Inside the target frame one of each +d/-d pair (dy > 0, or dy == 0 < dx); the pass
+            // accumulates both. Offsets of one row go two at a time.
+            if sym && dy < 0 {
+                continue;
+            }
+            let mut dx = if sym && dy == 0 { 1 } else { -a };
+            let pairs = ctx.pair_offsets;
+            while pairs && dx < a {
+                offset_pass::<2>(ctx, target, frame, [dx, dx + 1], dy, sym, tile, sc);
+                dx += 2;
+            }
+            while dx <= a {
+                offset_pass::<1>(ctx, target, frame, [dx], dy, sym, tile, sc);
+                dx += 1;
             }
         }
     }
     finalize_tile(ctx, frames, target, tile, band, sc)
 }
 
-/// Accumulates the contributions of offset (dx, dy) of `frame` to the tile; with `sym`, also
-/// those of (-dx, -dy) (target frame only, dy > 0 or dy == 0 < dx).
+/// Accumulates the contributions of the offsets (dxs[k], dy) of `frame` to the tile; with `sym`,
+/// also those of (-dxs[k], -dy) (target frame only, dy > 0 or dy == 0 < dx). `K` offsets share
+/// one pass over the accumulators.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn offset_pass(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, dx: isize, dy: isize, sym: bool, tile: Tile, sc: &mut Scratch) {
+fn offset_pass<const K: usize>(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, dxs: [isize; K], dy: isize, sym: bool, tile: Tile, sc: &mut Scratch) {
     let g = ctx.group;
     let s = ctx.plan.patch_radius as isize;
     let (sx, sy) = (g.guide_step_x as isize, g.guide_step_y as isize);
     let Tile { x0, x1, y0, y1 } = tile;
     let tw = (x1 - x0) as usize;
     let th = (y1 - y0) as usize;
-    // Samples q whose weight for this offset is needed: the tile (forward: q receives q + d) and,
+    let (dx_min, dx_max) = (dxs[0], dxs[K - 1]);
+    // Samples q whose weight for an offset is needed: the tile (forward: q receives q + d) and,
     // with sym, the tile shifted by -d (backward: q + d receives q).
-    let (qxa, qxb, qya, qyb) = if sym { (x0.min(x0 - dx), x1.max(x1 - dx), y0 - dy, y1) } else { (x0, x1, y0, y1) };
+    let (qxa, qxb, qya, qyb) = if sym { (x0.min(x0 - dx_max), x1.max(x1 - dx_min), y0 - dy, y1) } else { (x0, x1, y0, y1) };
     let nq = (qxb - qxa) as usize;
     let nv = (sx as usize) * (nq - 1) + 2 * s as usize + 1;
     let gx_t = sx * qxa - s; // guide column of v[0] in the target
-    let gx_u = gx_t + sx * dx; // and in the reference frame
     let gdy = sy * dy;
     let Scratch { acc, wsum, xmin, v, p, w, x } = sc;
-    let v = &mut v[..nv];
-    let p = &mut p[..nq];
-    let w = &mut w[..nq];
-    let x = &mut x[..nq];
+    let vs: [&mut [f32]; K] = split_rows(v, nv);
+    let ps: [&mut [f32]; K] = split_rows(p, nq);
+    let ws: [&mut [f32]; K] = split_rows(w, nq);
+    let xs: [&mut [f32]; K] = split_rows(x, nq);
     let full_init = sy > 2 * s + 1;
+    let n = tw * th;
     for y in qya..qyb {
-        // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
-        if y == qya || full_init {
-            v.fill(0.0);
-            for &gi in &g.guides {
-                let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                for ky in -s..=s {
-                    let r = sy * y + ky;
-                    kernels::add_sq_diff(v, gt.row(gx_t, r, nv), gu.row(gx_u, r + gdy, nv));
+        for k in 0..K {
+            let v = &mut *vs[k];
+            let gx_u = gx_t + sx * dxs[k]; // guide column of v[0] in the reference frame
+            // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
+            if y == qya || full_init {
+                v.fill(0.0);
+                for &gi in &g.guides {
+                    let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                    for ky in -s..=s {
+                        let r = sy * y + ky;
+                        kernels::add_sq_diff(v, gt.row(gx_t, r, nv), gu.row(gx_u, r + gdy, nv));
+                    }
+                }
+            } else {
+                for &gi in &g.guides {
+                    let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                    for j in 0..sy {
+                        let ra = sy * (y - 1) + s + 1 + j;
+                        let rr = sy * (y - 1) - s + j;
+                        kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
+                    }
                 }
             }
-        } else {
-            for &gi in &g.guides {
-                let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                for k in 0..sy {
-                    let ra = sy * (y - 1) + s + 1 + k;
-                    let rr = sy * (y - 1) - s + k;
-                    kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
-                }
+            if sx == 1 {
+                kernels::box_sum_unit(ps[k], v, s as usize);
+            } else {
+                kernels::box_sum_step(ps[k], v, s as usize, sx as usize);
             }
+            kernels::weights(ws[k], xs[k], ps[k], &ctx.wp);
         }
-        if sx == 1 {
-            kernels::box_sum_unit(p, v, s as usize);
-        } else {
-            kernels::box_sum_step(p, v, s as usize, sx as usize);
-        }
-        kernels::weights(w, x, p, &ctx.wp);
 
-        let n = tw * th;
         // Forward: q in the tile gets frame(q + d).
         if y >= y0 && y < y1 {
             let r = (y - y0) as usize * tw;
-            let wi = &w[(x0 - qxa) as usize..][..tw];
-            let xi = &x[(x0 - qxa) as usize..][..tw];
-            for (k, &o) in g.outputs.iter().enumerate() {
-                let src = frame.planes[o].row(x0 + dx, y + dy, tw);
-                let accr = &mut acc[k * n + r..][..tw];
-                if k == 0 {
-                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], wi, xi, src);
+            let off = |_k: usize| (x0 - qxa) as usize;
+            for (oi, &o) in g.outputs.iter().enumerate() {
+                let plane = &frame.planes[o];
+                let accr = &mut acc[oi * n + r..][..tw];
+                if K == 2 {
+                    let (w0, w1) = (&ws[0][off(0)..][..tw], &ws[1][off(1)..][..tw]);
+                    let (s0, s1) = (plane.row(x0 + dxs[0], y + dy, tw), plane.row(x0 + dxs[K - 1], y + dy, tw));
+                    if oi == 0 {
+                        let (x0r, x1r) = (&xs[0][off(0)..][..tw], &xs[1][off(1)..][..tw]);
+                        kernels::acc_all2(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], [w0, w1], [x0r, x1r], [s0, s1]);
+                    } else {
+                        kernels::acc_values2(accr, [w0, w1], [s0, s1]);
+                    }
                 } else {
-                    kernels::acc_values(accr, wi, src);
+                    let w0 = &ws[0][off(0)..][..tw];
+                    let s0 = plane.row(x0 + dxs[0], y + dy, tw);
+                    if oi == 0 {
+                        kernels::acc_all(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], w0, &xs[0][off(0)..][..tw], s0);
+                    } else {
+                        kernels::acc_values(accr, w0, s0);
+                    }
                 }
             }
         }
         // Backward: p = q + d in the tile gets target(q) with the same weight.
         if sym && y + dy >= y0 && y + dy < y1 {
             let r = (y + dy - y0) as usize * tw;
-            let wi = &w[(x0 - dx - qxa) as usize..][..tw];
-            let xi = &x[(x0 - dx - qxa) as usize..][..tw];
-            for (k, &o) in g.outputs.iter().enumerate() {
-                let src = target.planes[o].row(x0 - dx, y, tw);
-                let accr = &mut acc[k * n + r..][..tw];
-                if k == 0 {
-                    kernels::acc_all(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], wi, xi, src);
+            let off = |k: usize| (x0 - dxs[k] - qxa) as usize;
+            for (oi, &o) in g.outputs.iter().enumerate() {
+                let plane = &target.planes[o];
+                let accr = &mut acc[oi * n + r..][..tw];
+                if K == 2 {
+                    let (w0, w1) = (&ws[0][off(0)..][..tw], &ws[1][off(1)..][..tw]);
+                    let (s0, s1) = (plane.row(x0 - dxs[0], y, tw), plane.row(x0 - dxs[K - 1], y, tw));
+                    if oi == 0 {
+                        let (x0r, x1r) = (&xs[0][off(0)..][..tw], &xs[1][off(1)..][..tw]);
+                        kernels::acc_all2(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], [w0, w1], [x0r, x1r], [s0, s1]);
+                    } else {
+                        kernels::acc_values2(accr, [w0, w1], [s0, s1]);
+                    }
                 } else {
-                    kernels::acc_values(accr, wi, src);
+                    let w0 = &ws[0][off(0)..][..tw];
+                    let s0 = plane.row(x0 - dxs[0], y, tw);
+                    if oi == 0 {
+                        kernels::acc_all(accr, &mut wsum[r..r + tw], &mut xmin[r..r + tw], w0, &xs[0][off(0)..][..tw], s0);
+                    } else {
+                        kernels::acc_values(accr, w0, s0);
+                    }
                 }
             }
         }
     }
+}
+
+/// The first `K` (1 or 2) halves of a scratch buffer, cut to `n` samples.
+#[inline(always)]
+fn split_rows<const K: usize>(buf: &mut [f32], n: usize) -> [&mut [f32]; K] {
+    let half = buf.len() / 2;
+    let (a, b) = buf.split_at_mut(half);
+    let mut first = Some(&mut a[..n]);
+    let mut second = Some(&mut b[..n]);
+    std::array::from_fn(|k| if k == 0 { first.take().unwrap() } else { second.take().unwrap() })
 }
 
 /// How a sample's result is obtained, from the smallest normalized distance `x` it saw.
