@@ -74,7 +74,7 @@ class Runner:
         key = "|".join([self.tool_ids[m.family], noisy.name, self._ids[str(noisy)], m.name, label])
         if key in self.cache:
             return self.cache[key]
-        out = self.workdir / "out.y4m"
+        out = self.workdir / f"out-{os.getpid()}.y4m"
         if m.family == "nlmdenoise":
             cmd = nlm_command(self.binary, m, noisy, out, sigma, h, hc if hc is not None else h)
         else:
@@ -117,7 +117,12 @@ def retime(runner: Runner, seq: str, clips: dict, sigma: float, m: Method, best:
     out = dict(best)
     if repeats <= 0:
         return out
-    null = runner.workdir / "timing.y4m"
+    tkey = f"timing{repeats}|{best['key']}"
+    if tkey in runner.cache:
+        t = runner.cache[tkey]
+        out.update(s_per_frame=t["s_per_frame"], cpu_s_per_frame=t["cpu_s_per_frame"], timing_runs=t["timing_runs"])
+        return out
+    null = runner.workdir / f"timing-{os.getpid()}.y4m"
     for _ in range(repeats):
         if m.family == "nlmdenoise":
             cmd = nlm_command(runner.binary, m, clips[sigma], null, sigma, best["h"], best["hc"] if best["hc"] is not None else best["h"])
@@ -135,11 +140,17 @@ def retime(runner: Runner, seq: str, clips: dict, sigma: float, m: Method, best:
         out["cpu_s_per_frame"] = min(out["cpu_s_per_frame"], cpu / best["frames"])
     null.unlink(missing_ok=True)
     out["timing_runs"] = repeats + 1
+    rec = {"key": tkey, "s_per_frame": out["s_per_frame"], "cpu_s_per_frame": out["cpu_s_per_frame"],
+           "timing_runs": repeats + 1, "load1": os.getloadavg()[0]}
+    runner.cache[tkey] = rec
+    with open(runner.cache_path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
     return out
 
 
-def _climb(evaluate, objective, k0: int = 0, kmin: int = -12, kmax: int = 12, max_steps: int = 12) -> int:
-    """Hill-climbs on the integer lattice to a local maximum of objective(evaluate(k))."""
+def _climb(evaluate, objective, k0: int = 0, kmin: int = -12, kmax: int = 12, max_steps: int = 12) -> tuple[int, bool]:
+    """Hill-climbs on the integer lattice towards a local maximum of objective(evaluate(k)).
+    Returns (k, interior): interior is False when k is a range end or the step limit was hit."""
     k = k0
     f = lambda j: objective(evaluate(j))
     for _ in range(max_steps):
@@ -151,8 +162,8 @@ def _climb(evaluate, objective, k0: int = 0, kmin: int = -12, kmax: int = 12, ma
         elif down > here:
             k -= 1
         else:
-            return k
-    return k
+            return k, kmin < k < kmax
+    return k, False
 
 
 def _refine(m: Method, sigma: float, k: int, vals: dict) -> float:
@@ -190,13 +201,14 @@ def best_strength(runner: Runner, seq: str, clips: dict, sigma: float, m: Method
 
     tried = lambda key: {k: r[key] for k, r in runs.items()}
     if m.split_chroma:
-        ky = _climb(ev, lambda r: r["psnr_y"], k0, kmin, kmax)
-        kc = _climb(ev, lambda r: r["psnr_uv"], ky, kmin, kmax)
+        ky, iy = _climb(ev, lambda r: r["psnr_y"], k0, kmin, kmax)
+        kc, ic = _climb(ev, lambda r: r["psnr_uv"], ky, kmin, kmax)
         hy, hc = m.lattice(sigma, ky), m.lattice(sigma, kc)
         best = runs[ky] if ky == kc else runner.run(seq, clips, sigma, m, hy, hc)
         return {"best": best, "grid": sorted(runs.values(), key=lambda r: r["h"]),
                 "h_opt": _refine(m, sigma, ky, tried("psnr_y")), "hc_opt": _refine(m, sigma, kc, tried("psnr_uv")),
-                "edge": ky in (kmin, kmax) or kc in (kmin, kmax)}
-    k = _climb(ev, lambda r: r["psnr_yuv"], k0, kmin, kmax)
+                "edge": not (iy and ic), "edge_luma": not iy, "edge_chroma": not ic}
+    k, interior = _climb(ev, lambda r: r["psnr_yuv"], k0, kmin, kmax)
     return {"best": runs[k], "grid": sorted(runs.values(), key=lambda r: r["h"]),
-            "h_opt": _refine(m, sigma, k, tried("psnr_yuv")), "hc_opt": None, "edge": k in (kmin, kmax)}
+            "h_opt": _refine(m, sigma, k, tried("psnr_yuv")), "hc_opt": None, "edge": not interior,
+            "edge_luma": not interior, "edge_chroma": False}

@@ -49,8 +49,9 @@ FFMPEG = [
            0.7, 2 ** 0.5, 1.0, 30.0, graph="nlmeans=s={v}:p=7:r=15"),
     Method("ff-hqdn3d", "ffmpeg", "hqdn3d: luma_spatial tuned; chroma_spatial, luma_tmp, chroma_tmp at their default ratios (3/4, 3/2, 9/8 of it)", "luma_spatial",
            1.5, 2 ** 0.5, 0.5, 255.0, graph="hqdn3d={v}"),
-    Method("ff-atadenoise", "ffmpeg", "atadenoise: s=9 frames, parallel; threshold A (all planes) tuned, threshold B = 2A", "A",
-           0.008, 2 ** 0.5, 0.005, 0.3, graph="atadenoise=0a={v}:1a={v}:2a={v}:0b={v2}:1b={v2}:2b={v2}:s=9"),
+    Method("ff-atadenoise", "ffmpeg", "atadenoise: s=9 frames, parallel; one knob t for all planes: threshold A = min(t, 0.3) "
+           "(A's maximum), threshold B = min(2t, 5)", "t",
+           0.008, 2 ** 0.5, 0.005, 2.5, graph="atadenoise=0a={va}:1a={va}:2a={va}:0b={v2}:1b={v2}:2b={v2}:s=9"),
     Method("ff-fftdnoiz", "ffmpeg", "fftdnoiz: 3-D, prev=1 next=1, block 32, overlap 0.5, wiener; sigma tuned", "sigma",
            3.0, 2 ** 0.5, 0.25, 100.0, graph="fftdnoiz=sigma={v}:prev=1:next=1"),
     Method("ff-bm3d", "ffmpeg", "bm3d basic estimate (block 16, bstep 4, group 1, the filter's defaults); sigma tuned. "
@@ -70,7 +71,7 @@ def nlm_command(binary, m: Method, noisy, out, sigma: float, h: float, hc: float
 
 
 def ffmpeg_command(m: Method, noisy, out, v: float) -> list[str]:
-    g = m.graph.format(v=f"{v:g}", v2=f"{min(2 * v, 5.0):g}")
+    g = m.graph.format(v=f"{v:g}", va=f"{min(v, 0.3):g}", v2=f"{min(2 * v, 5.0):g}")
     base = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(noisy)]
     filt = ["-filter_complex", g] if m.complex else ["-vf", g]
     return base + filt + ["-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", str(out)]

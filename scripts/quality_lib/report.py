@@ -44,7 +44,7 @@ def results_tables(results, seqs, sigmas, noisy_scores) -> str:
             out.append(f"| noisy input | - | {fmt(n['psnr_y'])} | {fmt(n['psnr_yuv'])} | {fmt(n['ssim_y'], 4)} | - | - |")
             for r in sorted(rows, key=lambda o: -o["best"]["psnr_yuv"]):
                 b = r["best"]
-                edge = " (grid edge)" if r["edge"] else ""
+                edge = " (search edge)" if r["edge"] else ""
                 out.append(f"| {b['method']} | {b['params']}{edge} | {fmt(b['psnr_y'])} | {fmt(b['psnr_yuv'])} | "
                            f"{fmt(b['ssim_y'], 4)} | {fmt(b['s_per_frame'], 3)} | {fmt(b['cpu_s_per_frame'], 3)} |")
             out.append("")
@@ -92,6 +92,8 @@ def fit_k(points) -> float:
 
 
 def tuning_tables(results, seqs, sigmas, nlm_methods) -> tuple[str, dict]:
+    """Best strengths per clip and sigma; a value marked * is not an interior optimum (the search
+    reached a range end or its step limit) and is left out of the fit."""
     fits = {}
     out = []
     for name in nlm_methods:
@@ -105,33 +107,37 @@ def tuning_tables(results, seqs, sigmas, nlm_methods) -> tuple[str, dict]:
         if not rows:
             continue
         out.append(f"#### {name}: {m.describe}\n")
-        hdr = "| sigma | " + " | ".join(seqs) + " | median h | median h / sigma |"
-        out += [hdr, "|---:|" + "---:|" * (len(seqs) + 2)]
+        out += ["| sigma | " + " | ".join(seqs) + " | median h / sigma |", "|---:|" + "---:|" * (len(seqs) + 1)]
         pts, cpts = [], []
         for s in sigmas:
-            hs = [rows[(seq, s)]["h_opt"] if (seq, s) in rows else None for seq in seqs]
+            cells, ys, cs = [], [], []
+            for seq in seqs:
+                r = rows.get((seq, s))
+                if r is None:
+                    cells.append("-")
+                    continue
+                ey, ec = r.get("edge_luma", r["edge"]), r.get("edge_chroma", False)
+                cell = f"{r['h_opt']:.3g}{'*' if ey else ''}"
+                if not ey:
+                    ys.append(r["h_opt"])
+                if m.split_chroma:
+                    cell += f" / {r['hc_opt']:.3g}{'*' if ec else ''}"
+                    if not ec:
+                        cs.append(r["hc_opt"])
+                cells.append(cell)
+            pts += [(s, h) for h in ys]
+            cpts += [(s, c) for c in cs]
+            med = f"{statistics.median(ys) / s:.3f}" if ys else "-"
             if m.split_chroma:
-                hcs = [rows[(seq, s)]["hc_opt"] if (seq, s) in rows else None for seq in seqs]
-                cells = [f"{h:g} / {c:g}" if h is not None else "-" for h, c in zip(hs, hcs)]
-            else:
-                hcs = [None] * len(seqs)
-                cells = [f"{h:g}" if h is not None else "-" for h in hs]
-            got = [h for h in hs if h is not None]
-            if not got:
-                continue
-            pts += [(s, h) for h in got]
-            cpts += [(s, c) for c in hcs if c is not None]
-            med = statistics.median(got)
-            medc = statistics.median([c for c in hcs if c is not None]) if m.split_chroma else None
-            mcell = f"{med:.3g} / {medc:.3g}" if medc is not None else f"{med:.3g}"
-            rcell = f"{med / s:.3f} / {medc / s:.3f}" if medc is not None else f"{med / s:.3f}"
-            out.append(f"| {s:g} | " + " | ".join(cells) + f" | {mcell} | {rcell} |")
+                med += f" / {statistics.median(cs) / s:.3f}" if cs else " / -"
+            out.append(f"| {s:g} | " + " | ".join(cells) + f" | {med} |")
         k = fit_k(pts)
-        kc = fit_k(cpts) if cpts else None
-        fits[name] = {"k": k, "k_chroma": kc, "points": pts, "chroma_points": cpts}
-        line = f"\nFit through the origin: **strength = {k:.3f} * sigma**"
+        kc = fit_k(cpts) if m.split_chroma else None
+        fits[name] = {"k": k, "k_chroma": kc, "points": pts, "chroma_points": cpts,
+                      "ratios": [h / s for s, h in pts], "chroma_ratios": [c / s for s, c in cpts]}
+        line = f"\nLeast-squares fit through the origin over {len(pts)} interior optima: **strength = {k:.3f} * sigma**"
         if kc is not None:
-            line += f", **chroma_strength = {kc:.3f} * sigma**"
+            line += f"; over {len(cpts)}: **chroma_strength = {kc:.3f} * sigma**"
         out.append(line + "\n")
     return "\n".join(out), fits
 
@@ -223,7 +229,7 @@ def plot_psnr_fps(results, seqs, s, path: Path) -> bool:
     return True
 
 
-def plot_tuning(fits, path: Path) -> bool:
+def plot_tuning(fits, path: Path, show_chroma: bool = False) -> bool:
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -241,7 +247,7 @@ def plot_tuning(fits, path: Path) -> bool:
         smax = max(smax, max(xs))
         ax.scatter(xs, ys, color=c, s=14, alpha=0.7)
         ax.plot([0, smax * 1.05], [0, f["k"] * smax * 1.05], color=c, label=f"{name}: h = {f['k']:.3f} sigma")
-        if f["chroma_points"]:
+        if f["chroma_points"] and show_chroma:
             ax.plot([0, smax * 1.05], [0, f["k_chroma"] * smax * 1.05], color=c, ls=":",
                     label=f"{name}: chroma h = {f['k_chroma']:.3f} sigma")
     ax.set_xlabel("noise sigma (8-bit units)")

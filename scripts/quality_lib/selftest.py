@@ -115,10 +115,11 @@ def t_search_finds_peak():
     # concave objective in lattice index with its peak at k=3
     val = {}
     ev = lambda k: val.setdefault(k, {"psnr_yuv": -(k - 3) ** 2})
-    k = evaluate._climb(ev, lambda r: r["psnr_yuv"], 0, -5, 8)
-    assert k == 3, k
-    k = evaluate._climb(ev, lambda r: r["psnr_yuv"], 0, -5, 2)
-    assert k == 2, k  # bounded: stops at the edge
+    assert evaluate._climb(ev, lambda r: r["psnr_yuv"], 0, -5, 8) == (3, True)
+    # bounded: stops at the range end and says so
+    assert evaluate._climb(ev, lambda r: r["psnr_yuv"], 0, -5, 2) == (2, False)
+    # still rising when the step limit is hit: not an interior optimum either
+    assert evaluate._climb(ev, lambda r: r["psnr_yuv"], -5, -9, 9, max_steps=4) == (-1, False)
     # parabola vertex at k = 3.25 is recovered by the refinement
     f = {j: -(j - 3.25) ** 2 for j in (2, 3, 4)}
     h = evaluate._refine(m, 10.0, 3, f)
@@ -127,11 +128,13 @@ def t_search_finds_peak():
 
 def t_lattice_and_commands():
     m = ALL["ff-atadenoise"]
-    assert m.lattice(30, 12) == 0.3 and m.lattice(5, -12) == 0.005
+    assert m.lattice(30, 12) == 2.5 and m.lattice(5, -12) == 0.005
     lo, hi = evaluate._kbounds(m, 20)
-    assert m.lattice(20, hi) == 0.3 and m.lattice(20, hi - 1) < 0.3 and m.lattice(20, lo) == 0.005 and m.lattice(20, lo + 1) > 0.005
+    assert m.lattice(20, hi) == 2.5 and m.lattice(20, hi - 1) < 2.5 and m.lattice(20, lo) == 0.005 and m.lattice(20, lo + 1) > 0.005
     cmd = ffmpeg_command(m, "in.y4m", "out.y4m", 0.1)
     assert "atadenoise=0a=0.1:1a=0.1:2a=0.1:0b=0.2:1b=0.2:2b=0.2:s=9" in cmd
+    cmd = ffmpeg_command(m, "in.y4m", "out.y4m", 0.6)
+    assert "atadenoise=0a=0.3:1a=0.3:2a=0.3:0b=1.2:1b=1.2:2b=1.2:s=9" in cmd
     cmd = nlm_command("nlm", ALL["nlm-p2"], "in.y4m", "o.y4m", 20, 13.5, 9)
     assert cmd[cmd.index("--strength") + 1] == "13.5" and cmd[cmd.index("--sigma") + 1] == "20"
     assert "--sigma" not in nlm_command("nlm", ALL["nlm-p2-nosig"], "i", "o", 20, 1, 1)
