@@ -105,3 +105,71 @@ fn a_broken_variant_reports_nvrtc_log() {
     let e = compile_ptx(&v, "compute_90").unwrap_err();
     assert!(e.contains("runs must tile a row"), "{e}");
 }
+
+// ---- Multi-pass path (src/backend/cuda/multipass.rs, kernels/multipass_*.cu) --------------------
+
+/// Every multipass variant the backend builds for these formats/parameters compiles, for every
+/// offsets-per-pass (1..=4) and intermediate (f32, f16, unorm10), with all four entry points.
+#[test]
+fn every_multipass_variant_compiles() {
+    use nlmdenoise::backend::cuda::multipass::{self, MpVariant};
+    use nlmdenoise::backend::Intermediate;
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let base = Params::default();
+    let cases = [
+        (PixelFormat::I420, base),
+        (PixelFormat::NV12, Params { weighting: Weighting::Bisquare, ..base }),
+        (PixelFormat::I420, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
+        (PixelFormat::Y42B, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
+        (PixelFormat::Y444, Params { chroma_mode: ChromaMode::Joint, ..base }),
+        (PixelFormat::RGBA, Params { weighting: Weighting::Bisquare, ..base }),
+        (PixelFormat::P010_10LE, base),
+        (PixelFormat::GRAY16_LE, Params { planes: PlaneSelection::Luma, ..base }),
+        (PixelFormat::I420, Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base }),
+        (PixelFormat::I420, Params { search_radius: 0, patch_radius: 0, ..base }),
+        (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
+        (PixelFormat::I420_10LE, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::LumaGuided, ..base }),
+    ];
+    let mut all: Vec<MpVariant> = Vec::new();
+    for (f, p) in cases {
+        let g = Geometry::from_video_info(&VideoInfo::new(f, 64, 48).unwrap());
+        let plan = DenoisePlan::new(&g, &p).unwrap();
+        for b in launch::batches(&g, &plan) {
+            for per_pass in 1..=4 {
+                for inter in [Intermediate::F32, Intermediate::F16, Intermediate::Unorm10] {
+                    let v = MpVariant::new(&plan, &b, g.bytes_per_sample, per_pass, inter);
+                    if !all.contains(&v) {
+                        all.push(v);
+                    }
+                }
+            }
+        }
+    }
+    // Every variant for Hopper; the three-offset variants also for Turing (older NVRTC targets
+    // differ only in code generation). Compiled on all cores (NVRTC is thread-safe).
+    let dump = std::env::var_os("NLMDENOISE_PTX_DUMP").map(std::path::PathBuf::from);
+    let mut work: Vec<(usize, &MpVariant, &str)> = all.iter().enumerate().map(|(i, v)| (i, v, "compute_90")).collect();
+    work.extend(all.iter().enumerate().filter(|(_, v)| v.offsets_per_pass == 3).map(|(i, v)| (i, v, "compute_75")));
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(i, v, arch)) = work.get(k) else { break };
+            for name in multipass::KERNEL_NAMES {
+                assert!(ptx.contains(&format!(".entry {name}")), "no {name} in the PTX of {v:?}");
+            }
+            assert!(ptx.contains(&format!(".target sm_{}", &arch[8..])), "PTX of {v:?} is not for {arch}");
+                if let (Some(dir), "compute_90", true) = (&dump, arch, i % 8 == 0) {
+                    std::fs::create_dir_all(dir).unwrap();
+                    let name = format!("mp{i:03}_p{}_{:?}_s{}_g{}_o{}_st{}{}_b{}_{:?}.ptx", v.offsets_per_pass, v.intermediate, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y, v.sample_bytes, v.weighting);
+                    std::fs::write(dir.join(name), ptx.as_str()).unwrap();
+                }
+            });
+        }
+    });
+    eprintln!("compiled {} multipass variants for compute_90 ({} also for compute_75)", all.len(), work.len() - all.len());
+}

@@ -11,6 +11,7 @@ pub mod download;
 pub mod launch;
 pub mod loader;
 pub mod module;
+pub mod multipass;
 pub mod raw;
 pub mod ring;
 
@@ -44,6 +45,9 @@ fn backend_err(e: String) -> Error {
 
 /// Creates the CUDA backend, or says why it cannot run here.
 pub fn create(options: &BackendOptions) -> Result<Box<dyn Backend>> {
+    if options.gpu_kernel == GpuKernel::Multipass {
+        return Ok(Box::new(multipass::MultipassBackend::new(options)?));
+    }
     Ok(Box::new(CudaBackend::new(options)?))
 }
 

@@ -138,3 +138,57 @@ pub fn kernel(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> Result<CudaFun
     module_cache().lock().map_err(|_| "module cache poisoned")?.insert(key, (module, function.clone()));
     Ok(function)
 }
+
+// ---- Other kernel families (kernels/multipass_*.cu): the same NVRTC options and the same two
+// caches, keyed by the program's name and its -D definitions instead of a KernelVariant.
+
+type ProgramKey = (String, Vec<String>, String);
+
+fn program_ptx_cache() -> &'static Mutex<HashMap<ProgramKey, Arc<String>>> {
+    static C: OnceLock<Mutex<HashMap<ProgramKey, Arc<String>>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn program_module_cache() -> &'static Mutex<HashMap<(usize, String, Vec<String>), Arc<CudaModule>>> {
+    static C: OnceLock<Mutex<HashMap<(usize, String, Vec<String>), Arc<CudaModule>>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// Compiles `source` (named `name` in logs) with `defines` for `arch`, like [`compile_ptx`]; cached
+/// per process. Needs no GPU.
+pub fn program_ptx(name: &str, source: &str, defines: &[String], arch: &str) -> Result<Arc<String>, String> {
+    let key = (name.to_string(), defines.to_vec(), arch.to_string());
+    if let Some(p) = program_ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.get(&key) {
+        return Ok(p.clone());
+    }
+    loader::ensure_nvrtc()?;
+    let ptx = loader::guarded("NVRTC", || {
+        let mut options = defines.to_vec();
+        options.push(format!("--gpu-architecture={arch}"));
+        options.push("--std=c++17".into());
+        options.push("--use_fast_math".into());
+        let opts = CompileOptions { options, name: Some(name.into()), ..Default::default() };
+        match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
+            Ok(ptx) => Ok(ptx.to_src()),
+            Err(cudarc::nvrtc::CompileError::CompileError { log, options, .. }) => Err(format!("NVRTC failed for {name} with {options:?}:\n{}", log.to_string_lossy())),
+            Err(e) => Err(format!("NVRTC failed: {e}")),
+        }
+    })?;
+    let ptx = Arc::new(ptx);
+    program_ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.insert(key, ptx.clone());
+    Ok(ptx)
+}
+
+/// The loaded module of `source` with `defines` on `ctx`'s device, once per (device, program).
+pub fn program_module(ctx: &Arc<CudaContext>, name: &str, source: &str, defines: &[String]) -> Result<Arc<CudaModule>, String> {
+    let key = (ctx.ordinal(), name.to_string(), defines.to_vec());
+    if let Some(m) = program_module_cache().lock().map_err(|_| "module cache poisoned")?.get(&key) {
+        return Ok(m.clone());
+    }
+    let (major, minor) = ctx.compute_capability().map_err(|e| format!("compute capability: {e}"))?;
+    let arch = format!("compute_{major}{minor}");
+    let ptx = program_ptx(name, source, defines, &arch)?;
+    let module = ctx.load_module(Ptx::from_src(ptx.as_str())).map_err(|e| format!("loading the {arch} module of {name}: {e}"))?;
+    program_module_cache().lock().map_err(|_| "module cache poisoned")?.insert(key, module.clone());
+    Ok(module)
+}

@@ -1,0 +1,757 @@
+//! The multi-pass CUDA path (gpu-kernel=multipass): NLM as a sequence of simple passes per pack
+//! of search offsets, with intermediates in device memory (f32, f16 or three 10-bit normalized
+//! values per 32-bit word). Design, scale factors and error bounds: docs/multipass.md; kernels:
+//! kernels/multipass_*.cu.
+//!
+//! The host side shares everything but the kernels with the fused path: the loader, the NVRTC
+//! caches ([`super::module::program_module`]), the device ring and upload ([`super::ring`]), the
+//! output frames and download ([`super::download`]), the batching of weight groups and the weight
+//! constants ([`super::launch`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use cudarc::driver::{result, CudaContext, CudaFunction};
+
+use super::download::OutputFrame;
+use super::launch::{self, Batch, FrameLayout, MAX_BATCH, MAX_FRAMES, MAX_PLANES};
+use super::raw::{self, DeviceBuffer, Event, Stream};
+use super::ring::DeviceRing;
+use super::{backend_err, loader, module, open_context, unavailable};
+use crate::backend::{Backend, BackendOptions, Intermediate};
+use crate::error::{Error, Result};
+use crate::params::Weighting;
+use crate::plan::{DenoisePlan, WeightGroup};
+use crate::planar::{Geometry, PlanarFrame};
+use crate::window::Job;
+
+/// Kernel sources, concatenated into one program (one module per variant, four entry points).
+pub const SOURCES: &[(&str, &str)] = &[
+    ("multipass_common.cuh", include_str!("../../../kernels/multipass_common.cuh")),
+    ("multipass_vertical.cu", include_str!("../../../kernels/multipass_vertical.cu")),
+    ("multipass_weight.cu", include_str!("../../../kernels/multipass_weight.cu")),
+    ("multipass_accumulate.cu", include_str!("../../../kernels/multipass_accumulate.cu")),
+    ("multipass_finalize.cu", include_str!("../../../kernels/multipass_finalize.cu")),
+];
+
+pub const KERNEL_NAMES: [&str; 4] = ["mp_vertical", "mp_weight", "mp_accumulate", "mp_finalize"];
+
+pub const MAX_OFFSETS_PER_PASS: u32 = 4;
+/// Threads per block of every pass (1-D blocks).
+pub const BLOCK: u32 = 128;
+/// Output rows per thread of the vertical pass (kernels/multipass_common.cuh, MP_ROWS).
+pub const MP_ROWS: u32 = 8;
+/// Welsch distance cut of the normalized intermediates, in log2 units of the weight: distances
+/// whose weight is below 2^-cut are stored as "past the cut" (weight 0). For unorm10 a weight
+/// below 2^-11 rounds to 0 anyway; f16 keeps weights down to 2^-24.
+pub const WELSCH_CUT_UNORM10: f64 = 11.0;
+pub const WELSCH_CUT_F16: f64 = 24.0;
+
+/// Checks `offsets_per_pass` (1..=4).
+pub fn validate_offsets_per_pass(p: u32) -> Result<()> {
+    if (1..=MAX_OFFSETS_PER_PASS).contains(&p) {
+        Ok(())
+    } else {
+        Err(Error::InvalidParameter(format!("offsets-per-pass {p} out of range 1..={MAX_OFFSETS_PER_PASS}")))
+    }
+}
+
+/// Values per 32-bit intermediate word.
+pub fn lanes(inter: Intermediate) -> u32 {
+    match inter {
+        Intermediate::F32 => 1,
+        Intermediate::F16 => 2,
+        Intermediate::Unorm10 => 3,
+    }
+}
+
+/// Compile-time constants of one multipass build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MpVariant {
+    pub offsets_per_pass: u32,
+    pub patch_radius: u32,
+    pub guides: u32,
+    pub outputs: u32,
+    pub step_x: u32,
+    pub step_y: u32,
+    pub sample_bytes: u32,
+    pub weighting: Weighting,
+    pub intermediate: Intermediate,
+}
+
+impl MpVariant {
+    pub fn new(plan: &DenoisePlan, batch: &Batch, sample_bytes: usize, offsets_per_pass: u32, intermediate: Intermediate) -> Self {
+        MpVariant {
+            offsets_per_pass,
+            patch_radius: plan.patch_radius,
+            guides: batch.guides,
+            outputs: batch.outputs,
+            step_x: batch.step_x,
+            step_y: batch.step_y,
+            sample_bytes: sample_bytes as u32,
+            weighting: plan.weighting,
+            intermediate,
+        }
+    }
+
+    pub fn defines(&self) -> Vec<String> {
+        let weighting = match self.weighting {
+            Weighting::Welsch => 0,
+            Weighting::Bisquare => 1,
+        };
+        let inter = match self.intermediate {
+            Intermediate::F32 => 0,
+            Intermediate::F16 => 1,
+            Intermediate::Unorm10 => 2,
+        };
+        [
+            ("MP_P", self.offsets_per_pass),
+            ("PATCH_R", self.patch_radius),
+            ("N_GUIDES", self.guides),
+            ("N_OUTPUTS", self.outputs),
+            ("STEP_X", self.step_x),
+            ("STEP_Y", self.step_y),
+            ("SAMPLE_BYTES", self.sample_bytes),
+            ("WEIGHTING", weighting),
+            ("INTER", inter),
+            ("MP_ROWS", MP_ROWS),
+            ("MP_ARGS_BYTES", MP_ARGS_BYTES as u32),
+        ]
+        .iter()
+        .map(|(k, v)| format!("-D{k}={v}"))
+        .collect()
+    }
+
+    pub fn words(&self) -> u32 {
+        self.offsets_per_pass.div_ceil(lanes(self.intermediate))
+    }
+}
+
+/// The program text: the sources concatenated.
+pub fn program_source() -> String {
+    let mut s = String::new();
+    for (name, text) in SOURCES {
+        s.push_str(&format!("// ---- kernels/{name}\n"));
+        s.push_str(&text.replace("#pragma once", ""));
+        s.push('\n');
+    }
+    s
+}
+
+/// Compiles `v` to PTX for `arch` (e.g. "compute_90"); no GPU needed (tests/nvrtc_compile.rs).
+pub fn compile_ptx(v: &MpVariant, arch: &str) -> std::result::Result<Arc<String>, String> {
+    module::program_ptx("multipass.cu", &program_source(), &v.defines(), arch)
+}
+
+/// One weight group of a launch (kernels/multipass_common.cuh, MpGroup).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MpGroup {
+    pub guide: [u64; MAX_PLANES],
+    pub output: [u64; MAX_PLANES],
+    pub k_dist: f32,
+    pub k_bias: f32,
+    pub v_scale: f32,
+    pub v_cut: f32,
+}
+
+pub const MAX_P: usize = MAX_OFFSETS_PER_PASS as usize;
+
+/// The by-value argument of every pass (kernels/multipass_common.cuh, MpArgs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MpArgs {
+    pub ring: u64,
+    pub dst: u64,
+    pub vbuf: u64,
+    pub wbuf: u64,
+    pub accum: u64,
+    pub frame_bytes: u64,
+    pub group_words: u64,
+    pub image_words: u64,
+    pub accum_floats: u64,
+    pub group: [MpGroup; MAX_BATCH],
+    pub slot: [i32; MAX_P],
+    pub dx: [i32; MAX_P],
+    pub dy: [i32; MAX_P],
+    pub target_slot: i32,
+    pub n_off: i32,
+    pub symmetric: i32,
+    pub first: i32,
+    pub out_w: i32,
+    pub out_h: i32,
+    pub guide_w: i32,
+    pub guide_h: i32,
+    pub ex0: i32,
+    pub ey0: i32,
+    pub ew: i32,
+    pub eh: i32,
+    pub vw: i32,
+    pub wref: f32,
+}
+
+pub const MP_ARGS_BYTES: usize = std::mem::size_of::<MpArgs>();
+
+/// One search offset: `dt` frames from the target (0: the target itself), (dx, dy) samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Offset {
+    pub dt: i32,
+    pub dx: i32,
+    pub dy: i32,
+}
+
+/// Offsets computed by one round of passes. A symmetric pack holds offsets of the target frame
+/// from one half plane (dy > 0, or dy = 0 and dx > 0); each also stands for its negation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pack {
+    pub offsets: Vec<Offset>,
+    pub symmetric: bool,
+}
+
+/// The packs of one frame: the target's spatial offsets by symmetry (half of them), then every
+/// offset of every reference frame (`dts`, no symmetry across frames), `per_pass` at a time.
+/// Packs never mix spatial and temporal offsets (their weight grids differ).
+pub fn plan_packs(search_radius: u32, dts: &[i32], per_pass: u32) -> Vec<Pack> {
+    let a = search_radius as i32;
+    let p = per_pass.max(1) as usize;
+    let mut spatial = Vec::new();
+    for dy in 0..=a {
+        for dx in -a..=a {
+            if dy > 0 || dx > 0 {
+                spatial.push(Offset { dt: 0, dx, dy });
+            }
+        }
+    }
+    let mut temporal = Vec::new();
+    for &dt in dts.iter().filter(|&&dt| dt != 0) {
+        for dy in -a..=a {
+            for dx in -a..=a {
+                temporal.push(Offset { dt, dx, dy });
+            }
+        }
+    }
+    let mut packs: Vec<Pack> = spatial.chunks(p).map(|c| Pack { offsets: c.to_vec(), symmetric: true }).collect();
+    packs.extend(temporal.chunks(p).map(|c| Pack { offsets: c.to_vec(), symmetric: false }));
+    packs
+}
+
+/// The weight grid of a pack, relative to the output plane: origin and size. Symmetric packs
+/// need weights at p - q too (q in the upper half plane): columns -a..w+a, rows -a..h.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeightGrid {
+    pub ex0: i32,
+    pub ey0: i32,
+    pub ew: usize,
+    pub eh: usize,
+    /// Columns of the vertical-sum images: step_x * (ew - 1) + patch diameter.
+    pub vw: usize,
+}
+
+pub fn weight_grid(symmetric: bool, search_radius: u32, patch_radius: u32, step_x: u32, out_w: usize, out_h: usize) -> WeightGrid {
+    let a = search_radius as usize;
+    let (ex0, ey0, ew, eh) = if symmetric { (-(a as i32), -(a as i32), out_w + 2 * a, out_h + a) } else { (0, 0, out_w, out_h) };
+    let vw = step_x as usize * (ew - 1) + 2 * patch_radius as usize + 1;
+    WeightGrid { ex0, ey0, ew, eh, vw }
+}
+
+/// Words of one intermediate image: large enough for the vertical sums and the weights of the
+/// largest (symmetric) grid.
+pub fn image_words(search_radius: u32, patch_radius: u32, step_x: u32, out_w: usize, out_h: usize) -> usize {
+    let g = weight_grid(true, search_radius, patch_radius, step_x, out_w, out_h);
+    (g.vw.max(g.ew) * g.eh).div_ceil(32) * 32
+}
+
+/// Launch grid of each pass, for `groups` groups: (vertical, weight, accumulate/finalize).
+pub fn pass_grids(g: &WeightGrid, out_w: usize, out_h: usize, groups: usize) -> [(u32, u32, u32); 3] {
+    let z = groups as u32;
+    [
+        ((g.vw as u32).div_ceil(BLOCK), (g.eh as u32).div_ceil(MP_ROWS), z),
+        ((g.ew as u32).div_ceil(BLOCK), g.eh as u32, z),
+        ((out_w as u32).div_ceil(BLOCK), out_h as u32, z),
+    ]
+}
+
+/// Normalisation of the vertical sums for f16/unorm10: the distance sum at which the weight is
+/// taken as 0 ("cut"), in the kernel's units (plain sums of squared stored-sample differences).
+/// Returns (v_scale = 1 / cut, cut); (1, 1) for f32 (unused).
+pub fn distance_cut(weighting: Weighting, inter: Intermediate, k_dist: f32, k_bias: f32) -> (f32, f32) {
+    let (k, b) = (k_dist as f64, k_bias as f64);
+    let cut = match (inter, weighting) {
+        (Intermediate::F32, _) => return (1.0, 1.0),
+        (_, Weighting::Bisquare) => (1.0 + b) / k,
+        (Intermediate::F16, Weighting::Welsch) => (WELSCH_CUT_F16 + b) / k,
+        (Intermediate::Unorm10, Weighting::Welsch) => (WELSCH_CUT_UNORM10 + b) / k,
+    };
+    ((1.0 / cut) as f32, cut as f32)
+}
+
+/// Bytes one frame moves through device memory according to the pass plan (each intermediate
+/// word written once and read once, each sample a pass needs read once per offset that shifts
+/// it; caches merge nothing else). Used by the benchmark's bandwidth column.
+pub fn bytes_per_frame(geometry: &Geometry, plan: &DenoisePlan, dts: &[i32], per_pass: u32, inter: Intermediate) -> u64 {
+    let bps = geometry.bytes_per_sample as u64;
+    let mut total = 0u64;
+    for b in launch::batches(geometry, plan) {
+        let groups = b.groups.len() as u64;
+        let v = MpVariant { offsets_per_pass: per_pass, patch_radius: plan.patch_radius, guides: b.guides, outputs: b.outputs, step_x: b.step_x, step_y: b.step_y, sample_bytes: bps as u32, weighting: plan.weighting, intermediate: inter };
+        let words = v.words() as u64;
+        let packs = plan_packs(plan.search_radius, dts, per_pass);
+        let (ow, oh) = (b.out_w as u64, b.out_h as u64);
+        let accum = (2 + b.outputs as u64) * ow * oh * 4;
+        for (i, pk) in packs.iter().enumerate() {
+            let g = weight_grid(pk.symmetric, plan.search_radius, plan.patch_radius, b.step_x, b.out_w, b.out_h);
+            let (vw, ew, eh) = (g.vw as u64, g.ew as u64, g.eh as u64);
+            let n = pk.offsets.len() as u64;
+            let guide_rows = b.step_y as u64 * eh;
+            let pass1 = (1 + n) * b.guides as u64 * vw * guide_rows * bps + words * vw * eh * 4;
+            let pass2 = words * vw * eh * 4 + words * ew * eh * 4;
+            let mirrored = if pk.symmetric { 2 } else { 1 };
+            let pass3 = words * ew * eh * 4 * mirrored + n * mirrored * b.outputs as u64 * ow * oh * bps + if i == 0 { accum } else { 2 * accum };
+            total += groups * (pass1 + pass2 + pass3);
+        }
+        let finalize = if packs.is_empty() { 0 } else { accum } + 2 * b.outputs as u64 * ow * oh * bps;
+        total += groups * finalize;
+    }
+    total
+}
+
+#[derive(Clone)]
+struct MpKernels {
+    f: [CudaFunction; 4],
+}
+
+struct MpBatch {
+    batch: Batch,
+    vbuf: DeviceBuffer,
+    wbuf: DeviceBuffer,
+    accum: DeviceBuffer,
+    image_words: usize,
+    group_words: usize,
+    accum_floats: usize,
+}
+
+struct MpState {
+    geometry: Geometry,
+    ring: DeviceRing,
+    outputs: Vec<OutputFrame>,
+    next_output: usize,
+    in_flight: VecDeque<usize>,
+    batches: Vec<MpBatch>,
+}
+
+/// The multi-pass CUDA backend (selected by `cuda::create` for gpu-kernel=multipass).
+pub struct MultipassBackend {
+    ctx: Arc<CudaContext>,
+    device_name: String,
+    compute_capability: (i32, i32),
+    depth: usize,
+    per_pass: u32,
+    inter: Intermediate,
+    poison_outputs: bool,
+    // Dropped (after synchronising, see Drop) before the streams.
+    state: Option<MpState>,
+    kernels: HashMap<MpVariant, MpKernels>,
+    upload: Stream,
+    compute: Stream,
+    download: Stream,
+}
+
+impl MultipassBackend {
+    pub fn new(options: &BackendOptions) -> Result<Self> {
+        validate_offsets_per_pass(options.offsets_per_pass)?;
+        loader::ensure_nvrtc().map_err(unavailable)?;
+        let ctx = open_context(options.device_id).map_err(unavailable)?;
+        let (name, cc) = loader::guarded("CUDA driver", || {
+            let name = ctx.name().map_err(|e| e.to_string())?;
+            let cc = ctx.compute_capability().map_err(|e| e.to_string())?;
+            Ok((name, cc))
+        })
+        .map_err(unavailable)?;
+        Ok(MultipassBackend {
+            upload: Stream::new(&ctx).map_err(backend_err)?,
+            compute: Stream::new(&ctx).map_err(backend_err)?,
+            download: Stream::new(&ctx).map_err(backend_err)?,
+            ctx,
+            device_name: name,
+            compute_capability: cc,
+            depth: options.pipeline_depth,
+            per_pass: options.offsets_per_pass,
+            inter: options.intermediate,
+            poison_outputs: false,
+            state: None,
+            kernels: HashMap::new(),
+        })
+    }
+
+    /// Tests: fill output frames with 0xA7 before every launch, so unwritten samples show.
+    pub fn set_poison_outputs(&mut self, on: bool) {
+        self.poison_outputs = on;
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(|e| Error::Backend(format!("binding the CUDA context: {e}")))
+    }
+
+    fn kernels(&mut self, v: &MpVariant) -> Result<MpKernels> {
+        if let Some(k) = self.kernels.get(v) {
+            return Ok(k.clone());
+        }
+        let m = module::program_module(&self.ctx, "multipass.cu", &program_source(), &v.defines()).map_err(backend_err)?;
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let k = MpKernels { f: [load(KERNEL_NAMES[0])?, load(KERNEL_NAMES[1])?, load(KERNEL_NAMES[2])?, load(KERNEL_NAMES[3])?] };
+        self.kernels.insert(*v, k.clone());
+        Ok(k)
+    }
+
+    fn launch_one(&self, f: &CudaFunction, grid: (u32, u32, u32), args: &mut MpArgs, what: &str) -> Result<()> {
+        if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
+            return Ok(());
+        }
+        let mut params = [args as *mut MpArgs as *mut std::ffi::c_void];
+        // SAFETY: the argument block matches the kernel's MpArgs (size checked at compile time
+        // through MP_ARGS_BYTES); every pointer in it lies in this backend's allocations, and
+        // the kernels bound every access by the sizes in the block.
+        unsafe { result::launch_kernel(f.cu_function(), grid, (BLOCK, 1, 1), 0, self.compute.raw, &mut params) }
+            .map_err(|e| Error::Backend(format!("launching {what} on grid {grid:?}: {e}")))
+    }
+
+    /// Enqueues every pass of `job` on the compute stream, writing into output frame `out`.
+    fn enqueue_passes(&mut self, job: &Job, plan: &DenoisePlan, out: usize) -> Result<()> {
+        let frames = 1 + job.references.len();
+        if frames > MAX_FRAMES {
+            return Err(Error::InvalidParameter(format!("{frames} frames in the temporal window; at most {MAX_FRAMES}")));
+        }
+        let state = self.state.as_ref().ok_or_else(|| Error::State("launch before configure".into()))?;
+        for s in std::iter::once(job.slot).chain(job.references.iter().map(|r| r.slot)) {
+            if s >= state.ring.slots {
+                return Err(Error::State(format!("ring slot {s} out of range")));
+            }
+        }
+        let sample_bytes = state.geometry.bytes_per_sample;
+        let dts: Vec<i32> = job.references.iter().map(|r| r.dt).collect();
+        let slot_of = |dt: i32| if dt == 0 { Some(job.slot) } else { job.references.iter().find(|r| r.dt == dt).map(|r| r.slot) };
+        let packs = plan_packs(plan.search_radius, &dts, self.per_pass);
+        let variants: Vec<MpVariant> = state.batches.iter().map(|b| MpVariant::new(plan, &b.batch, sample_bytes, self.per_pass, self.inter)).collect();
+        for (bi, v) in variants.iter().enumerate() {
+            let k = self.kernels(v)?;
+            let state = self.state.as_ref().expect("configured");
+            let mb = &state.batches[bi];
+            let b = &mb.batch;
+            let layout = &state.ring.layout;
+            let mut args = MpArgs {
+                ring: state.ring.frames.ptr,
+                dst: state.outputs[out].device.ptr,
+                vbuf: mb.vbuf.ptr,
+                wbuf: mb.wbuf.ptr,
+                accum: mb.accum.ptr,
+                frame_bytes: layout.frame_bytes as u64,
+                group_words: mb.group_words as u64,
+                image_words: mb.image_words as u64,
+                accum_floats: mb.accum_floats as u64,
+                target_slot: job.slot as i32,
+                out_w: b.out_w as i32,
+                out_h: b.out_h as i32,
+                guide_w: b.guide_w as i32,
+                guide_h: b.guide_h as i32,
+                wref: plan.wref,
+                ..Default::default()
+            };
+            for (z, &gi) in b.groups.iter().enumerate() {
+                let g: &WeightGroup = plan.groups.get(gi).ok_or_else(|| Error::State("plan changed structure without configure".into()))?;
+                let (k_dist, k_bias) = launch::weight_constants(plan, g);
+                let (v_scale, v_cut) = distance_cut(plan.weighting, self.inter, k_dist, k_bias);
+                let mg = &mut args.group[z];
+                for (i, &p) in g.guides.iter().enumerate() {
+                    mg.guide[i] = layout.offsets[p] as u64;
+                }
+                for (i, &p) in g.outputs.iter().enumerate() {
+                    mg.output[i] = layout.offsets[p] as u64;
+                }
+                mg.k_dist = k_dist;
+                mg.k_bias = k_bias;
+                mg.v_scale = v_scale;
+                mg.v_cut = v_cut;
+            }
+            for (i, pk) in packs.iter().enumerate() {
+                let g = weight_grid(pk.symmetric, plan.search_radius, plan.patch_radius, b.step_x, b.out_w, b.out_h);
+                debug_assert!(g.vw.max(g.ew) * g.eh <= mb.image_words);
+                args.ex0 = g.ex0;
+                args.ey0 = g.ey0;
+                args.ew = g.ew as i32;
+                args.eh = g.eh as i32;
+                args.vw = g.vw as i32;
+                args.n_off = pk.offsets.len() as i32;
+                args.symmetric = pk.symmetric as i32;
+                args.first = (i == 0) as i32;
+                for j in 0..MAX_P {
+                    // Unused lanes repeat the first offset (never read: lanes >= n_off are skipped).
+                    let o = pk.offsets.get(j).copied().unwrap_or(pk.offsets[0]);
+                    args.slot[j] = slot_of(o.dt).ok_or_else(|| Error::State(format!("no frame at dt {}", o.dt)))? as i32;
+                    args.dx[j] = o.dx;
+                    args.dy[j] = o.dy;
+                }
+                let grids = pass_grids(&g, b.out_w, b.out_h, b.groups.len());
+                self.launch_one(&k.f[0], grids[0], &mut args, "mp_vertical")?;
+                self.launch_one(&k.f[1], grids[1], &mut args, "mp_weight")?;
+                self.launch_one(&k.f[2], grids[2], &mut args, "mp_accumulate")?;
+            }
+            args.n_off = if packs.is_empty() { 0 } else { 1 };
+            let grids = pass_grids(&weight_grid(false, 0, 0, 1, b.out_w, b.out_h), b.out_w, b.out_h, b.groups.len());
+            self.launch_one(&k.f[3], grids[2], &mut args, "mp_finalize")?;
+        }
+        Ok(())
+    }
+
+    /// Times the passes alone: `iterations` frames cycling through `jobs` (frames already
+    /// uploaded), with device events around them. Returns milliseconds per job.
+    pub fn time_kernels(&mut self, jobs: &[Job], plan: &DenoisePlan, iterations: usize) -> Result<f64> {
+        self.bind()?;
+        let state = self.state.as_ref().ok_or_else(|| Error::State("time_kernels before configure".into()))?;
+        if jobs.is_empty() {
+            return Err(Error::State("time_kernels without jobs".into()));
+        }
+        for j in jobs {
+            for s in std::iter::once(j.slot).chain(j.references.iter().map(|r| r.slot)) {
+                if s >= state.ring.slots {
+                    return Err(Error::State(format!("ring slot {s} out of range")));
+                }
+                self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
+            }
+        }
+        let start = Event::new(&self.ctx, true).map_err(backend_err)?;
+        let stop = Event::new(&self.ctx, true).map_err(backend_err)?;
+        for i in 0..jobs.len().max(3) {
+            self.enqueue_passes(&jobs[i % jobs.len()], plan, 0)?;
+        }
+        start.record(&self.compute).map_err(backend_err)?;
+        for i in 0..iterations {
+            self.enqueue_passes(&jobs[i % jobs.len()], plan, 0)?;
+        }
+        stop.record(&self.compute).map_err(backend_err)?;
+        stop.synchronize().map_err(backend_err)?;
+        Ok(start.elapsed_ms(&stop).map_err(backend_err)? as f64 / iterations.max(1) as f64)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        for s in [&self.upload, &self.compute, &self.download] {
+            s.synchronize().map_err(backend_err)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MultipassBackend {
+    fn drop(&mut self) {
+        let _ = self.synchronize();
+        self.state = None;
+    }
+}
+
+impl Backend for MultipassBackend {
+    fn describe(&self) -> String {
+        format!(
+            "cuda ({}, sm_{}{}, multi-pass kernel, {} offsets per pass, {:?} intermediates, pipeline depth {})",
+            self.device_name, self.compute_capability.0, self.compute_capability.1, self.per_pass, self.inter, self.depth
+        )
+    }
+
+    fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, ring_slots: usize) -> Result<()> {
+        self.bind()?;
+        self.synchronize()?;
+        self.state = None;
+        let layout = FrameLayout::new(geometry);
+        let ring = DeviceRing::new(&self.ctx, layout.clone(), ring_slots.max(1)).map_err(backend_err)?;
+        let samples = geometry.total_samples();
+        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.ctx, &layout, samples)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
+        let mut batches = Vec::new();
+        for b in launch::batches(geometry, plan) {
+            let v = MpVariant::new(plan, &b, geometry.bytes_per_sample, self.per_pass, self.inter);
+            let image_words = image_words(plan.search_radius, plan.patch_radius, b.step_x, b.out_w, b.out_h);
+            let group_words = image_words * v.words() as usize;
+            let groups = b.groups.len();
+            let accum_floats = (2 + b.outputs as usize) * b.out_w * b.out_h;
+            let vbuf = DeviceBuffer::new(&self.ctx, 4 * group_words * groups).map_err(backend_err)?;
+            let wbuf = DeviceBuffer::new(&self.ctx, 4 * group_words * groups).map_err(backend_err)?;
+            let accum = DeviceBuffer::new(&self.ctx, 4 * accum_floats * groups).map_err(backend_err)?;
+            batches.push(MpBatch { batch: b, vbuf, wbuf, accum, image_words, group_words, accum_floats });
+            // Compile now rather than on the first frame.
+            self.kernels(&v)?;
+        }
+        self.state = Some(MpState { geometry: geometry.clone(), ring, outputs, next_output: 0, in_flight: VecDeque::new(), batches });
+        Ok(())
+    }
+
+    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+        self.bind()?;
+        let state = self.state.as_mut().ok_or_else(|| Error::State("upload before configure".into()))?;
+        if slot >= state.ring.slots {
+            return Err(Error::State(format!("ring slot {slot} out of range (ring of {})", state.ring.slots)));
+        }
+        if !frame.matches(&state.geometry) {
+            return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
+        }
+        // The passes of all frames run in order on one stream and share the intermediates, so
+        // the last reader of a slot is the last launch that read it.
+        let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
+        state.ring.upload(slot, frame, &self.upload, reader).map_err(backend_err)
+    }
+
+    fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()> {
+        self.bind()?;
+        let state = self.state.as_mut().ok_or_else(|| Error::State("launch before configure".into()))?;
+        if state.in_flight.len() > self.depth {
+            return Err(Error::State(format!("more than pipeline depth + 1 = {} jobs in flight", self.depth + 1)));
+        }
+        let out = state.next_output;
+        state.next_output = (out + 1) % state.outputs.len();
+        let slots: Vec<usize> = std::iter::once(job.slot).chain(job.references.iter().map(|r| r.slot)).collect();
+        for &s in &slots {
+            if s >= state.ring.slots {
+                return Err(Error::State(format!("ring slot {s} out of range")));
+            }
+            self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
+        }
+        if self.poison_outputs {
+            let o = &state.outputs[out].device;
+            // SAFETY: the range is the output frame's allocation; it is not in flight.
+            unsafe { result::memset_d8_async(o.ptr, 0xA7, o.bytes, self.compute.raw) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
+        }
+        self.enqueue_passes(job, plan, out)?;
+        let state = self.state.as_mut().expect("configured");
+        let o = &mut state.outputs[out];
+        o.computed.record(&self.compute).map_err(backend_err)?;
+        for &s in &slots {
+            state.ring.last_reader[s] = Some(out);
+        }
+        let planes: Vec<usize> = plan.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect();
+        o.start_download(&state.ring.layout, planes, &self.download).map_err(backend_err)?;
+        state.in_flight.push_back(out);
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+        self.bind()?;
+        let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
+        let o = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
+        if !out.matches(&state.geometry) {
+            return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
+        }
+        state.outputs[o].complete(&state.ring.layout, out).map_err(backend_err)
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        self.depth
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::PixelFormat;
+    use crate::frame::VideoInfo;
+    use crate::params::Params;
+
+    #[test]
+    fn args_block_size_is_stable() {
+        assert_eq!(std::mem::size_of::<MpGroup>(), 64);
+        assert_eq!(MP_ARGS_BYTES, 368);
+    }
+
+    #[test]
+    fn offsets_per_pass_is_validated() {
+        for p in 1..=4 {
+            validate_offsets_per_pass(p).unwrap();
+        }
+        for p in [0, 5, 100] {
+            let e = validate_offsets_per_pass(p).unwrap_err().to_string();
+            assert!(e.contains("offsets-per-pass") && e.contains("1..=4"), "{e}");
+        }
+    }
+
+    /// Every offset of the full search (minus the target's centre) is covered exactly once,
+    /// either directly or as the mirror of a symmetric offset.
+    #[test]
+    fn packs_cover_every_offset_once() {
+        for a in 0..=4u32 {
+            for p in 1..=4u32 {
+                let dts = [-2, -1, 1];
+                let packs = plan_packs(a, &dts, p);
+                let mut seen = std::collections::HashMap::new();
+                for pk in &packs {
+                    assert!(!pk.offsets.is_empty() && pk.offsets.len() <= p as usize);
+                    assert!(pk.offsets.iter().all(|o| (o.dt == 0) == pk.symmetric));
+                    for o in &pk.offsets {
+                        *seen.entry(*o).or_insert(0) += 1;
+                        if pk.symmetric {
+                            assert!(o.dy > 0 || (o.dy == 0 && o.dx > 0));
+                            *seen.entry(Offset { dt: 0, dx: -o.dx, dy: -o.dy }).or_insert(0) += 1;
+                        }
+                    }
+                }
+                let ai = a as i32;
+                let mut expected = 0;
+                for dt in [-2, -1, 0, 1] {
+                    for dy in -ai..=ai {
+                        for dx in -ai..=ai {
+                            if dt == 0 && dx == 0 && dy == 0 {
+                                continue;
+                            }
+                            expected += 1;
+                            assert_eq!(seen.get(&Offset { dt, dx, dy }), Some(&1), "a={a} p={p} {dt} {dx} {dy}");
+                        }
+                    }
+                }
+                assert_eq!(seen.len(), expected);
+                let side = (2 * a + 1) as usize;
+                let want = ((side * side - 1) / 2).div_ceil(p as usize) + (3 * side * side).div_ceil(p as usize);
+                assert_eq!(packs.len(), want);
+            }
+        }
+    }
+
+    #[test]
+    fn weight_grid_holds_every_mirrored_read() {
+        // Accumulate reads W at p (forward) and p - q (symmetric): both inside the grid.
+        for a in 0..=3u32 {
+            let (w, h) = (7usize, 5usize);
+            let g = weight_grid(true, a, 2, 2, w, h);
+            for pk in plan_packs(a, &[], 3) {
+                for o in pk.offsets {
+                    for py in 0..h as i32 {
+                        for px in 0..w as i32 {
+                            for (x, y) in [(px, py), (px - o.dx, py - o.dy)] {
+                                let (gx, gy) = (x - g.ex0, y - g.ey0);
+                                assert!(gx >= 0 && (gx as usize) < g.ew && gy >= 0 && (gy as usize) < g.eh);
+                            }
+                        }
+                    }
+                }
+            }
+            assert_eq!(g.vw, 2 * (g.ew - 1) + 5);
+            assert!(g.vw.max(g.ew) * g.eh <= image_words(a, 2, 2, w, h));
+        }
+    }
+
+    #[test]
+    fn distance_cut_matches_the_weight_formula() {
+        let g = Geometry::from_video_info(&VideoInfo::new(PixelFormat::GRAY8, 16, 16).unwrap());
+        for weighting in [Weighting::Welsch, Weighting::Bisquare] {
+            let plan = DenoisePlan::new(&g, &Params { weighting, sigma: Some(3.0), ..Params::default() }).unwrap();
+            let (k, b) = launch::weight_constants(&plan, &plan.groups[0]);
+            let (scale, cut) = distance_cut(weighting, Intermediate::Unorm10, k, b);
+            assert!((scale * cut - 1.0).abs() < 1e-6);
+            // The distance sum at the cut, as a mean squared distance in 8-bit units.
+            let patch = 25.0;
+            let w = plan.weight(cut as f64 / patch, plan.groups[0].h as f64);
+            match weighting {
+                Weighting::Welsch => assert!((w - 2f64.powf(-WELSCH_CUT_UNORM10)).abs() < 1e-6, "{w}"),
+                Weighting::Bisquare => assert!(w < 1e-9, "{w}"),
+            }
+            assert_eq!(distance_cut(weighting, Intermediate::F32, k, b), (1.0, 1.0));
+        }
+    }
+}
