@@ -1,0 +1,102 @@
+//! Frames per second through GStreamer: `appsrc ! nlmdenoise ! fakesink` with pre-made frames, so
+//! that neither frame generation nor display limits the rate.
+//!
+//! usage: pipeline_bench WIDTH HEIGHT FRAMES [ELEMENT PROPERTIES...]
+//! e.g.   pipeline_bench 1920 1080 3000 backend=cuda temporal-past=2 search-radius=3 patch-radius=2
+//!
+//! Prints one table row for the pipeline with the element and one for the same pipeline without it
+//! (`appsrc ! fakesink`), so the cost of the pipeline itself is visible.
+
+use std::time::Instant;
+
+use gst::prelude::*;
+
+const DISTINCT_FRAMES: usize = 8;
+
+fn noisy_i420(width: usize, height: usize, seed: u32) -> Vec<u8> {
+    let size = width * height + 2 * width.div_ceil(2) * height.div_ceil(2);
+    let mut state = seed.wrapping_mul(2654435761).wrapping_add(1);
+    (0..size)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let base = ((i % width) * 255 / width.max(1)) as i32;
+            (base + (state % 41) as i32 - 20).clamp(0, 255) as u8
+        })
+        .collect()
+}
+
+fn run(width: usize, height: usize, frames: usize, element: Option<&str>) -> anyhow::Result<f64> {
+    let middle = element.map(|e| format!("nlmdenoise name=nlm {e} ! ")).unwrap_or_default();
+    let desc = format!("appsrc name=src format=time block=true max-bytes=200000000 ! {middle}fakesink name=sink sync=false");
+    let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
+    let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
+    let caps = gst::Caps::builder("video/x-raw")
+        .field("format", "I420")
+        .field("width", width as i32)
+        .field("height", height as i32)
+        .field("framerate", gst::Fraction::new(60, 1))
+        .build();
+    src.set_caps(Some(&caps));
+    let templates: Vec<gst::Buffer> = (0..DISTINCT_FRAMES).map(|i| gst::Buffer::from_mut_slice(noisy_i420(width, height, i as u32))).collect();
+    let duration = gst::ClockTime::from_nseconds(1_000_000_000 / 60);
+    let bus = pipeline.bus().unwrap();
+    pipeline.set_state(gst::State::Playing)?;
+    let start = Instant::now();
+    let feeder = std::thread::spawn(move || {
+        for i in 0..frames {
+            let mut buffer = templates[i % DISTINCT_FRAMES].copy();
+            {
+                let b = buffer.get_mut().unwrap();
+                b.set_pts(duration * i as u64);
+                b.set_duration(duration);
+            }
+            if src.push_buffer(buffer).is_err() {
+                break;
+            }
+        }
+        let _ = src.end_of_stream();
+    });
+    let mut error = None;
+    for msg in bus.iter_timed(gst::ClockTime::NONE) {
+        match msg.view() {
+            gst::MessageView::Eos(..) => break,
+            gst::MessageView::Error(e) => {
+                error = Some(format!("{} ({:?})", e.error(), e.debug()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let _ = feeder.join();
+    pipeline.set_state(gst::State::Null)?;
+    if let Some(e) = error {
+        anyhow::bail!("pipeline error: {e}");
+    }
+    Ok(frames as f64 / secs)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        eprintln!("usage: {} WIDTH HEIGHT FRAMES [ELEMENT PROPERTIES...]", args[0]);
+        std::process::exit(2);
+    }
+    let width: usize = args[1].parse()?;
+    let height: usize = args[2].parse()?;
+    let frames: usize = args[3].parse()?;
+    let props = args[4..].join(" ");
+    gst::init()?;
+    gstnlmdenoise::plugin_register_static()?;
+    // Warm-up: first use compiles kernels and allocates the ring.
+    run(width, height, frames.min(60), Some(&props))?;
+    let with = run(width, height, frames, Some(&props))?;
+    let without = run(width, height, frames, None)?;
+    println!("| pipeline | size | frames | frames/s |");
+    println!("|---|---|---|---|");
+    println!("| appsrc ! nlmdenoise {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
+    println!("| appsrc ! fakesink | {width}x{height} | {frames} | {without:.1} |");
+    Ok(())
+}
