@@ -14,21 +14,35 @@
 //!   weight of `p + d` for offset `-d`, so each `+d/-d` pair is computed once and accumulated into
 //!   both samples. (Mirrored borders keep the identity exact.)
 //! * **Tiles and threads.** The output plane is cut into bands of rows (one rayon task each, on a
-//!   pool of `threads` workers) and bands into column tiles whose accumulators stay in the L2
-//!   cache while every offset of every frame of the window passes over them. Scratch buffers live
-//!   in the backend (one set per worker); nothing is allocated per frame.
+//!   pool of `threads` workers) and bands into column tiles (32 rows x 256 columns) whose
+//!   accumulators stay in the L2 cache while every offset of every frame of the window passes
+//!   over them; two offsets of a search row share each pass over the accumulators. Scratch buffers
+//!   live in the backend (one set per worker); nothing is allocated per frame.
 //! * **Vectorized f32 loops** (`kernels.rs`): contiguous slices, a polynomial `exp`, compiled for
 //!   AVX2+FMA when the CPU has it (runtime detection), for the baseline otherwise.
 //!
-//! **Accuracy.** Weights are f32 and flushed to zero below 1e-35 (Welsch exponents below -80). A
-//! sample whose largest weight is below 1e-26 (no patch in the window is anywhere near similar for
-//! the strength given; the f64 reference then averages astronomically small weights) is recomputed
-//! exactly like the reference, in f64, so such samples match it bit for bit. Every other sample
-//! differs from the reference only by f32 rounding: **at most 1 code value for 8-bit formats**, and
-//! at most one 8-bit code value scaled to the format (`2^(bits-8)` stored units: 4 for 10-bit, 256
-//! for 16-bit and MSB-aligned P010) for deeper formats, where in practice the difference is a few
-//! stored units. With 8-bit input, patch sums are exact integers in f32 up to 7x7 patches over three
-//! guide planes.
+//! **Accuracy and tolerance.** Each sample keeps, besides its f32 sums, the smallest normalized
+//! distance `x = max(d2 - offset, 0) / h^2` it saw, which gives its largest weight. The f32 result
+//! is used when that weight is comfortably representable (Welsch `x < 60`, bisquare `x < 0.999`);
+//! when every f64 weight of the reference is exactly 0 (Welsch `x > 745.5`, bisquare
+//! `x > 1.00001`) the input is kept, as the reference does; in between, and when the f32 mean lies
+//! within 5e-4 code values of a rounding tie (x.5; 8- and 10-bit formats), the sample is recomputed
+//! in f64 in the reference's order of operations (patch sums of integers are exact in any order),
+//! i.e. bit for bit like the reference. Elsewhere the f32 mean carries a relative error of about
+//! 1e-6. Tolerance: **8-bit outputs differ from the reference by at most 1 code value** (in
+//! practice almost never: the tests see 0 differing samples on most seeds); formats deeper than 8
+//! bits by at most one 8-bit code value in stored units, `2^(bits-8)` (4 for 10-bit I420_10LE, 256
+//! for 16-bit and MSB-aligned P010), in practice 1 stored unit. With 8-bit input, patch sums are
+//! exact integers in f32 up to 7x7 patches over three guide planes.
+//!
+//! The exact path is scalar: strengths far below the patch distances of the content (Welsch with
+//! most samples at `x >= 60`, i.e. no patch within ~8 h of the best match) make it slow; such
+//! settings hardly denoise anyway.
+//!
+//! Environment knobs for measurements (not needed in normal use): `NLMDENOISE_CPU_TILE=RxC` (tile
+//! rows x columns), `NLMDENOISE_CPU_SINGLE=1` (one offset per pass), `NLMDENOISE_CPU_NO_SIMD=1`
+//! (baseline instruction set), `NLMDENOISE_CPU_STATS=1` (print how many samples took the exact
+//! path per frame).
 
 mod kernels;
 
@@ -388,6 +402,18 @@ impl Backend for CpuBackend {
         }
 
         let target = frames.iter().find(|(dt, _)| *dt == 0).map(|f| f.1).ok_or_else(|| Error::State("no target frame".into()))?;
+        // The ring's borders were sized for the configured plan; a plan that reads further needs
+        // a new `configure`.
+        let (a, s) = (plan.search_radius as usize, plan.patch_radius as usize);
+        for g in &plan.groups {
+            let step = g.guide_step_x.max(g.guide_step_y);
+            let fits = g.outputs.len() <= 4
+                && g.outputs.iter().all(|&o| o < self.pads.len() && self.used[o] && self.pads[o] >= a)
+                && g.guides.iter().all(|&gi| gi < self.pads.len() && self.used[gi] && self.pads[gi] >= step * a + s);
+            if !fits {
+                return Err(Error::State("CPU backend: plan differs from the configured one; configure again".into()));
+            }
+        }
         let mut ctxs = Vec::with_capacity(plan.groups.len());
         for g in &plan.groups {
             let o0 = &target.planes[g.outputs[0]];
