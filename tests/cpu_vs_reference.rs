@@ -105,7 +105,7 @@ fn run(kind: BackendKind, threads: usize, params: Params, inputs: &[OwnedFrame],
     }
     let strides: Vec<usize> = info.packed_strides().iter().map(|s| s + extra_out).collect();
     let mut outs: Vec<Option<OwnedFrame>> = vec![None; inputs.len()];
-    let mut pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
+    let pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
         let mut o = OwnedFrame::with_strides(info, &strides).unwrap();
         for p in &mut o.planes {
             p.fill(POISON);

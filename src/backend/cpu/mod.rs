@@ -779,8 +779,8 @@ fn finalize_tile(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, tile: Tile
                 Decision::Exact => {
                     exact_count += 1;
                     exact_sample(ctx, frames, target, x, y, &mut exact[..g.outputs.len()]);
-                    for k in 0..g.outputs.len() {
-                        band.outs[k].set(out_row + x as usize, exact[k]);
+                    for (out, &v) in band.outs.iter_mut().zip(&exact[..g.outputs.len()]) {
+                        out.set(out_row + x as usize, v);
                     }
                 }
             }
