@@ -32,8 +32,10 @@
 //! 1e-6. Tolerance: **8-bit outputs differ from the reference by at most 1 code value** (in
 //! practice almost never: the tests see 0 differing samples on most seeds); formats deeper than 8
 //! bits by at most one 8-bit code value in stored units, `2^(bits-8)` (4 for 10-bit I420_10LE, 256
-//! for 16-bit and MSB-aligned P010), in practice 1 stored unit. With 8-bit input, patch sums are
-//! exact integers in f32 up to 7x7 patches over three guide planes.
+//! for 16-bit and MSB-aligned P010), in practice 1 stored unit. With 8-bit input the vertical running
+//! sums are integers below 2^24, exact in f32, for every patch size; deeper formats rebuild them on
+//! every row instead of sliding them (no rounding error accumulates down a band; that costs them
+//! some speed).
 //!
 //! The exact path is scalar: strengths far below the patch distances of the content (Welsch with
 //! most samples at `x >= 60`, i.e. no patch within ~8 h of the best match) make it slow; such
@@ -269,6 +271,8 @@ struct GroupCtx<'a> {
     height: usize,
     /// Accumulate two offsets per pass (NLMDENOISE_CPU_SINGLE=1 turns it off, for measurements).
     pair_offsets: bool,
+    /// Every vertical running sum is an integer below 2^24 (8-bit formats), so sliding it is exact.
+    running_sums_exact: bool,
 }
 
 /// A band of output rows of one group, with its slices of the output planes.
@@ -439,6 +443,7 @@ impl Backend for CpuBackend {
                 width: o0.width,
                 height: o0.height,
                 pair_offsets: self.pair_offsets,
+                running_sums_exact: (2.0 * s as f64 + 1.0) * g.guides.len() as f64 * (plan.max_value as f64).powi(2) < (1u64 << 24) as f64,
             });
         }
 
@@ -584,7 +589,10 @@ fn offset_pass<const K: usize>(ctx: &GroupCtx, target: &RingFrame, frame: &RingF
     let ps: [&mut [f32]; K] = split_rows(p, nq);
     let ws: [&mut [f32]; K] = split_rows(w, nq);
     let xs: [&mut [f32]; K] = split_rows(x, nq);
-    let full_init = sy > 2 * s + 1;
+    // Vertical sums restart from scratch on every row when the guide step skips whole patches, or
+    // when a running sum could leave the range where f32 holds integers exactly (then its rounding
+    // errors would accumulate down the band).
+    let full_init = sy > 2 * s + 1 || !ctx.running_sums_exact;
     let n = tw * th;
     for y in qya..qyb {
         for k in 0..K {
