@@ -12,6 +12,8 @@ struct NlmGroup {
     unsigned long long output[NLM_MAX_PLANES]; // byte offset of each output plane in a frame
     float k_dist;  // patch-distance sum -> weight argument (1/h^2, 1/patch size, sample scale)
     float k_bias;  // distance offset (2 sigma^2) in the same units
+    float h;       // strength, as the plan holds it (for the exact f64 path)
+    float pad;
 };
 
 struct NlmArgs {
@@ -26,6 +28,10 @@ struct NlmArgs {
     int guide_w, guide_h;          // guide plane size
     float wref;                    // centre weight = wref * largest other weight
     unsigned smem_bytes;           // dynamic shared memory the launch provides
+    float distance_offset;         // plan values for the exact f64 path (nlm_exact.cu)
+    float scale_to_8bit;
+    unsigned long long* exact;     // exact[0]: count; exact[1..]: samples to redo in f64
+    unsigned long long exact_capacity;
 };
 
 #ifdef NLM_ARGS_BYTES

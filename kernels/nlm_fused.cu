@@ -50,6 +50,13 @@
 
 #define TILE_W 32       // output columns per block: one warp across in phase 2
 
+// Half-width of the window around a rounding tie (x.5) inside which float accumulation cannot be
+// trusted to round like the f64 definition (same rule as the CPU backend): 5e-4 8-bit code values
+// for 8- and 10-bit samples; deeper formats' tolerance is wider than their float error.
+#ifndef TIE_WINDOW
+#define TIE_WINDOW 0.f
+#endif
+
 #if SAMPLE_BYTES == 1
 typedef unsigned char sample_t;
 #define MAX_VALUE 255.f
@@ -260,18 +267,31 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
         }
     }
 
+    // Write each sample, or queue it for the exact f64 path (nlm_exact.cu) where float cannot
+    // decide like the f64 definition: a rounding tie within the float error, or weights in the
+    // range where the definition's f64 arithmetic itself loses precision.
     const int px = px0 + lane;
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const int py = py0 + row0 + i;
         if (px < args.out_w && py < args.out_h) {
             const unsigned long long at = (unsigned long long)py * args.out_w + px;
+            bool exact = acc[i].needs_exact();
+            sample_t q[N_OUTPUTS];
 #pragma unroll
             for (int o = 0; o < N_OUTPUTS; ++o) {
                 const float centre = (float)reinterpret_cast<const sample_t*>(target + grp.output[o])[at];
                 const float v = acc[i].value(o, centre, args.wref);
-                reinterpret_cast<sample_t*>(args.dst + grp.output[o])[at] = (sample_t)fminf(fmaxf(floorf(v + 0.5f), 0.f), MAX_VALUE);
+                const float fl = floorf(v);
+                exact |= fabsf(v - fl - 0.5f) < TIE_WINDOW;
+                q[o] = (sample_t)fminf(fmaxf(fl + (v - fl >= 0.5f ? 1.f : 0.f), 0.f), MAX_VALUE);
             }
+            if (exact) {
+                const unsigned long long n = atomicAdd(args.exact, 1ull);
+                if (n < args.exact_capacity) args.exact[1 + n] = ((unsigned long long)blockIdx.z << 32) | at;
+            }
+#pragma unroll
+            for (int o = 0; o < N_OUTPUTS; ++o) reinterpret_cast<sample_t*>(args.dst + grp.output[o])[at] = q[o];
         }
     }
 }

@@ -23,7 +23,7 @@
 // Initial welsch level: finite, so that level - level stays 0.
 #define NLM_LEVEL_NONE 3.0e38f
 // f64's smallest positive number is 2^-1074: a level above this means every weight is zero.
-#define NLM_LEVEL_UNDERFLOW 1075.0f
+#define NLM_LEVEL_UNDERFLOW (745.5f * 1.4426950f)
 
 template <int N_OUT>
 struct PixelAcc {
@@ -74,6 +74,18 @@ struct PixelAcc {
 #pragma unroll
             for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
         }
+#endif
+    }
+
+    // True where float cannot reproduce the f64 definition's arithmetic: welsch weights whose
+    // f64 values are denormal (largest weight between exp(-700) and exp(-745.5)), bisquare
+    // weights at the edge of their support (largest weight below 1e-6).
+    __device__ __forceinline__ bool needs_exact() const
+    {
+#if WEIGHTING == WEIGHTING_WELSCH
+        return level > 700.f * 1.4426950f && level <= 745.5f * 1.4426950f;
+#else
+        return level < 1.0e-6f;
 #endif
     }
 

@@ -48,13 +48,13 @@ note "ptxas: $(grep -c registers "$OUT/ptxas.txt") variants; max $(grep -Eo 'Use
 
 timeout 300 "$C/cuda_vs_reference" --nocapture --test-threads=8 > "$OUT/tests.txt" 2>&1
 note "cuda_vs_reference: rc=$? $(grep -E '^test result' "$OUT/tests.txt")"
-timeout 120 "$C/nvrtc_compile" --nocapture >> "$OUT/tests.txt" 2>&1
+timeout 200 "$C/nvrtc_compile" --nocapture every_variant_compiles_for_hopper_and_turing a_broken_variant >> "$OUT/tests.txt" 2>&1
 note "nvrtc_compile (NVRTC 13): rc=$? $(grep -E '^test result' "$OUT/tests.txt" | tail -1)"
 
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   timeout 400 "$SAN" --tool memcheck --leak-check full --error-exitcode 9 "$C/cuda_vs_reference" --test-threads=4 > "$OUT/memcheck.txt" 2>&1
   note "memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.txt" | sort | uniq -c | paste -sd' ' -)"
-  timeout 400 "$SAN" --tool racecheck --error-exitcode 9 "$C/cuda_vs_reference" --test-threads=4 chroma_modes deep_formats benchmark_parameters > "$OUT/racecheck.txt" 2>&1
+  timeout 400 "$SAN" --tool racecheck --error-exitcode 9 "$C/cuda_vs_reference" --test-threads=4 chroma_modes benchmark_parameters temporal_windows > "$OUT/racecheck.txt" 2>&1
   note "racecheck: rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.txt" | sort | uniq -c | paste -sd' ' -)"
 fi
 

@@ -41,6 +41,8 @@ fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
             step_x: b.step_x,
             step_y: b.step_y,
             sample_bytes: g.bytes_per_sample as u32,
+            scale_to_8bit: plan.scale_to_8bit as u32,
+            exact_ties: true,
             weighting: plan.weighting,
             tile: TileConfig::choose(plan.search_radius, plan.patch_radius, b.guides, b.step_x, b.step_y),
         })
@@ -86,7 +88,7 @@ fn every_variant_compiles_for_hopper_and_turing() {
                 let name = format!("v{i:02}_a{}_s{}_g{}_o{}_st{}{}_b{}_{:?}.ptx", v.search_radius, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y, v.sample_bytes, v.weighting);
                 std::fs::write(dir.join(name), &ptx).unwrap();
             }
-            assert!(ptx.contains(".entry nlm_fused"), "no kernel entry in the PTX of {v:?}");
+            assert!(ptx.contains(".entry nlm_fused") && ptx.contains(".entry nlm_exact"), "kernel entries missing in the PTX of {v:?}");
             let target = format!(".target sm_{}", &arch[8..]);
             assert!(ptx.contains(&target), "PTX of {v:?} is not for {arch}");
         }

@@ -145,11 +145,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Kernel-only milliseconds per frame (median of 5 batches).
-fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileConfig>) -> nlmdenoise::Result<(f64, String)> {
+fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileConfig>, exact_ties: bool) -> nlmdenoise::Result<(f64, String)> {
     let geometry = Geometry::from_video_info(&info);
     let plan = DenoisePlan::new(&geometry, params)?;
     let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
     b.set_tile_override(tile)?;
+    b.set_exact_ties(exact_ties);
     let slots = 8;
     b.configure(&geometry, &plan, slots)?;
     let mut window = TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
@@ -175,9 +176,11 @@ fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileCo
 }
 
 /// End-to-end frames per second through `Denoiser` with `depth` frames in flight.
-fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize) -> nlmdenoise::Result<f64> {
+fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize, exact_ties: bool) -> nlmdenoise::Result<f64> {
     let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
-    let mut d: Denoiser<usize> = Denoiser::new(info, *params, &opts)?;
+    let mut b = CudaBackend::new(&opts)?;
+    b.set_exact_ties(exact_ties);
+    let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, Box::new(b))?;
     let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
     let mut out = OwnedFrame::new(info);
     // Warm-up (allocations, first launches).
@@ -216,22 +219,25 @@ fn main() {
         let geometry = Geometry::from_video_info(&info);
         let plan = DenoisePlan::new(&geometry, &c.params).expect("plan");
         let ops = ops_per_frame(&geometry, &plan, c.params.window_frames() as usize);
-        let mut tiles: Vec<Option<TileConfig>> = vec![None];
+        let mut tiles: Vec<(Option<TileConfig>, bool)> = vec![(None, true), (None, false)];
         if args.sweep {
             let d = TileConfig::choose(c.params.search_radius, c.params.patch_radius, 1, 1, 1);
             for (h, r, g) in [(d.tile_h, 8, 4), (d.tile_h, 4, d.dx_group), (d.tile_h / 2, 8, d.dx_group), (d.tile_h * 2, 8, d.dx_group), (d.tile_h, 8, d.dx_group.min(3))] {
                 let t = TileConfig { tile_h: h, run_w: r, dx_group: g, threads: 128 };
                 if t.is_valid() && Some(t) != Some(d) {
-                    tiles.push(Some(t));
+                    tiles.push((Some(t), true));
                 }
             }
         }
-        for tile in tiles {
-            match kernel_ms(info, &c.params, args.iters, tile) {
+        for (tile, exact_ties) in tiles {
+            match kernel_ms(info, &c.params, args.iters, tile, exact_ties) {
                 Ok((ms, desc)) => {
                     let fps = 1e3 / ms;
                     let at_peak_ms = ops / peak * 1e3;
-                    let label = tile.map(|t| format!("{},{},{}", t.tile_h, t.run_w, t.dx_group)).unwrap_or_else(|| "default".into());
+                    let mut label = tile.map(|t| format!("{},{},{}", t.tile_h, t.run_w, t.dx_group)).unwrap_or_else(|| "default".into());
+                    if !exact_ties {
+                        label.push_str(", ties in f32");
+                    }
                     eprintln!("{} kernel tile {label}: {ms:.4} ms ({desc})", c.name);
                     rows.push(format!(
                         "| {} | kernel only, tile {label} | {ms:.3} | {fps:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |",
@@ -243,9 +249,10 @@ fn main() {
                 Err(e) => rows.push(format!("| {} | kernel only, tile {tile:?} | error: {e} | | | | |", c.name)),
             }
         }
-        for depth in [0, 2, 4] {
-            match end_to_end_fps(info, &c.params, args.frames, depth) {
-                Ok(fps) => rows.push(format!("| {} | end to end, pipeline depth {depth} | {:.3} | {fps:.0} | | | |", c.name, 1e3 / fps)),
+        for (depth, exact_ties) in [(0, true), (2, true), (4, true), (2, false)] {
+            let ties = if exact_ties { "" } else { ", ties in f32" };
+            match end_to_end_fps(info, &c.params, args.frames, depth, exact_ties) {
+                Ok(fps) => rows.push(format!("| {} | end to end, pipeline depth {depth}{ties} | {:.3} | {fps:.0} | | | |", c.name, 1e3 / fps)),
                 Err(e) => rows.push(format!("| {} | end to end, depth {depth} | error: {e} | | | | |", c.name)),
             }
         }

@@ -13,6 +13,9 @@ use crate::planar::PlanarFrame;
 
 pub struct OutputFrame {
     pub device: DeviceBuffer,
+    /// Samples queued for the exact f64 path: a u64 count, then u64 entries.
+    pub exact: DeviceBuffer,
+    pub exact_capacity: usize,
     host: PinnedBuffer,
     /// Recorded on the compute stream after the frame's kernels.
     pub computed: Event,
@@ -23,9 +26,11 @@ pub struct OutputFrame {
 }
 
 impl OutputFrame {
-    pub fn new(ctx: &Arc<CudaContext>, layout: &FrameLayout) -> CuResult<Self> {
+    pub fn new(ctx: &Arc<CudaContext>, layout: &FrameLayout, samples: usize) -> CuResult<Self> {
         Ok(OutputFrame {
             device: DeviceBuffer::new(ctx, layout.frame_bytes)?,
+            exact: DeviceBuffer::new(ctx, 8 * (samples + 1))?,
+            exact_capacity: samples,
             host: PinnedBuffer::new(ctx, layout.frame_bytes)?,
             computed: Event::new(ctx, false)?,
             downloaded: Event::new(ctx, false)?,

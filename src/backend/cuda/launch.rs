@@ -86,6 +86,8 @@ pub struct NlmGroup {
     pub output: [u64; MAX_PLANES],
     pub k_dist: f32,
     pub k_bias: f32,
+    pub h: f32,
+    pub pad: f32,
 }
 
 /// The kernel's by-value argument (kernels/nlm_args.cuh, NlmArgs).
@@ -105,6 +107,11 @@ pub struct NlmArgs {
     pub guide_h: i32,
     pub wref: f32,
     pub smem_bytes: u32,
+    pub distance_offset: f32,
+    pub scale_to_8bit: f32,
+    /// Device list of samples for the exact path: [count, entries...] (u64 each).
+    pub exact: u64,
+    pub exact_capacity: u64,
 }
 
 pub const NLM_ARGS_BYTES: usize = std::mem::size_of::<NlmArgs>();
@@ -207,8 +214,8 @@ mod tests {
 
     #[test]
     fn args_block_has_the_kernels_size() {
-        assert_eq!(NLM_ARGS_BYTES, 288);
-        assert_eq!(std::mem::size_of::<NlmGroup>(), 56);
+        assert_eq!(NLM_ARGS_BYTES, 336);
+        assert_eq!(std::mem::size_of::<NlmGroup>(), 64);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod ring;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys, CudaContext, CudaFunction};
+use cudarc::driver::{result, sys, CudaContext};
 
 use crate::backend::{Backend, BackendOptions, GpuKernel};
 use crate::error::{Error, Result};
@@ -28,12 +28,19 @@ use crate::window::Job;
 
 use download::OutputFrame;
 use launch::{Batch, FrameLayout, NlmArgs, TileConfig, MAX_FRAMES};
-use module::KernelVariant;
+use module::{KernelVariant, Kernels};
 use raw::{Event, Stream};
 use ring::DeviceRing;
 
 /// Overrides the tile shape of every launch: "tile_h,run_w,dx_group" (benchmark sweeps).
 pub const TILE_ENV: &str = "NLMDENOISE_CUDA_TILE";
+
+/// "0" turns off the exact f64 recomputation of rounding ties (faster; results then differ from
+/// the reference by at most 1 code value at ties instead of matching it).
+pub const EXACT_TIES_ENV: &str = "NLMDENOISE_CUDA_EXACT_TIES";
+
+/// Blocks of the exact-path kernel (grid-stride over its list).
+const EXACT_BLOCKS: u32 = 2112;
 
 fn unavailable(e: String) -> Error {
     Error::BackendUnavailable(e)
@@ -90,10 +97,11 @@ pub struct CudaBackend {
     /// Fill each output frame with a byte pattern before its kernels (tests: unwritten samples
     /// then show).
     poison_outputs: bool,
+    exact_ties: bool,
     // Declared before the streams and buffers are dropped: fields drop in order, and `Drop`
     // synchronises the streams first.
     state: Option<Configured>,
-    functions: HashMap<KernelVariant, CudaFunction>,
+    functions: HashMap<KernelVariant, Kernels>,
     upload: Stream,
     compute: Stream,
     download: Stream,
@@ -130,6 +138,7 @@ impl CudaBackend {
             depth: options.pipeline_depth,
             tile_override,
             poison_outputs: false,
+            exact_ties: std::env::var(EXACT_TIES_ENV).map(|v| v != "0").unwrap_or(true),
             state: None,
             functions: HashMap::new(),
         })
@@ -144,6 +153,11 @@ impl CudaBackend {
         }
         self.tile_override = tile;
         Ok(())
+    }
+
+    /// Whether samples at rounding ties are recomputed in f64 (default on; see EXACT_TIES_ENV).
+    pub fn set_exact_ties(&mut self, on: bool) {
+        self.exact_ties = on;
     }
 
     /// Tests: fill output frames with 0xA7 before every launch, so unwritten samples show.
@@ -169,6 +183,8 @@ impl CudaBackend {
             step_x: batch.step_x,
             step_y: batch.step_y,
             sample_bytes: sample_bytes as u32,
+            scale_to_8bit: plan.scale_to_8bit as u32,
+            exact_ties: self.exact_ties,
             weighting: plan.weighting,
             tile,
         }
@@ -178,7 +194,7 @@ impl CudaBackend {
         v.tile.shared_bytes(v.search_radius, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y)
     }
 
-    fn function(&mut self, v: &KernelVariant) -> Result<CudaFunction> {
+    fn function(&mut self, v: &KernelVariant) -> Result<Kernels> {
         if let Some(f) = self.functions.get(v) {
             return Ok(f.clone());
         }
@@ -193,7 +209,7 @@ impl CudaBackend {
         // SAFETY: f is a live function of a loaded module.
         unsafe {
             result::function::set_function_attribute(
-                f.cu_function(),
+                f.fused.cu_function(),
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 smem as i32,
             )
@@ -255,13 +271,26 @@ impl CudaBackend {
                 }
                 ng.k_dist = k_dist;
                 ng.k_bias = k_bias;
+                ng.h = g.h;
             }
+            let exact = &state.outputs[out].exact;
+            args.distance_offset = plan.distance_offset;
+            args.scale_to_8bit = plan.scale_to_8bit;
+            args.exact = exact.ptr;
+            args.exact_capacity = state.outputs[out].exact_capacity as u64;
+            // SAFETY: the count word lies in the list's allocation; stream-ordered before the kernels.
+            unsafe { result::memset_d8_async(exact.ptr, 0, 8, self.compute.raw) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
             let grid = batch.grid(&v.tile);
             let mut params = [&mut args as *mut NlmArgs as *mut std::ffi::c_void];
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
             // time); every pointer in it lies in this backend's allocations.
-            unsafe { result::launch_kernel(f.cu_function(), grid, (v.tile.threads, 1, 1), args.smem_bytes, self.compute.raw, &mut params) }
+            unsafe { result::launch_kernel(f.fused.cu_function(), grid, (v.tile.threads, 1, 1), args.smem_bytes, self.compute.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching {v:?} on grid {grid:?}: {e}")))?;
+            // The exact path for the samples the fused kernel queued (a grid-stride loop over a
+            // count only the device knows; a few microseconds when it is zero).
+            // SAFETY: as above; the kernel reads the count the fused kernel wrote before it.
+            unsafe { result::launch_kernel(f.exact.cu_function(), (EXACT_BLOCKS, 1, 1), (128, 1, 1), 0, self.compute.raw, &mut params) }
+                .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
         }
         Ok(())
     }
@@ -319,7 +348,7 @@ impl Backend for CudaBackend {
         self.state = None;
         let layout = FrameLayout::new(geometry);
         let ring = DeviceRing::new(&self.ctx, layout.clone(), ring_slots.max(1)).map_err(backend_err)?;
-        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.ctx, &layout)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
+        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.ctx, &layout, geometry.total_samples())).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
         let batches = launch::batches(geometry, plan);
         self.state = Some(Configured { geometry: geometry.clone(), ring, outputs, next_output: 0, in_flight: VecDeque::new(), batches: batches.clone() });
         // Compile now rather than on the first frame.

@@ -21,9 +21,22 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("border.cuh", include_str!("../../../kernels/border.cuh")),
     ("weight.cuh", include_str!("../../../kernels/weight.cuh")),
     ("nlm_fused.cu", include_str!("../../../kernels/nlm_fused.cu")),
+    ("nlm_exact.cu", include_str!("../../../kernels/nlm_exact.cu")),
 ];
 
 pub const KERNEL_NAME: &str = "nlm_fused";
+pub const EXACT_KERNEL_NAME: &str = "nlm_exact";
+
+/// Half-width of the rounding-tie window (8-bit code values) below which the fused kernel sends a
+/// sample to the exact f64 path; as the CPU backend, only for 8- and 10-bit samples.
+pub const TIE_WINDOW: f64 = 5.0e-4;
+
+/// The fused kernel and its exact f64 companion, from one module.
+#[derive(Debug, Clone)]
+pub struct Kernels {
+    pub fused: CudaFunction,
+    pub exact: CudaFunction,
+}
 
 /// Everything that is a compile-time constant of one kernel build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +48,11 @@ pub struct KernelVariant {
     pub step_x: u32,
     pub step_y: u32,
     pub sample_bytes: u32,
+    /// Stored units per 8-bit code value (1, 4, 64 or 256).
+    pub scale_to_8bit: u32,
+    /// Send samples near a rounding tie to the exact f64 path (bit-exact rounding like the
+    /// reference; costs throughput). Samples whose weights float cannot represent always go.
+    pub exact_ties: bool,
     pub weighting: Weighting,
     pub tile: TileConfig,
 }
@@ -63,6 +81,7 @@ impl KernelVariant {
         ]
         .iter()
         .map(|(k, v)| format!("-D{k}={v}"))
+        .chain(std::iter::once(format!("-DTIE_WINDOW={:e}f", if self.exact_ties && self.scale_to_8bit <= 4 { TIE_WINDOW * self.scale_to_8bit as f64 } else { 0.0 })))
         .collect()
     }
 }
@@ -106,8 +125,8 @@ fn ptx_cache() -> &'static Mutex<HashMap<PtxKey, Arc<String>>> {
     C.get_or_init(Default::default)
 }
 
-fn module_cache() -> &'static Mutex<HashMap<ModuleKey, (Arc<CudaModule>, CudaFunction)>> {
-    static C: OnceLock<Mutex<HashMap<ModuleKey, (Arc<CudaModule>, CudaFunction)>>> = OnceLock::new();
+fn module_cache() -> &'static Mutex<HashMap<ModuleKey, (Arc<CudaModule>, Kernels)>> {
+    static C: OnceLock<Mutex<HashMap<ModuleKey, (Arc<CudaModule>, Kernels)>>> = OnceLock::new();
     C.get_or_init(Default::default)
 }
 
@@ -124,8 +143,8 @@ pub fn cached_ptx(variant: &KernelVariant, arch: &str) -> Result<Arc<String>, St
     Ok(ptx)
 }
 
-/// The kernel function of `variant` on `ctx`'s device, loaded once per (device, variant).
-pub fn kernel(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> Result<CudaFunction, String> {
+/// The kernel functions of `variant` on `ctx`'s device, loaded once per (device, variant).
+pub fn kernel(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> Result<Kernels, String> {
     let key = (ctx.ordinal(), *variant);
     if let Some((_, f)) = module_cache().lock().map_err(|_| "module cache poisoned")?.get(&key) {
         return Ok(f.clone());
@@ -134,9 +153,11 @@ pub fn kernel(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> Result<CudaFun
     let arch = format!("compute_{major}{minor}");
     let ptx = cached_ptx(variant, &arch)?;
     let module = ctx.load_module(Ptx::from_src(ptx.as_str())).map_err(|e| format!("loading the {arch} module: {e}"))?;
-    let function = module.load_function(KERNEL_NAME).map_err(|e| format!("kernel {KERNEL_NAME}: {e}"))?;
-    module_cache().lock().map_err(|_| "module cache poisoned")?.insert(key, (module, function.clone()));
-    Ok(function)
+    let fused = module.load_function(KERNEL_NAME).map_err(|e| format!("kernel {KERNEL_NAME}: {e}"))?;
+    let exact = module.load_function(EXACT_KERNEL_NAME).map_err(|e| format!("kernel {EXACT_KERNEL_NAME}: {e}"))?;
+    let kernels = Kernels { fused, exact };
+    module_cache().lock().map_err(|_| "module cache poisoned")?.insert(key, (module, kernels.clone()));
+    Ok(kernels)
 }
 
 // ---- Other kernel families (kernels/multipass_*.cu): the same NVRTC options and the same two

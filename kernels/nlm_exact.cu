@@ -1,0 +1,106 @@
+// The exact path: samples the fused kernel queued (args.exact) are recomputed here one warp
+// each, in f64, with the reference backend's order of operations (src/backend/reference.rs), so
+// they round like the definition. Rare on real video (rounding ties, hopeless patches); common
+// only on noise-only test content. Uses the fused kernel's compile-time constants and arguments.
+
+__device__ __forceinline__ double exact_sample(const unsigned char* frame, unsigned long long plane, int w, int h, int x,
+                                               int y)
+{
+    return (double)reinterpret_cast<const sample_t*>(frame + plane)[mirror_index(y, h) * w + mirror_index(x, w)];
+}
+
+#define EXACT_EXP_SPLIT 600.0
+
+// Every f64 operation below is an explicit _rn intrinsic: the compiler must not fuse a multiply
+// and an add into one FMA, which would round differently from the reference (Rust does not fuse).
+__device__ __forceinline__ double exact_weight(double d2, double h, double offset)
+{
+    const double d = fmax(__dsub_rn(d2, offset), 0.0);
+#if WEIGHTING == WEIGHTING_WELSCH
+    const double x = __ddiv_rn(d, __dmul_rn(h, h));
+    // Below exp(-700) the reference's weights are (or approach) subnormal doubles; exp() on the
+    // GPU is not trusted to underflow gradually there, so scale through a normal intermediate:
+    // the final multiply rounds to the subnormal grid like a correctly rounded exp would.
+    return x > EXACT_EXP_SPLIT ? __dmul_rn(exp(EXACT_EXP_SPLIT - x), exp(-EXACT_EXP_SPLIT)) : exp(-x);
+#else
+    const double t = fmax(__dsub_rn(1.0, __ddiv_rn(d, __dmul_rn(h, h))), 0.0);
+    return __dmul_rn(t, t);
+#endif
+}
+
+// One warp per queued sample: the lanes compute the weights of 32 (frame, offset) pairs at a time
+// (each patch distance summed in the reference's order), lane 0 then adds them up in the
+// reference's order. Weights are >= 0; -1 marks the skipped centre.
+constexpr int EXACT_WARPS = 4;
+
+extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const NlmArgs args)
+{
+    __shared__ double weights[EXACT_WARPS][32];
+    __shared__ double values[EXACT_WARPS][32][N_OUTPUTS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned long long count = min(args.exact[0], args.exact_capacity);
+    const double norm = __ddiv_rn(1.0, __dmul_rn((double)N_GUIDES, (double)(PATCH_D * PATCH_D)));
+    const double inv_scale2 = __ddiv_rn(1.0, __dmul_rn((double)args.scale_to_8bit, (double)args.scale_to_8bit));
+    const int offsets = SEARCH_D * SEARCH_D;
+    const int pairs = args.n_frames * offsets;
+    for (unsigned long long e = blockIdx.x * (unsigned long long)EXACT_WARPS + warp; e < count;
+         e += (unsigned long long)gridDim.x * EXACT_WARPS) {
+        const unsigned long long entry = args.exact[1 + e];
+        const NlmGroup& grp = args.group[entry >> 32];
+        const unsigned at = (unsigned)entry;
+        const int px = at % args.out_w, py = at / args.out_w;
+        const double h = grp.h;
+        const unsigned char* target = args.ring + (unsigned long long)args.slot[args.target] * args.frame_bytes;
+        double sums[N_OUTPUTS];
+        for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = 0.0;
+        double total = 0.0, wmax = 0.0;
+        for (int base = 0; base < pairs; base += 32) {
+            const int k = base + lane;
+            double wt = -1.0;
+            if (k < pairs) {
+                const int f = k / offsets, r = k - f * offsets;
+                const int dy = r / SEARCH_D - SEARCH_R, dx = r % SEARCH_D - SEARCH_R;
+                if (!(f == args.target && dx == 0 && dy == 0)) {
+                    const unsigned char* frame = args.ring + (unsigned long long)args.slot[f] * args.frame_bytes;
+                    double ssd = 0.0;
+                    for (int g = 0; g < N_GUIDES; ++g) {
+                        for (int ky = -PATCH_R; ky <= PATCH_R; ++ky) {
+                            for (int kx = -PATCH_R; kx <= PATCH_R; ++kx) {
+                                const double d =
+                                    exact_sample(target, grp.guide[g], args.guide_w, args.guide_h, px * STEP_X + kx, py * STEP_Y + ky) -
+                                    exact_sample(frame, grp.guide[g], args.guide_w, args.guide_h, (px + dx) * STEP_X + kx,
+                                                 (py + dy) * STEP_Y + ky);
+                                ssd = __dadd_rn(ssd, __dmul_rn(d, d));
+                            }
+                        }
+                    }
+                    wt = exact_weight(__dmul_rn(__dmul_rn(ssd, norm), inv_scale2), h, (double)args.distance_offset);
+                    for (int o = 0; o < N_OUTPUTS; ++o)
+                        values[warp][lane][o] = exact_sample(frame, grp.output[o], args.out_w, args.out_h, px + dx, py + dy);
+                }
+            }
+            weights[warp][lane] = wt;
+            __syncwarp();
+            if (lane == 0) {
+                for (int j = 0; j < 32 && base + j < pairs; ++j) {
+                    const double w = weights[warp][j];
+                    if (w < 0.0) continue;
+                    wmax = fmax(wmax, w);
+                    total = __dadd_rn(total, w);
+                    for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = __dadd_rn(sums[o], __dmul_rn(w, values[warp][j][o]));
+                }
+            }
+            __syncwarp();
+        }
+        if (lane == 0) {
+            const double wc = __dmul_rn((double)args.wref, wmax);
+            total = __dadd_rn(total, wc);
+            for (int o = 0; o < N_OUTPUTS; ++o) {
+                const double centre = exact_sample(target, grp.output[o], args.out_w, args.out_h, px, py);
+                const double value = total > 0.0 ? __ddiv_rn(__dadd_rn(sums[o], __dmul_rn(wc, centre)), total) : centre;
+                const double q = fmin(fmax(floor(__dadd_rn(value, 0.5)), 0.0), (double)MAX_VALUE);
+                reinterpret_cast<sample_t*>(args.dst + grp.output[o])[at] = (sample_t)q;
+            }
+        }
+    }
+}
