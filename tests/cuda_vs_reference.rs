@@ -298,8 +298,13 @@ fn temporal_windows_and_pipeline_depths() {
     check(&Case { frames: 4, depth: 2, ..case(PixelFormat::P010_10LE, 17, 9, p) }, &mut rng);
     let p = Params { temporal_past: 0, temporal_future: 3, ..base() };
     check(&Case { frames: 6, depth: 1, ..case(PixelFormat::GRAY8, 33, 20, p) }, &mut rng);
+    // Search radius 0, one past frame, wref 1: every sample is (previous + centre) / 2 with equal
+    // weights, an exact tie half the time, which the f64 reference rounds by the last bit of its
+    // glibc exp(); the GPU's exp may differ by one ulp, so only the tolerance is checked here
+    // (uniform content skips the rarity rule), and wref 2 (no ties) checks the rest.
     let p = Params { temporal_past: 1, temporal_future: 0, search_radius: 0, ..base() };
-    check(&Case { frames: 4, ..case(PixelFormat::I420, 3, 5, p) }, &mut rng);
+    check(&Case { frames: 4, content: Content::Uniform, ..case(PixelFormat::I420, 3, 5, p) }, &mut rng);
+    check(&Case { frames: 4, ..case(PixelFormat::I420, 3, 5, Params { wref: 2.0, ..p }) }, &mut rng);
     // Strength, weighting and sigma changed mid-stream (no reconfigure, same compiled structure).
     let p = Params { temporal_past: 2, ..base() };
     let q = Params { strength: 25.0, weighting: Weighting::Bisquare, sigma: Some(3.0), ..p };
