@@ -3,7 +3,13 @@
 
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef};
+use rayon::prelude::*;
+
 use crate::planar::{PlanarFrame, Samples};
+
+/// Planes with at least this many samples are converted by several threads, a band of rows each.
+const PARALLEL_SAMPLES: usize = 1 << 18;
+const ROWS_PER_TASK: usize = 64;
 
 /// Copies every component of `src` into the planes of `dst` (which must have the frame's geometry).
 pub fn unpack(src: &FrameRef<'_>, dst: &mut PlanarFrame) -> Result<()> {
@@ -14,26 +20,43 @@ pub fn unpack(src: &FrameRef<'_>, dst: &mut PlanarFrame) -> Result<()> {
     for (comp, plane) in info.components.iter().zip(dst.planes.iter_mut()) {
         let data = src.plane(comp.memory_plane);
         let stride = src.stride(comp.memory_plane);
-        let w = plane.width;
-        for y in 0..plane.height {
-            let row = &data[y * stride + comp.offset..];
-            match &mut plane.samples {
-                Samples::U8(out) => {
-                    let out = &mut out[y * w..(y + 1) * w];
-                    if comp.step == 1 {
-                        out.copy_from_slice(&row[..w]);
-                    } else {
-                        for (x, o) in out.iter_mut().enumerate() {
-                            *o = row[x * comp.step];
+        let (w, h) = (plane.width, plane.height);
+        let row_in = |y: usize| &data[y * stride + comp.offset..];
+        let parallel = w * h >= PARALLEL_SAMPLES;
+        match &mut plane.samples {
+            Samples::U8(out) => {
+                let band = |(i, rows): (usize, &mut [u8])| {
+                    for (r, out) in rows.chunks_mut(w).enumerate() {
+                        let row = row_in(i * ROWS_PER_TASK + r);
+                        if comp.step == 1 {
+                            out.copy_from_slice(&row[..w]);
+                        } else {
+                            for (x, o) in out.iter_mut().enumerate() {
+                                *o = row[x * comp.step];
+                            }
                         }
                     }
+                };
+                if parallel {
+                    out.par_chunks_mut(w * ROWS_PER_TASK).enumerate().for_each(band);
+                } else {
+                    out.chunks_mut(w * ROWS_PER_TASK).enumerate().for_each(band);
                 }
-                Samples::U16(out) => {
-                    let out = &mut out[y * w..(y + 1) * w];
-                    for (x, o) in out.iter_mut().enumerate() {
-                        let i = x * comp.step;
-                        *o = u16::from_le_bytes([row[i], row[i + 1]]);
+            }
+            Samples::U16(out) => {
+                let band = |(i, rows): (usize, &mut [u16])| {
+                    for (r, out) in rows.chunks_mut(w).enumerate() {
+                        let row = row_in(i * ROWS_PER_TASK + r);
+                        for (x, o) in out.iter_mut().enumerate() {
+                            let j = x * comp.step;
+                            *o = u16::from_le_bytes([row[j], row[j + 1]]);
+                        }
                     }
+                };
+                if parallel {
+                    out.par_chunks_mut(w * ROWS_PER_TASK).enumerate().for_each(band);
+                } else {
+                    out.chunks_mut(w * ROWS_PER_TASK).enumerate().for_each(band);
                 }
             }
         }
@@ -50,29 +73,38 @@ pub fn pack(src: &PlanarFrame, dst: &mut FrameMut<'_>) -> Result<()> {
     }
     for (comp, plane) in info.components.iter().zip(src.planes.iter()) {
         let stride = dst.stride(comp.memory_plane);
-        let data = dst.plane_mut(comp.memory_plane);
-        let w = plane.width;
-        for y in 0..plane.height {
-            let row = &mut data[y * stride + comp.offset..];
-            match &plane.samples {
-                Samples::U8(inp) => {
-                    let inp = &inp[y * w..(y + 1) * w];
-                    if comp.step == 1 {
-                        row[..w].copy_from_slice(inp);
-                    } else {
+        let (w, h) = (plane.width, plane.height);
+        // Rows of the memory plane: the last one may be shorter than the stride.
+        let data = &mut dst.plane_mut(comp.memory_plane)[..stride * (h - 1) + comp.offset + w.saturating_sub(1) * comp.step + 1 + usize::from(plane.samples_are_u16())];
+        let band = |(i, rows): (usize, &mut [u8])| {
+            for (r, row) in rows.chunks_mut(stride).enumerate() {
+                let y = i * ROWS_PER_TASK + r;
+                let row = &mut row[comp.offset..];
+                match &plane.samples {
+                    Samples::U8(inp) => {
+                        let inp = &inp[y * w..(y + 1) * w];
+                        if comp.step == 1 {
+                            row[..w].copy_from_slice(inp);
+                        } else {
+                            for (x, v) in inp.iter().enumerate() {
+                                row[x * comp.step] = *v;
+                            }
+                        }
+                    }
+                    Samples::U16(inp) => {
+                        let inp = &inp[y * w..(y + 1) * w];
                         for (x, v) in inp.iter().enumerate() {
-                            row[x * comp.step] = *v;
+                            let j = x * comp.step;
+                            row[j..j + 2].copy_from_slice(&v.to_le_bytes());
                         }
                     }
                 }
-                Samples::U16(inp) => {
-                    let inp = &inp[y * w..(y + 1) * w];
-                    for (x, v) in inp.iter().enumerate() {
-                        let i = x * comp.step;
-                        row[i..i + 2].copy_from_slice(&v.to_le_bytes());
-                    }
-                }
             }
+        };
+        if w * h >= PARALLEL_SAMPLES {
+            data.par_chunks_mut(stride * ROWS_PER_TASK).enumerate().for_each(band);
+        } else {
+            data.chunks_mut(stride * ROWS_PER_TASK).enumerate().for_each(band);
         }
     }
     Ok(())
@@ -88,7 +120,8 @@ mod tests {
     #[test]
     fn every_format_round_trips_through_planes_with_padding() {
         for format in PixelFormat::ALL {
-            for (w, h) in [(1, 1), (3, 5), (8, 6), (17, 9)] {
+            // 701x401 planes are large enough to take the multi-threaded path.
+            for (w, h) in [(1, 1), (3, 5), (8, 6), (17, 9), (701, 401)] {
                 let info = VideoInfo::new(format, w, h).unwrap();
                 let strides: Vec<usize> = info.packed_strides().iter().map(|s| s + 7).collect();
                 let mut input = OwnedFrame::with_strides(info, &strides).unwrap();

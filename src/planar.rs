@@ -120,6 +120,10 @@ pub struct Plane {
 }
 
 impl Plane {
+    pub fn samples_are_u16(&self) -> bool {
+        matches!(self.samples, Samples::U16(_))
+    }
+
     #[inline]
     pub fn get(&self, x: usize, y: usize) -> u32 {
         self.samples.get(y * self.width + x)
