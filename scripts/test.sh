@@ -38,6 +38,10 @@ PROFILE_ARGS=(--release --no-fail-fast)
 
 mkdir -p target
 LOG=target/test-output.txt
+# The plugin's shared library, which the gst-launch test loads through GST_PLUGIN_PATH
+# (`cargo test` builds only the rlib).
+echo "== cargo build --release -p gst-plugin-nlmdenoise"
+cargo build --release -p gst-plugin-nlmdenoise
 echo "== cargo test --workspace ${PROFILE_ARGS[*]} $*"
 start=$(date +%s)
 cargo test --workspace "${PROFILE_ARGS[@]}" "$@" 2>&1 | tee "$LOG"

@@ -13,6 +13,12 @@ pub const MAX_STRENGTH: f32 = 1000.0;
 pub const MAX_WREF: f32 = 100.0;
 pub const MAX_SIGMA: f32 = 255.0;
 
+/// Luma strength per unit of noise sigma when only `sigma` is given: the least-squares fit of the
+/// best strengths found by `scripts/quality` (temporal past 2, sigma 5..30; docs/tuning.md).
+pub const STRENGTH_PER_SIGMA: f32 = 0.71;
+/// Chroma strength per unit of noise sigma (median of the per-clip fits; docs/tuning.md).
+pub const CHROMA_STRENGTH_PER_SIGMA: f32 = 0.85;
+
 /// How a patch distance becomes a weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Weighting {
@@ -114,6 +120,13 @@ impl Default for Params {
 }
 
 impl Params {
+    /// Sets `sigma` and the strengths that suit it (see [`STRENGTH_PER_SIGMA`]); used when a
+    /// caller knows the noise level but gave no strength.
+    pub fn with_noise_sigma(self, sigma: f32) -> Params {
+        let h = |k: f32| (k * sigma).clamp(0.01, MAX_STRENGTH);
+        Params { sigma: Some(sigma), strength: h(STRENGTH_PER_SIGMA), chroma_strength: h(CHROMA_STRENGTH_PER_SIGMA), ..self }
+    }
+
     /// Checks every range; formats are checked by [`crate::plan::DenoisePlan::new`].
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidParameter(m));
@@ -184,6 +197,16 @@ mod tests {
         assert!(Params { wref: -1.0, ..p }.validate().is_err());
         assert!(Params { sigma: Some(-2.0), ..p }.validate().is_err());
         Params { search_radius: 0, patch_radius: 0, temporal_past: 0, ..p }.validate().unwrap();
+    }
+
+    #[test]
+    fn sigma_sets_strengths_from_the_fit() {
+        let p = Params::default().with_noise_sigma(20.0);
+        assert_eq!(p.sigma, Some(20.0));
+        assert!((p.strength - 14.2).abs() < 1e-4);
+        assert!((p.chroma_strength - 17.0).abs() < 1e-4);
+        p.validate().unwrap();
+        assert!(Params::default().with_noise_sigma(0.0).validate().is_ok());
     }
 
     #[test]

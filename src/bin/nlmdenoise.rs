@@ -67,12 +67,14 @@ struct Cli {
     temporal_future: u32,
 
     /// Filtering strength h for luma (and RGB, joint and luma-guided weights), 8-bit units.
-    #[arg(long, default_value_t = Params::default().strength)]
-    strength: f32,
+    /// Default: 0.71 * sigma when --sigma is given, else 10.
+    #[arg(long)]
+    strength: Option<f32>,
 
     /// Filtering strength h for chroma planes with their own weights, 8-bit units.
-    #[arg(long, default_value_t = Params::default().chroma_strength)]
-    chroma_strength: f32,
+    /// Default: 0.85 * sigma when --sigma is given, else 10.
+    #[arg(long)]
+    chroma_strength: Option<f32>,
 
     /// Weight function: welsch (exp(-d2/h^2)) or bisquare ((1-d2/h^2)^2).
     #[arg(long, default_value_t = Params::default().weighting)]
@@ -142,19 +144,23 @@ struct Cli {
 
 impl Cli {
     fn params(&self) -> Params {
-        Params {
+        let base = Params {
             search_radius: self.search_radius,
             patch_radius: self.patch_radius,
             temporal_past: self.temporal_past,
             temporal_future: self.temporal_future,
-            strength: self.strength,
-            chroma_strength: self.chroma_strength,
             weighting: self.weighting,
             wref: self.wref,
             chroma_mode: self.chroma_mode,
             planes: self.planes,
-            sigma: self.sigma,
-        }
+            ..Params::default()
+        };
+        // Strengths follow the noise level unless given.
+        let p = match self.sigma {
+            Some(sigma) => base.with_noise_sigma(sigma),
+            None => base,
+        };
+        Params { strength: self.strength.unwrap_or(p.strength), chroma_strength: self.chroma_strength.unwrap_or(p.chroma_strength), ..p }
     }
 
     fn backend_options(&self) -> BackendOptions {

@@ -573,3 +573,16 @@ fn backend_options_are_locked_while_playing() {
 }
 
 use gst::glib;
+
+#[test]
+fn sigma_sets_strengths_unless_they_were_given() {
+    init();
+    let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
+    e.set_property("sigma", 20.0f32);
+    assert!((e.property::<f32>("strength") - 20.0 * nlmdenoise::params::STRENGTH_PER_SIGMA).abs() < 1e-4);
+    assert!((e.property::<f32>("chroma-strength") - 20.0 * nlmdenoise::params::CHROMA_STRENGTH_PER_SIGMA).abs() < 1e-4);
+    let e = gst::ElementFactory::make("nlmdenoise").property("strength", 7.0f32).build().unwrap();
+    e.set_property("sigma", 20.0f32);
+    assert_eq!(e.property::<f32>("strength"), 7.0);
+    assert_eq!(e.property::<f32>("sigma"), 20.0);
+}

@@ -63,6 +63,9 @@ struct Settings {
     options: BackendOptions,
     /// Bumped on every change of `params`; the streaming thread applies changes between frames.
     generation: u64,
+    /// The strengths were set explicitly; otherwise setting `sigma` also sets them
+    /// (Params::with_noise_sigma).
+    strength_set: bool,
 }
 
 /// What an output buffer inherits from its input frame.
@@ -424,7 +427,7 @@ impl ObjectImpl for NlmDenoise {
                     .build(),
                 glib::ParamSpecFloat::builder("sigma")
                     .nick("Noise sigma")
-                    .blurb("Noise standard deviation in 8-bit code values; 2*sigma^2 is subtracted from patch distances. -1 = not set")
+                    .blurb("Noise standard deviation in 8-bit code values; 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set, they become 0.71*sigma / 0.85*sigma. -1 = not set")
                     .minimum(SIGMA_UNSET)
                     .maximum(MAX_SIGMA)
                     .default_value(p.sigma.unwrap_or(SIGMA_UNSET))
@@ -461,7 +464,8 @@ impl ObjectImpl for NlmDenoise {
     }
 
     fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
-        let mut s = lock(&self.settings);
+        let mut guard = lock(&self.settings);
+        let s = &mut *guard;
         let old_future = s.params.temporal_future;
         // `value` has been validated against the pspec (type and range) by GObject.
         match pspec.name() {
@@ -493,8 +497,14 @@ impl ObjectImpl for NlmDenoise {
             name => {
                 let p = &mut s.params;
                 match name {
-                    "strength" => p.strength = value.get().unwrap_or(p.strength),
-                    "chroma-strength" => p.chroma_strength = value.get().unwrap_or(p.chroma_strength),
+                    "strength" => {
+                        p.strength = value.get().unwrap_or(p.strength);
+                        s.strength_set = true;
+                    }
+                    "chroma-strength" => {
+                        p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
+                        s.strength_set = true;
+                    }
                     "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
                     "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
                     "temporal-past" => p.temporal_past = value.get().unwrap_or(p.temporal_past),
@@ -523,18 +533,21 @@ impl ObjectImpl for NlmDenoise {
                     "sigma" => {
                         let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
                         p.sigma = if v < 0.0 { None } else { Some(v) };
+                        if let (Some(sigma), false) = (p.sigma, s.strength_set) {
+                            *p = p.with_noise_sigma(sigma);
+                        }
                     }
                     other => {
                         gst::warning!(CAT, imp = self, "unknown property {other}");
                         return;
                     }
                 }
-                self.params_changed(&mut s);
+                self.params_changed(s);
             }
         }
         gst::debug!(CAT, imp = self, "{} set", pspec.name());
         let latency_changed = s.params.temporal_future != old_future;
-        drop(s);
+        drop(guard);
         if latency_changed {
             // Let the pipeline query the new latency.
             let obj = self.obj();
