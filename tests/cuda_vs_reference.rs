@@ -11,134 +11,20 @@
 //! rounds it by weights below 1e-7 of the total, which float accumulation (the kernel's) cannot
 //! resolve. The count is printed; the tolerance still holds for every sample.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+mod common;
 
-use nlmdenoise::backend::cuda::{self, CudaBackend};
+use common::{assert_padding_kept, base, case, compare, denoise, gpu_or_skip, inputs, seed, tolerance, Case, Content, Waves};
+use nlmdenoise::backend::cuda::CudaBackend;
+use nlmdenoise::backend::reference::ReferenceBackend;
 use nlmdenoise::backend::{Backend, BackendOptions};
-use nlmdenoise::format::ComponentKind;
-use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo, Weighting};
+use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, Weighting};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 const POISON: u8 = 0x5C;
 
-fn gpu_or_skip(test: &str) -> bool {
-    if cuda::available() {
-        return true;
-    }
-    println!("SKIPPED: {test}: no usable CUDA device/driver/NVRTC");
-    eprintln!("SKIPPED: {test}: no usable CUDA device/driver/NVRTC");
-    false
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("NLM_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    });
-    eprintln!("NLM_TEST_SEED={s}");
-    s
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Content {
-    Uniform,
-    Smooth { amp: i32 },
-}
-
-/// (largest value in significant bits, left shift of the stored sample).
-fn depth(format: PixelFormat) -> (u32, u32) {
-    match format {
-        PixelFormat::I420_10LE => (1023, 0),
-        PixelFormat::P010_10LE => (1023, 6),
-        PixelFormat::GRAY16_LE | PixelFormat::Y444_16LE => (65535, 0),
-        _ => (255, 0),
-    }
-}
-
-fn make_frame(info: VideoInfo, content: Content, frame_no: usize, rng: &mut SmallRng) -> OwnedFrame {
-    let fi = info.format.info();
-    let mut f = OwnedFrame::new(info);
-    for p in &mut f.planes {
-        rng.fill(&mut p[..]);
-    }
-    let (maxv, shift) = depth(info.format);
-    let scale = (maxv + 1) as f64 / 256.0;
-    for (ci, c) in fi.components.iter().enumerate() {
-        let (w, h) = (info.width.div_ceil(c.sub_x), info.height.div_ceil(c.sub_y));
-        for y in 0..h {
-            for x in 0..w {
-                let v = match content {
-                    Content::Uniform => rng.random_range(0..=maxv),
-                    Content::Smooth { amp } => {
-                        let base = 40.0 + 150.0 * ((x as f64 * 0.27 + ci as f64).sin() * 0.5 + 0.5) * ((y as f64 * 0.19 + frame_no as f64 * 0.3).cos() * 0.5 + 0.5);
-                        let n = rng.random_range(-amp..=amp) as f64;
-                        (((base + n) * scale).round().clamp(0.0, maxv as f64)) as u32
-                    }
-                };
-                let v = v << shift;
-                let i = y * f.strides[c.memory_plane] + c.offset + x * c.step;
-                let plane = &mut f.planes[c.memory_plane];
-                if fi.bytes_per_sample == 1 {
-                    plane[i] = v as u8;
-                } else {
-                    plane[i..i + 2].copy_from_slice(&(v as u16).to_le_bytes());
-                }
-            }
-        }
-    }
-    f
-}
-
-fn samples(f: &OwnedFrame) -> Vec<Vec<u32>> {
-    let fi = f.info.format.info();
-    fi.components
-        .iter()
-        .map(|c| {
-            let (w, h) = (f.info.width.div_ceil(c.sub_x), f.info.height.div_ceil(c.sub_y));
-            let mut out = Vec::with_capacity(w * h);
-            for y in 0..h {
-                for x in 0..w {
-                    let i = y * f.strides[c.memory_plane] + c.offset + x * c.step;
-                    let p = &f.planes[c.memory_plane];
-                    out.push(if fi.bytes_per_sample == 1 { p[i] as u32 } else { u16::from_le_bytes([p[i], p[i + 1]]) as u32 });
-                }
-            }
-            out
-        })
-        .collect()
-}
-
-/// Denoises `inputs`; `retune` optionally changes the strengths after that many frames.
-fn run(backend: Box<dyn Backend>, params: Params, inputs: &[OwnedFrame], retune: Option<(usize, Params)>) -> Vec<OwnedFrame> {
-    let info = inputs[0].info;
-    let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, backend).unwrap();
-    let mut outs: Vec<Option<OwnedFrame>> = vec![None; inputs.len()];
-    let pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
-        let mut o = OwnedFrame::new(info);
-        for p in &mut o.planes {
-            p.fill(POISON);
-        }
-        match d.pop(&mut o.as_mut()).unwrap() {
-            Some(tag) => {
-                assert!(outs[tag].is_none(), "frame {tag} popped twice");
-                outs[tag] = Some(o);
-            }
-            None => break,
-        }
-    };
-    for (i, f) in inputs.iter().enumerate() {
-        if let Some((at, p)) = retune {
-            if i == at {
-                d.set_params(p).unwrap();
-            }
-        }
-        d.push(&f.as_ref(), i).unwrap();
-        pop_all(&mut d, &mut outs);
-    }
-    d.finish_stream().unwrap();
-    pop_all(&mut d, &mut outs);
-    outs.into_iter().enumerate().map(|(i, o)| o.unwrap_or_else(|| panic!("frame {i} never came out"))).collect()
-}
+/// Frequencies of this file's smooth test content.
+const WAVES: Waves = Waves { x: 0.27, y: 0.19, t: 0.3 };
 
 fn cuda_backend(depth: usize) -> Box<dyn Backend> {
     let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
@@ -147,57 +33,25 @@ fn cuda_backend(depth: usize) -> Box<dyn Backend> {
     Box::new(b)
 }
 
-#[derive(Debug, Clone)]
-struct Case {
-    format: PixelFormat,
-    width: usize,
-    height: usize,
-    params: Params,
-    frames: usize,
-    content: Content,
-    depth: usize,
-    retune: Option<(usize, Params)>,
-}
-
-fn case(format: PixelFormat, width: usize, height: usize, params: Params) -> Case {
-    Case { format, width, height, params, frames: 3, content: Content::Smooth { amp: 12 }, depth: 0, retune: None }
+fn run(backend: Box<dyn Backend>, c: &Case, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
+    let d: Denoiser<usize> = Denoiser::with_backend(inputs[0].info, c.params, backend).unwrap();
+    denoise(d, inputs, c.extra_out, POISON, c.retune)
 }
 
 /// Runs both backends; returns the largest difference seen (stored units).
 fn check(c: &Case, rng: &mut SmallRng) -> u32 {
-    let info = VideoInfo::new(c.format, c.width, c.height).unwrap();
-    let inputs: Vec<OwnedFrame> = (0..c.frames).map(|i| make_frame(info, c.content, i, rng)).collect();
-    let reference = run(Box::new(nlmdenoise::backend::reference::ReferenceBackend::new()), c.params, &inputs, c.retune);
-    let gpu = run(cuda_backend(c.depth), c.params, &inputs, c.retune);
-    let fi = c.format.info();
-    let (maxv, shift) = depth(c.format);
-    let tol = (((maxv + 1) / 256) << shift).max(1);
-    let (mut total, mut differing, mut worst) = (0usize, 0usize, 0u32);
-    for (i, ((r, g), input)) in reference.iter().zip(&gpu).zip(&inputs).enumerate() {
-        let (rs, gs, is) = (samples(r), samples(g), samples(input));
-        for (ci, comp) in fi.components.iter().enumerate() {
-            if comp.kind == ComponentKind::PassThrough {
-                assert_eq!(gs[ci], is[ci], "{c:?}: frame {i} component {ci} (pass-through) changed");
-            }
-            for (k, (&a, &b)) in rs[ci].iter().zip(&gs[ci]).enumerate() {
-                total += 1;
-                if a != b {
-                    differing += 1;
-                    worst = worst.max(a.abs_diff(b));
-                    assert!(a.abs_diff(b) <= tol, "{c:?}: frame {i} component {ci} sample {k}: reference {a}, cuda {b} (tolerance {tol})");
-                }
-            }
-        }
-    }
+    let inputs = inputs(c, WAVES, rng);
+    let reference = run(Box::new(ReferenceBackend::new()), c, &inputs);
+    let gpu = run(cuda_backend(c.depth), c, &inputs);
+    // Every difference counts.
+    let diff = compare(c, "cuda", &reference, &gpu, &inputs, tolerance(c.format), 0);
+    assert_padding_kept(c, &reference, &gpu, POISON);
+    let (total, differing) = (diff.total, diff.differing);
     if matches!(c.content, Content::Smooth { .. }) {
         assert!(differing * 100 <= total.max(100), "{c:?}: {differing} of {total} samples differ (more than 1%)");
     }
-    eprintln!("{:?} {}x{} {:?}: {differing}/{total} differ, max {worst}", c.format, c.width, c.height, c.content);
-    worst
-}
-
-fn base() -> Params {
-    Params { search_radius: 2, patch_radius: 1, temporal_past: 0, temporal_future: 0, strength: 10.0, chroma_strength: 14.0, ..Params::default() }
+    eprintln!("{:?} {}x{} {:?}: {differing}/{total} differ, max {}", c.format, c.width, c.height, c.content, diff.max);
+    diff.max
 }
 
 #[test]

@@ -1,0 +1,253 @@
+//! Helpers shared by the backend-vs-reference integration tests (`cpu_vs_reference`,
+//! `cuda_vs_reference`): printed random seeds, random test frames, running a `Denoiser` over a
+//! stream with poisoned output frames, and comparing two backends' outputs sample by sample.
+//!
+//! Each test file includes this with `mod common;`; not every file uses every helper.
+#![allow(dead_code)]
+
+use std::fmt::Debug;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nlmdenoise::backend::cuda;
+use nlmdenoise::format::ComponentKind;
+use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
+use rand::rngs::SmallRng;
+use rand::Rng;
+
+/// The seed of this test: `NLM_TEST_SEED` when set, else the clock. Printed (stderr) so that a
+/// failure can be rerun with `NLM_TEST_SEED=<seed>`.
+pub fn seed() -> u64 {
+    let s = std::env::var("NLM_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+    });
+    eprintln!("NLM_TEST_SEED={s}");
+    s
+}
+
+/// True when a CUDA device and NVRTC can be used; otherwise prints a visible "SKIPPED" line (on
+/// stdout and stderr) for `test` and returns false.
+pub fn gpu_or_skip(test: &str) -> bool {
+    if cuda::available() {
+        return true;
+    }
+    println!("SKIPPED: {test}: no usable CUDA device/driver/NVRTC");
+    eprintln!("SKIPPED: {test}: no usable CUDA device/driver/NVRTC");
+    false
+}
+
+/// The parameters most cases start from.
+pub fn base() -> Params {
+    Params { search_radius: 2, patch_radius: 1, temporal_past: 0, temporal_future: 0, strength: 10.0, chroma_strength: 14.0, ..Params::default() }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Content {
+    /// Uniform random samples over the whole range (mostly the exact fallback path).
+    Uniform,
+    /// A smooth gradient plus noise of +-`amp` 8-bit code values (mostly the fast path).
+    Smooth { amp: i32 },
+}
+
+/// Frequencies of the `Content::Smooth` gradient: radians per column (`x`), per row (`y`) and per
+/// frame (`t`). Each test file keeps its own, so that its inputs for a given seed stay the same.
+#[derive(Clone, Copy, Debug)]
+pub struct Waves {
+    pub x: f64,
+    pub y: f64,
+    pub t: f64,
+}
+
+/// One backend-vs-reference case: a stream of `frames` random frames of `content`.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub format: PixelFormat,
+    pub width: usize,
+    pub height: usize,
+    pub params: Params,
+    pub frames: usize,
+    pub content: Content,
+    /// Bytes of row padding of the input frames (random garbage).
+    pub extra_in: usize,
+    /// Bytes of row padding of the output frames (poisoned; must stay so).
+    pub extra_out: usize,
+    /// `BackendOptions::pipeline_depth` of the backend under test (0: its default).
+    pub depth: usize,
+    /// After that many frames, switch to those parameters (`Denoiser::set_params`).
+    pub retune: Option<(usize, Params)>,
+}
+
+/// Three frames of smooth content (noise +-12), packed, default pipeline depth, no retune.
+pub fn case(format: PixelFormat, width: usize, height: usize, params: Params) -> Case {
+    Case { format, width, height, params, frames: 3, content: Content::Smooth { amp: 12 }, extra_in: 0, extra_out: 0, depth: 0, retune: None }
+}
+
+/// The input frames of a case, drawn from `rng`.
+pub fn inputs(c: &Case, waves: Waves, rng: &mut SmallRng) -> Vec<OwnedFrame> {
+    let info = VideoInfo::new(c.format, c.width, c.height).unwrap();
+    (0..c.frames).map(|i| make_frame(info, c.extra_in, c.content, waves, i, rng)).collect()
+}
+
+/// Significant-bit range of stored samples: (largest value in significant bits, left shift of
+/// the stored sample).
+pub fn depth(format: PixelFormat) -> (u32, u32) {
+    match format {
+        PixelFormat::I420_10LE => (1023, 0),
+        PixelFormat::P010_10LE => (1023, 6),
+        PixelFormat::GRAY16_LE | PixelFormat::Y444_16LE => (65535, 0),
+        _ => (255, 0),
+    }
+}
+
+/// One 8-bit code value in stored units (2^(bits-8), shifted like the samples; 1 for 8-bit).
+pub fn tolerance(format: PixelFormat) -> u32 {
+    let (maxv, shift) = depth(format);
+    (((maxv + 1) / 256) << shift).max(1)
+}
+
+/// A frame with `extra` bytes of row padding per memory plane; every byte random first (so padding
+/// holds garbage), then every component sample drawn from `content`.
+pub fn make_frame(info: VideoInfo, extra: usize, content: Content, waves: Waves, frame_no: usize, rng: &mut SmallRng) -> OwnedFrame {
+    let fi = info.format.info();
+    let strides: Vec<usize> = info.packed_strides().iter().map(|s| s + extra).collect();
+    let mut f = OwnedFrame::with_strides(info, &strides).unwrap();
+    for p in &mut f.planes {
+        rng.fill(&mut p[..]);
+    }
+    let (maxv, shift) = depth(info.format);
+    let scale = (maxv + 1) as f64 / 256.0;
+    for (ci, c) in fi.components.iter().enumerate() {
+        let (w, h) = (info.width.div_ceil(c.sub_x), info.height.div_ceil(c.sub_y));
+        for y in 0..h {
+            for x in 0..w {
+                let v = match content {
+                    Content::Uniform => rng.random_range(0..=maxv),
+                    Content::Smooth { amp } => {
+                        let base = 40.0 + 150.0 * ((x as f64 * waves.x + ci as f64).sin() * 0.5 + 0.5) * ((y as f64 * waves.y + frame_no as f64 * waves.t).cos() * 0.5 + 0.5);
+                        let n = rng.random_range(-amp..=amp) as f64;
+                        (((base + n) * scale).round().clamp(0.0, maxv as f64)) as u32
+                    }
+                };
+                let v = v << shift;
+                let i = y * strides[c.memory_plane] + c.offset + x * c.step;
+                let plane = &mut f.planes[c.memory_plane];
+                if fi.bytes_per_sample == 1 {
+                    plane[i] = v as u8;
+                } else {
+                    plane[i..i + 2].copy_from_slice(&(v as u16).to_le_bytes());
+                }
+            }
+        }
+    }
+    f
+}
+
+/// Every component sample of a frame, per component.
+pub fn samples(f: &OwnedFrame) -> Vec<Vec<u32>> {
+    let fi = f.info.format.info();
+    fi.components
+        .iter()
+        .map(|c| {
+            let (w, h) = (f.info.width.div_ceil(c.sub_x), f.info.height.div_ceil(c.sub_y));
+            let mut out = Vec::with_capacity(w * h);
+            for y in 0..h {
+                for x in 0..w {
+                    let i = y * f.strides[c.memory_plane] + c.offset + x * c.step;
+                    let p = &f.planes[c.memory_plane];
+                    out.push(if fi.bytes_per_sample == 1 { p[i] as u32 } else { u16::from_le_bytes([p[i], p[i + 1]]) as u32 });
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// Pushes every input (tagged with its index) through `d`, popping after each push and after
+/// `finish_stream`, into output frames with `extra_out` bytes of row padding whose every byte is
+/// `poison` before the pop. `retune`: after that many frames, switch to those parameters.
+/// Checks that each frame comes out exactly once; returns the outputs in input order.
+pub fn denoise(mut d: Denoiser<usize>, inputs: &[OwnedFrame], extra_out: usize, poison: u8, retune: Option<(usize, Params)>) -> Vec<OwnedFrame> {
+    let info = inputs[0].info;
+    let strides: Vec<usize> = info.packed_strides().iter().map(|s| s + extra_out).collect();
+    let mut outs: Vec<Option<OwnedFrame>> = vec![None; inputs.len()];
+    let pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
+        let mut o = OwnedFrame::with_strides(info, &strides).unwrap();
+        for p in &mut o.planes {
+            p.fill(poison);
+        }
+        match d.pop(&mut o.as_mut()).unwrap() {
+            Some(tag) => {
+                assert!(outs[tag].is_none(), "frame {tag} popped twice");
+                outs[tag] = Some(o);
+            }
+            None => break,
+        }
+    };
+    for (i, f) in inputs.iter().enumerate() {
+        if let Some((at, p)) = retune {
+            if i == at {
+                d.set_params(p).unwrap();
+            }
+        }
+        d.push(&f.as_ref(), i).unwrap();
+        pop_all(&mut d, &mut outs);
+    }
+    d.finish_stream().unwrap();
+    pop_all(&mut d, &mut outs);
+    outs.into_iter().enumerate().map(|(i, o)| o.unwrap_or_else(|| panic!("frame {i} never came out"))).collect()
+}
+
+/// Sample statistics of one backend's outputs against the reference's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Diff {
+    /// Samples compared (every component, pass-through ones included).
+    pub total: usize,
+    /// Samples whose difference exceeds the `notable` threshold given to `compare`.
+    pub differing: usize,
+    /// Largest difference of any sample, in stored units.
+    pub max: u32,
+}
+
+/// Compares `outputs` (of the backend called `name`) with `reference` sample by sample: asserts
+/// that pass-through components equal the `inputs`, and that every sample differing by more than
+/// `notable` stored units differs by at most `tol`. `case` labels the failure messages. With
+/// `NLM_TEST_VERBOSE` set, every differing sample is printed.
+pub fn compare(case: &dyn Debug, name: &str, reference: &[OwnedFrame], outputs: &[OwnedFrame], inputs: &[OwnedFrame], tol: u32, notable: u32) -> Diff {
+    let verbose = std::env::var_os("NLM_TEST_VERBOSE").is_some();
+    let mut diff = Diff::default();
+    for (i, ((r, g), input)) in reference.iter().zip(outputs).zip(inputs).enumerate() {
+        let fi = input.info.format.info();
+        let (rs, gs, is) = (samples(r), samples(g), samples(input));
+        for (ci, comp) in fi.components.iter().enumerate() {
+            if comp.kind == ComponentKind::PassThrough {
+                assert_eq!(gs[ci], is[ci], "{case:?}: frame {i} component {ci} (pass-through) changed");
+            }
+            for (k, (&a, &b)) in rs[ci].iter().zip(&gs[ci]).enumerate() {
+                diff.total += 1;
+                diff.max = diff.max.max(a.abs_diff(b));
+                if a.abs_diff(b) > notable {
+                    diff.differing += 1;
+                    if verbose {
+                        eprintln!("frame {i} component {ci} sample {k}: reference {a}, {name} {b}");
+                    }
+                    assert!(a.abs_diff(b) <= tol, "{case:?}: frame {i} component {ci} sample {k}: reference {a}, {name} {b} (tolerance {tol})");
+                }
+            }
+        }
+    }
+    diff
+}
+
+/// Bytes outside the samples (row padding) of the outputs keep the `poison` pattern, in the
+/// reference's outputs and the tested backend's alike.
+pub fn assert_padding_kept(case: &dyn Debug, reference: &[OwnedFrame], outputs: &[OwnedFrame], poison: u8) {
+    for (i, (r, g)) in reference.iter().zip(outputs).enumerate() {
+        let fi = g.info.format.info();
+        for (p, (rp, gp)) in r.planes.iter().zip(&g.planes).enumerate() {
+            let row = fi.memory_plane_row_bytes(p, g.info.width);
+            for (y, (ra, ga)) in rp.chunks(r.strides[p]).zip(gp.chunks(g.strides[p])).enumerate() {
+                assert_eq!(&ra[row.min(ra.len())..], &ga[row.min(ga.len())..], "{case:?}: frame {i} plane {p} row {y} padding");
+                assert!(ga[row.min(ga.len())..].iter().all(|&b| b == poison), "{case:?}: frame {i} plane {p} row {y} padding not poisoned");
+            }
+        }
+    }
+}
