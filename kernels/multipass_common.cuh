@@ -78,7 +78,11 @@ typedef unsigned short mp_sample_t;
 #define STORE_LOG (INTER == INTER_F32 && WEIGHTING == 0)
 
 #define MP_LEVEL_NONE 3.0e38f
+// As weight.cuh: above MP_LEVEL_UNDERFLOW every f64 weight of the definition is 0 (keep the
+// input); between MP_LEVEL_DENORMAL and it the definition's own weights are (nearly) subnormal
+// doubles, which float cannot imitate: such samples go to the exact f64 path.
 #define MP_LEVEL_UNDERFLOW (745.5f * 1.4426950f)
+#define MP_LEVEL_DENORMAL (700.f * 1.4426950f)
 
 constexpr int PATCH_D = 2 * PATCH_R + 1;
 
@@ -105,6 +109,8 @@ struct MpArgs {
     unsigned long long group_words;     // words per group in vbuf and wbuf
     unsigned long long image_words;     // words per word image (>= vw * eh and ew * eh)
     unsigned long long accum_floats;    // floats per group in accum: (2 + N_OUTPUTS) * out_w * out_h
+    unsigned long long* exact;          // finalize: exact[0] count, exact[1..] samples for nlm_exact.cu
+    unsigned long long exact_capacity;
     MpGroup group[MP_MAX_BATCH];
     int slot[MP_MAX_P];                 // ring slot of the frame each offset points into
     int dx[MP_MAX_P], dy[MP_MAX_P];     // offsets in output-plane samples
@@ -117,6 +123,8 @@ struct MpArgs {
     int ex0, ey0, ew, eh;               // grid of the weight images (may extend past the plane)
     int vw;                             // columns of the vertical-sum images: STEP_X * (ew - 1) + PATCH_D
     float wref;
+    float tie_window;                   // finalize: |v - floor(v) - 0.5| below this goes exact (f32)
+    float exact_below;                  // finalize: a largest weight below this goes exact (not STORE_LOG)
 };
 
 #ifdef MP_ARGS_BYTES

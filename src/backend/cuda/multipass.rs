@@ -6,7 +6,11 @@
 //! The host side shares everything but the kernels with the fused path: the loader, the NVRTC
 //! caches ([`super::module::program_module`]), the device ring and upload ([`super::ring`]), the
 //! output frames and download ([`super::download`]), the batching of weight groups and the weight
-//! constants ([`super::launch`]).
+//! constants ([`super::launch`]), and the exact f64 path (kernels/nlm_exact.cu, loaded from the
+//! fused program's module, [`super::module::kernel`]): `mp_finalize` queues the samples the
+//! intermediates cannot decide like the reference (rounding ties, weights in f64's subnormal
+//! range, the edge of the bisquare support, weights too small for f16/unorm10; see
+//! [`exact_below`]) and the exact kernel recomputes them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -14,7 +18,8 @@ use std::sync::Arc;
 use cudarc::driver::{result, CudaContext, CudaFunction};
 
 use super::download::OutputFrame;
-use super::launch::{self, Batch, FrameLayout, MAX_BATCH, MAX_FRAMES, MAX_PLANES};
+use super::launch::{self, Batch, FrameLayout, NlmArgs, TileConfig, MAX_BATCH, MAX_FRAMES, MAX_PLANES};
+use super::module::KernelVariant;
 use super::raw::{self, DeviceBuffer, Event, Stream};
 use super::ring::DeviceRing;
 use super::{backend_err, loader, module, open_context, unavailable};
@@ -46,6 +51,43 @@ pub const MP_ROWS: u32 = 8;
 /// below 2^-11 rounds to 0 anyway; f16 keeps weights down to 2^-24.
 pub const WELSCH_CUT_UNORM10: f64 = 11.0;
 pub const WELSCH_CUT_F16: f64 = 24.0;
+
+/// Blocks of the exact-path kernel (grid-stride over its list; as the fused path).
+const EXACT_BLOCKS: u32 = 2112;
+
+/// f32 bisquare: a largest weight below this is at the edge of the support, where float's
+/// rounding of the distance is large relative to `1 - x` (as kernels/weight.cuh `needs_exact`).
+pub const EXACT_BELOW_F32_BISQUARE: f32 = 1.0e-6;
+/// unorm10: a largest weight below 16 steps of the stored weight (1/1023) goes exact. Below it the
+/// stored weights carry a relative error of more than 1/32 from their own rounding (and, for
+/// bisquare, more than the distance error `P_d / 2046` relative to `sqrt(w)`), and a weight of the
+/// reference below half a step is stored as 0: with every weight that small the sample was kept
+/// (or averaged with one quantized weight) where the reference averages — 10 code values off on
+/// smooth content with steep gradients and bisquare h = 16 (tests/cuda_multipass.rs).
+pub const EXACT_BELOW_UNORM10: f32 = 16.0 / 1023.0;
+/// f16: the same rule at f16's resolution (weights relative 2^-11, distances relative 2^-11).
+pub const EXACT_BELOW_F16: f32 = 1.0 / 1024.0;
+
+/// The largest weight below which `mp_finalize` sends a sample to the exact f64 path (not used
+/// by f32 welsch, which stores exponents and tests the subnormal range instead).
+pub fn exact_below(weighting: Weighting, inter: Intermediate) -> f32 {
+    match (inter, weighting) {
+        (Intermediate::F32, Weighting::Welsch) => 0.0,
+        (Intermediate::F32, Weighting::Bisquare) => EXACT_BELOW_F32_BISQUARE,
+        (Intermediate::F16, _) => EXACT_BELOW_F16,
+        (Intermediate::Unorm10, _) => EXACT_BELOW_UNORM10,
+    }
+}
+
+/// Half-width of the rounding-tie window of `mp_finalize` in stored units: the fused path's rule
+/// (8- and 10-bit samples, f32 only: f16/unorm10 are off by more than the window anyway).
+pub fn tie_window(inter: Intermediate, scale_to_8bit: f32, exact_ties: bool) -> f32 {
+    if inter == Intermediate::F32 && exact_ties && scale_to_8bit <= 4.0 {
+        (module::TIE_WINDOW * scale_to_8bit as f64) as f32
+    } else {
+        0.0
+    }
+}
 
 /// Checks `offsets_per_pass` (1..=4).
 pub fn validate_offsets_per_pass(p: u32) -> Result<()> {
@@ -170,6 +212,8 @@ pub struct MpArgs {
     pub group_words: u64,
     pub image_words: u64,
     pub accum_floats: u64,
+    pub exact: u64,
+    pub exact_capacity: u64,
     pub group: [MpGroup; MAX_BATCH],
     pub slot: [i32; MAX_P],
     pub dx: [i32; MAX_P],
@@ -188,6 +232,8 @@ pub struct MpArgs {
     pub eh: i32,
     pub vw: i32,
     pub wref: f32,
+    pub tie_window: f32,
+    pub exact_below: f32,
 }
 
 pub const MP_ARGS_BYTES: usize = std::mem::size_of::<MpArgs>();
@@ -347,6 +393,7 @@ pub struct MultipassBackend {
     depth: usize,
     per_pass: u32,
     inter: Intermediate,
+    exact_ties: bool,
     poison_outputs: bool,
     // Dropped (after synchronising, see Drop) before the streams.
     state: Option<MpState>,
@@ -377,6 +424,7 @@ impl MultipassBackend {
             depth: options.pipeline_depth,
             per_pass: options.offsets_per_pass,
             inter: options.intermediate,
+            exact_ties: std::env::var(super::EXACT_TIES_ENV).map(|v| v != "0").unwrap_or(true),
             poison_outputs: false,
             state: None,
             kernels: HashMap::new(),
@@ -405,6 +453,28 @@ impl MultipassBackend {
         let k = MpKernels { f: [load(KERNEL_NAMES[0])?, load(KERNEL_NAMES[1])?, load(KERNEL_NAMES[2])?, load(KERNEL_NAMES[3])?] };
         self.kernels.insert(*v, k.clone());
         Ok(k)
+    }
+
+    /// The fused program's variant whose `nlm_exact` serves batch `b` (the variant the fused backend
+    /// would build, so both share the NVRTC and module caches).
+    fn exact_variant(&self, plan: &DenoisePlan, b: &Batch, sample_bytes: usize) -> KernelVariant {
+        KernelVariant {
+            search_radius: plan.search_radius,
+            patch_radius: plan.patch_radius,
+            guides: b.guides,
+            outputs: b.outputs,
+            step_x: b.step_x,
+            step_y: b.step_y,
+            sample_bytes: sample_bytes as u32,
+            scale_to_8bit: plan.scale_to_8bit as u32,
+            exact_ties: self.exact_ties,
+            weighting: plan.weighting,
+            tile: TileConfig::choose(plan.search_radius, plan.patch_radius, b.guides, b.step_x, b.step_y),
+        }
+    }
+
+    fn exact_kernel(&self, plan: &DenoisePlan, b: &Batch, sample_bytes: usize) -> Result<CudaFunction> {
+        Ok(module::kernel(&self.ctx, &self.exact_variant(plan, b, sample_bytes)).map_err(backend_err)?.exact)
     }
 
     fn launch_one(&self, f: &CudaFunction, grid: (u32, u32, u32), args: &mut MpArgs, what: &str) -> Result<()> {
@@ -438,10 +508,15 @@ impl MultipassBackend {
         let variants: Vec<MpVariant> = state.batches.iter().map(|b| MpVariant::new(plan, &b.batch, sample_bytes, self.per_pass, self.inter)).collect();
         for (bi, v) in variants.iter().enumerate() {
             let k = self.kernels(v)?;
+            let exact_fn = {
+                let b = &self.state.as_ref().expect("configured").batches[bi].batch;
+                self.exact_kernel(plan, b, sample_bytes)?
+            };
             let state = self.state.as_ref().expect("configured");
             let mb = &state.batches[bi];
             let b = &mb.batch;
             let layout = &state.ring.layout;
+            let exact = &state.outputs[out].exact;
             let mut args = MpArgs {
                 ring: state.ring.frames.ptr,
                 dst: state.outputs[out].device.ptr,
@@ -452,12 +527,16 @@ impl MultipassBackend {
                 group_words: mb.group_words as u64,
                 image_words: mb.image_words as u64,
                 accum_floats: mb.accum_floats as u64,
+                exact: exact.ptr,
+                exact_capacity: state.outputs[out].exact_capacity as u64,
                 target_slot: job.slot as i32,
                 out_w: b.out_w as i32,
                 out_h: b.out_h as i32,
                 guide_w: b.guide_w as i32,
                 guide_h: b.guide_h as i32,
                 wref: plan.wref,
+                tie_window: tie_window(self.inter, plan.scale_to_8bit, self.exact_ties),
+                exact_below: exact_below(plan.weighting, self.inter),
                 ..Default::default()
             };
             for (z, &gi) in b.groups.iter().enumerate() {
@@ -500,8 +579,52 @@ impl MultipassBackend {
                 self.launch_one(&k.f[2], grids[2], &mut args, "mp_accumulate")?;
             }
             args.n_off = if packs.is_empty() { 0 } else { 1 };
+            // SAFETY: the count word lies in the list's allocation; stream-ordered before finalize.
+            unsafe { result::memset_d8_async(exact.ptr, 0, 8, self.compute.raw) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
             let grids = pass_grids(&weight_grid(false, 0, 0, 1, b.out_w, b.out_h), b.out_w, b.out_h, b.groups.len());
             self.launch_one(&k.f[3], grids[2], &mut args, "mp_finalize")?;
+            // The exact f64 path for the samples finalize queued (kernels/nlm_exact.cu).
+            let mut nargs = NlmArgs {
+                ring: args.ring,
+                dst: args.dst,
+                frame_bytes: args.frame_bytes,
+                out_w: args.out_w,
+                out_h: args.out_h,
+                guide_w: args.guide_w,
+                guide_h: args.guide_h,
+                wref: plan.wref,
+                distance_offset: plan.distance_offset,
+                scale_to_8bit: plan.scale_to_8bit,
+                exact: args.exact,
+                exact_capacity: args.exact_capacity,
+                ..Default::default()
+            };
+            // Frames in time order, the target among them (the reference's summation order).
+            let mut window: Vec<(i32, usize)> = job.references.iter().map(|r| (r.dt, r.slot)).collect();
+            window.push((0, job.slot));
+            window.sort_by_key(|w| w.0);
+            for (i, &(dt, slot)) in window.iter().enumerate() {
+                nargs.slot[i] = slot as i32;
+                if dt == 0 {
+                    nargs.target = i as i32;
+                }
+            }
+            nargs.n_frames = window.len() as i32;
+            for (z, &gi) in b.groups.iter().enumerate() {
+                let g = &plan.groups[gi];
+                let ng = &mut nargs.group[z];
+                ng.guide = args.group[z].guide;
+                ng.output = args.group[z].output;
+                ng.k_dist = args.group[z].k_dist;
+                ng.k_bias = args.group[z].k_bias;
+                ng.h = g.h;
+            }
+            let mut params = [&mut nargs as *mut NlmArgs as *mut std::ffi::c_void];
+            // SAFETY: the argument block matches nlm_exact's NlmArgs (size checked at compile time);
+            // its pointers lie in this backend's allocations; the kernel reads the count finalize
+            // wrote before it (same stream) and bounds it by exact_capacity.
+            unsafe { result::launch_kernel(exact_fn.cu_function(), (EXACT_BLOCKS, 1, 1), (128, 1, 1), 0, self.compute.raw, &mut params) }
+                .map_err(|e| Error::Backend(format!("launching the exact path: {e}")))?;
         }
         Ok(())
     }
@@ -577,9 +700,10 @@ impl Backend for MultipassBackend {
             let vbuf = DeviceBuffer::new(&self.ctx, 4 * group_words * groups).map_err(backend_err)?;
             let wbuf = DeviceBuffer::new(&self.ctx, 4 * group_words * groups).map_err(backend_err)?;
             let accum = DeviceBuffer::new(&self.ctx, 4 * accum_floats * groups).map_err(backend_err)?;
-            batches.push(MpBatch { batch: b, vbuf, wbuf, accum, image_words, group_words, accum_floats });
             // Compile now rather than on the first frame.
             self.kernels(&v)?;
+            self.exact_kernel(plan, &b, geometry.bytes_per_sample)?;
+            batches.push(MpBatch { batch: b, vbuf, wbuf, accum, image_words, group_words, accum_floats });
         }
         self.state = Some(MpState { geometry: geometry.clone(), ring, outputs, next_output: 0, in_flight: VecDeque::new(), batches });
         Ok(())
@@ -658,7 +782,7 @@ mod tests {
     #[test]
     fn args_block_size_is_stable() {
         assert_eq!(std::mem::size_of::<MpGroup>(), 64);
-        assert_eq!(MP_ARGS_BYTES, 368);
+        assert_eq!(MP_ARGS_BYTES, 392);
     }
 
     #[test]
