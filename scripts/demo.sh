@@ -34,9 +34,9 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i "testsrc2=size=$SIZE:rate=25"
 echo "== noise: white Gaussian, sigma $SIGMA, seed 1"
 "$BIN/addnoise" -i "$CLEAN" -o "$NOISY" --sigma "$SIGMA" --seed 1
 
-echo "== denoising: nlmdenoise --backend $BACKEND ${DEMO_ARGS:-}"
+echo "== denoising: nlmdenoise --backend $BACKEND --sigma $SIGMA ${DEMO_ARGS:-}  (strengths follow sigma)"
 # shellcheck disable=SC2086
-"$BIN/nlmdenoise" -i "$NOISY" -o "$DENOISED" --backend "$BACKEND" --psnr-ref "$CLEAN" ${DEMO_ARGS:-} 2>&1 | tee "$OUT/result.txt"
+"$BIN/nlmdenoise" -i "$NOISY" -o "$DENOISED" --backend "$BACKEND" --psnr-ref "$CLEAN" --sigma "$SIGMA" ${DEMO_ARGS:-} 2>&1 | tee "$OUT/result.txt"
 
 # A side-by-side video (noisy | denoised | clean) to look at; optional.
 if ffmpeg -hide_banner -loglevel error -y -i "$NOISY" -i "$DENOISED" -i "$CLEAN" \
