@@ -11,7 +11,9 @@ if [ "${1:-}" = "--collect" ]; then
   cargo build --release -p nlmdenoise --bins --tests
   cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench
   rm -rf "$B"; mkdir -p "$B"
-  cp "$(ls -t target/release/deps/cuda_multipass-* | grep -v '\.d$' | head -1)" "$B/cuda_multipass"
+  for t in cuda_multipass cuda_vs_reference; do
+    cp "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
+  done
   cp target/release/bench_multipass target/release/bench_cuda target/release/examples/pipeline_bench "$B/"
   strip --strip-debug "$B"/*
   du -sh "$B"
@@ -28,9 +30,13 @@ if [ "${SKIP_MULTIPASS:-0}" != 1 ]; then
   echo "== multipass tests" > "$OUT/multipass.txt"
   timeout 120 $B/cuda_multipass --nocapture --test-threads=4 2>&1 | grep -E 'PASS|FAIL|SKIPPED|panicked|test result|SEED' >> "$OUT/multipass.txt"
   echo "== multipass memcheck" >> "$OUT/multipass.txt"
-  timeout 90 "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_multipass --test-threads=2 f32_group_kinds f32_temporal 2>&1 | grep -E 'ERROR SUMMARY|test result|Invalid' | sort | uniq -c >> "$OUT/multipass.txt"
+  timeout 60 "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_multipass --test-threads=2 f32_group_kinds f32_temporal 2>&1 | grep -E 'ERROR SUMMARY|test result|Invalid' | sort | uniq -c >> "$OUT/multipass.txt"
   grep -E 'FAIL|test result|SUMMARY' "$OUT/multipass.txt" | cut -c1-300
 fi
+
+echo "== cuda_vs_reference" > "$OUT/fused.txt"
+timeout 100 $B/cuda_vs_reference --test-threads=8 >> "$OUT/fused.txt" 2>&1
+grep -E 'FAIL|panicked|test result' "$OUT/fused.txt" | cut -c1-300
 
 echo "== bench_cuda" > "$OUT/bench_cuda.txt"
 timeout 150 $B/bench_cuda --iters 100 --frames 600 >> "$OUT/bench_cuda.txt" 2>&1
