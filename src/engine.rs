@@ -99,12 +99,27 @@ impl<T> Denoiser<T> {
         let slot = self.window.push();
         if let Err(e) = self.backend.upload(slot, &planar) {
             // The window counted a frame the ring does not hold: start over from the next frame.
-            self.window.reset();
-            self.discard_pending();
+            self.spare.push(planar);
+            self.recover_from_backend_error();
             return Err(e);
         }
         self.pending.push_back(Pending { tag, frame: planar });
-        self.run_ready_jobs()
+        let r = self.run_ready_jobs();
+        if r.is_err() {
+            self.recover_from_backend_error();
+        }
+        r
+    }
+
+    /// After a backend error the window, the pending frames and the backend's queue of launched
+    /// jobs no longer agree: forget all three (frames already ready stay), so that the next frame
+    /// starts a new window instead of being paired with a stale job.
+    fn recover_from_backend_error(&mut self) {
+        self.window.reset();
+        self.discard_pending();
+        if let Err(e) = self.backend.configure(&self.geometry, &self.plan, self.window.slots()) {
+            tracing::warn!("reconfiguring the backend after an error failed: {e}");
+        }
     }
 
     /// Launches every job whose window is complete and finishes jobs beyond the pipeline depth.
@@ -163,7 +178,7 @@ impl<T> Denoiser<T> {
         });
         self.window.reset();
         if r.is_err() {
-            self.discard_pending();
+            self.recover_from_backend_error();
         }
         r
     }
@@ -173,6 +188,7 @@ impl<T> Denoiser<T> {
         while self.launched > 0 {
             // Completing in-flight work keeps an asynchronous backend's queue consistent.
             if self.finish_oldest().is_err() {
+                self.recover_from_backend_error();
                 break;
             }
         }
@@ -202,7 +218,11 @@ impl<T> Denoiser<T> {
         }
         self.finish_stream()?;
         let window = TemporalWindow::new(params.temporal_past, params.temporal_future, self.backend.pipeline_depth());
-        self.backend.configure(&self.geometry, &plan, window.slots())?;
+        if let Err(e) = self.backend.configure(&self.geometry, &plan, window.slots()) {
+            // Keep running with the previous parameters.
+            self.backend.configure(&self.geometry, &self.plan, self.window.slots())?;
+            return Err(e);
+        }
         self.window = window;
         self.params = params;
         self.plan = plan;

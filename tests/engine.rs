@@ -378,3 +378,69 @@ fn cuda_without_a_usable_gpu_is_an_error_not_a_panic() {
         }
     }
 }
+
+/// The reference backend with failures on demand, for the engine's error recovery.
+struct FlakyBackend {
+    inner: nlmdenoise::backend::reference::ReferenceBackend,
+    fail_next_launch: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// `configure` with this search radius fails after half-configuring the inner backend.
+    refuse_search_radius: u32,
+}
+
+impl nlmdenoise::backend::Backend for FlakyBackend {
+    fn describe(&self) -> String {
+        "flaky reference".into()
+    }
+    fn configure(&mut self, g: &Geometry, plan: &nlmdenoise::plan::DenoisePlan, slots: usize) -> nlmdenoise::Result<()> {
+        if plan.search_radius == self.refuse_search_radius {
+            self.inner.configure(g, plan, 0)?;
+            return Err(Error::Unsupported("search radius refused by the test backend".into()));
+        }
+        self.inner.configure(g, plan, slots)
+    }
+    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> nlmdenoise::Result<()> {
+        self.inner.upload(slot, frame)
+    }
+    fn launch(&mut self, job: &nlmdenoise::window::Job, plan: &nlmdenoise::plan::DenoisePlan) -> nlmdenoise::Result<()> {
+        if self.fail_next_launch.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Backend("injected launch failure".into()));
+        }
+        self.inner.launch(job, plan)
+    }
+    fn finish(&mut self, out: &mut PlanarFrame) -> nlmdenoise::Result<()> {
+        self.inner.finish(out)
+    }
+}
+
+#[test]
+fn backend_errors_leave_the_engine_consistent() {
+    let info = VideoInfo::new(PixelFormat::GRAY8, 9, 7).unwrap();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let frames: Vec<OwnedFrame> = (0..4).map(|_| frame_from(info, |_, _, _| rng.random_range(0..256))).collect();
+    let params = small_params();
+    let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let backend = FlakyBackend { inner: Default::default(), fail_next_launch: fail.clone(), refuse_search_radius: 5 };
+    let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, Box::new(backend)).unwrap();
+    d.push(&frames[0].as_ref(), 0).unwrap();
+    assert_eq!(pop(&mut d).unwrap().0, 0);
+
+    // A failed launch loses that frame but not the stream: the next frame starts a new window
+    // and comes out with its own tag and its own pixels.
+    fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(d.push(&frames[1].as_ref(), 1).is_err());
+    d.push(&frames[2].as_ref(), 2).unwrap();
+    let (tag, out) = pop(&mut d).unwrap();
+    assert_eq!(tag, 2);
+    let fresh = denoise_all(BackendKind::Reference, params, &frames[2..3]);
+    assert_eq!(out, fresh[0], "frame after the error is denoised as the first of a new window");
+    assert!(pop(&mut d).is_none());
+
+    // A backend that refuses new parameters keeps working with the old ones.
+    assert!(d.set_params(Params { search_radius: 5, ..params }).is_err());
+    assert_eq!(d.params().search_radius, params.search_radius);
+    d.push(&frames[3].as_ref(), 3).unwrap();
+    let (tag, out) = pop(&mut d).unwrap();
+    assert_eq!(tag, 3);
+    let fresh = denoise_all(BackendKind::Reference, params, &frames[3..4]);
+    assert_eq!(out, fresh[0]);
+}

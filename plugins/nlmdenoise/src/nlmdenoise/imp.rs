@@ -177,7 +177,7 @@ impl NlmDenoise {
         } else {
             state.last_duration.unwrap_or(gst::ClockTime::ZERO)
         };
-        frame_duration * frames
+        frame_duration.checked_mul(frames).unwrap_or(gst::ClockTime::MAX)
     }
 
     /// Applies property changes made since the last frame.
@@ -198,7 +198,8 @@ impl NlmDenoise {
                 gst::debug!(CAT, imp = self, "parameters changed to {params:?}");
                 Ok(())
             }
-            Err(nlmdenoise::Error::InvalidParameter(msg)) => {
+            Err(nlmdenoise::Error::InvalidParameter(msg)) | Err(nlmdenoise::Error::Unsupported(msg)) => {
+                // The engine keeps the previous parameters.
                 gst::element_imp_warning!(self, gst::LibraryError::Settings, ("Ignoring the new parameters: {msg}"));
                 Ok(())
             }
@@ -751,7 +752,7 @@ impl BaseTransformImpl for NlmDenoise {
         if let gst::QueryViewMut::Latency(q) = query.view_mut() {
             let (live, min, max) = q.result();
             gst::debug!(CAT, imp = self, "upstream latency min {min} max {}, adding {ours}", max.display());
-            q.set(live, min + ours, max.map(|m| m + ours));
+            q.set(live, min.saturating_add(ours), max.map(|m| m.saturating_add(ours)));
         }
         true
     }
@@ -764,6 +765,8 @@ impl BaseTransformImpl for NlmDenoise {
                 None
             }
             EventView::Eos(_) => Some("eos"),
+            // A gap must not overtake the frames held back for future references.
+            EventView::Gap(_) => Some("gap event"),
             EventView::Segment(_) => Some("new segment"),
             EventView::StreamStart(_) => Some("stream start"),
             EventView::Caps(c) => {
