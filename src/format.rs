@@ -166,7 +166,14 @@ impl PixelFormat {
         }
     }
 
-    pub fn info(self) -> FormatInfo {
+    /// The format's layout (a table built once; no allocation per call).
+    pub fn info(self) -> &'static FormatInfo {
+        static TABLE: std::sync::LazyLock<Vec<FormatInfo>> = std::sync::LazyLock::new(|| PixelFormat::ALL.iter().map(|f| f.build_info()).collect());
+        let i = PixelFormat::ALL.iter().position(|f| *f == self).expect("every format is in ALL");
+        &TABLE[i]
+    }
+
+    fn build_info(self) -> FormatInfo {
         use ComponentKind::*;
         use PixelFormat::*;
         let c = |kind, memory_plane, offset, step, sub_x, sub_y| Component { kind, memory_plane, offset, step, sub_x, sub_y };

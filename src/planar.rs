@@ -77,7 +77,7 @@ pub struct Geometry {
 
 impl Geometry {
     pub fn from_video_info(info: &VideoInfo) -> Self {
-        let fi: FormatInfo = info.format.info();
+        let fi: &FormatInfo = info.format.info();
         let planes = fi
             .components
             .iter()
