@@ -365,6 +365,13 @@ fn empty_gap_buffer_drains_and_starts_a_new_window() {
     let gap = with_meta(gst::Buffer::new(), 2, gst::BufferFlags::GAP);
     h.push(gap).unwrap();
     assert_eq!(h.buffers_in_queue(), 2, "the held frame was drained at the gap");
+    let mut gap_events = Vec::new();
+    while let Some(ev) = h.try_pull_event() {
+        if let gst::EventView::Gap(g) = ev.view() {
+            gap_events.push(g.get());
+        }
+    }
+    assert_eq!(gap_events, vec![(f[2].pts().unwrap(), f[2].duration())], "the gap is announced downstream");
     h.push(f[3].clone()).unwrap();
     assert!(h.push_event(gst::event::Eos::new()));
     let outs = pull_all(&mut h);

@@ -865,6 +865,10 @@ impl BaseTransformImpl for NlmDenoise {
                 drop(guard);
                 gst::debug!(CAT, imp = self, "gap buffer without a frame at {}: new temporal window", inbuf.pts().display());
                 self.drain("gap")?;
+                // Tell downstream (sinks, aggregators) that this time range has no data.
+                if let Some(pts) = inbuf.pts() {
+                    let _ = self.obj().src_pad().push_event(gst::event::Gap::builder(pts).duration(inbuf.duration()).build());
+                }
                 return Ok(GenerateOutputSuccess::NoOutput);
             }
             self.process_input(state, &inbuf)?;
