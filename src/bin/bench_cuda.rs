@@ -9,6 +9,14 @@
 //! End to end: host frames through `Denoiser` (unpack, upload, kernels, download, pack), wall clock.
 //!
 //!   cargo run --release --bin bench_cuda -- [--iters 400] [--frames 600] [--sweep]
+//!
+//! Brief mode (`--brief`, used by `scripts/bench`): one row per configuration and path, printed as
+//! soon as it is measured: kernel only with the default tile and tie handling, end to end at
+//! `--depth` only, with "ns per (sample x offset x frame)" and the GPU share of one 1080p60 stream.
+//! `--search-radius/--patch-radius/--past/--future` (comma lists) replace the two reference
+//! configurations by one per combination (R-live values where a flag is not given); `--config`
+//! keeps one reference configuration; `--only kernel|e2e` skips the other path; `--backend cpu`
+//! runs the end-to-end rows on the CPU backend (`--threads`, 0 = all cores).
 
 use std::time::Instant;
 
@@ -38,6 +46,37 @@ struct Args {
     width: usize,
     #[arg(long, default_value_t = 1080)]
     height: usize,
+    /// Search radii (comma list); with any of the four window flags, one "custom" configuration
+    /// per combination replaces R-live and R-knlm (R-live values for flags not given).
+    #[arg(long, value_delimiter = ',')]
+    search_radius: Vec<u32>,
+    /// Patch radii (comma list).
+    #[arg(long, value_delimiter = ',')]
+    patch_radius: Vec<u32>,
+    /// Past frames (comma list).
+    #[arg(long, value_delimiter = ',')]
+    past: Vec<u32>,
+    /// Future frames (comma list).
+    #[arg(long, value_delimiter = ',')]
+    future: Vec<u32>,
+    /// Only this reference configuration: live (R-live) or knlm (R-knlm).
+    #[arg(long)]
+    config: Option<String>,
+    /// Only one path: kernel or e2e.
+    #[arg(long)]
+    only: Option<String>,
+    /// One row per configuration and path, printed as measured (see the file's doc comment).
+    #[arg(long)]
+    brief: bool,
+    /// Pipeline depth of the end-to-end row in brief mode.
+    #[arg(long, default_value_t = 2)]
+    depth: usize,
+    /// Backend of the end-to-end rows in brief mode: cuda or cpu.
+    #[arg(long, default_value = "cuda")]
+    backend: String,
+    /// CPU backend worker threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 /// Host-side costs per frame of the end-to-end path (no GPU work): the engine's unpack and pack,
@@ -80,16 +119,60 @@ fn host_profile(info: VideoInfo) {
 }
 
 struct Config {
-    name: &'static str,
+    name: String,
     params: Params,
 }
 
 fn configs() -> Vec<Config> {
     let base = Params::default();
     vec![
-        Config { name: "R-live", params: Params { search_radius: 3, patch_radius: 2, temporal_past: 2, temporal_future: 0, ..base } },
-        Config { name: "R-knlm", params: Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base } },
+        Config { name: "R-live".into(), params: Params { search_radius: 3, patch_radius: 2, temporal_past: 2, temporal_future: 0, ..base } },
+        Config { name: "R-knlm".into(), params: Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base } },
     ]
+}
+
+/// The configurations the command line asks for: the reference ones (optionally one of them), or
+/// one "custom" configuration per combination of the window flags.
+fn selected_configs(args: &Args) -> Result<Vec<Config>, String> {
+    if args.search_radius.is_empty() && args.patch_radius.is_empty() && args.past.is_empty() && args.future.is_empty() {
+        let all = configs();
+        return match args.config.as_deref() {
+            None => Ok(all),
+            Some(c) => {
+                let name = match c {
+                    "live" | "R-live" => "R-live",
+                    "knlm" | "R-knlm" => "R-knlm",
+                    _ => return Err(format!("--config {c}: expected live or knlm")),
+                };
+                Ok(all.into_iter().filter(|x| x.name == name).collect())
+            }
+        };
+    }
+    let live = configs().remove(0).params;
+    let or = |v: &Vec<u32>, d: u32| if v.is_empty() { vec![d] } else { v.clone() };
+    let mut out = Vec::new();
+    for &a in &or(&args.search_radius, live.search_radius) {
+        for &s in &or(&args.patch_radius, live.patch_radius) {
+            for &p in &or(&args.past, live.temporal_past) {
+                for &f in &or(&args.future, live.temporal_future) {
+                    let params = Params { search_radius: a, patch_radius: s, temporal_past: p, temporal_future: f, ..live };
+                    params.validate().map_err(|e| format!("search {a} patch {s} past {p} future {f}: {e}"))?;
+                    out.push(Config { name: format!("custom a{a} s{s} p{p} f{f}"), params });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Positions at which weights are computed per frame: the sum over weight groups of the size of
+/// the group's output planes (one position per output pixel; 1.5 x width x height for I420 with
+/// independent chroma).
+fn weight_positions(geometry: &Geometry, plan: &DenoisePlan) -> usize {
+    plan.groups.iter().map(|g| {
+        let p = geometry.planes[g.outputs[0]];
+        p.width * p.height
+    }).sum()
 }
 
 /// A noisy moving pattern (never zeros: real data paths only).
@@ -180,7 +263,17 @@ fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize,
     let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
     let mut b = CudaBackend::new(&opts)?;
     b.set_exact_ties(exact_ties);
-    let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, Box::new(b))?;
+    denoiser_fps(info, params, frames, Box::new(b))
+}
+
+/// End-to-end frames per second of the CPU backend with `threads` workers (0 = all cores).
+fn cpu_end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, threads: usize) -> nlmdenoise::Result<f64> {
+    let b = nlmdenoise::backend::create(&BackendOptions { kind: BackendKind::Cpu, threads, ..Default::default() })?;
+    denoiser_fps(info, params, frames, b)
+}
+
+fn denoiser_fps(info: VideoInfo, params: &Params, frames: usize, backend: Box<dyn Backend>) -> nlmdenoise::Result<f64> {
+    let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, backend)?;
     let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
     let mut out = OwnedFrame::new(info);
     // Warm-up (allocations, first launches).
@@ -204,18 +297,90 @@ fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize,
     Ok(popped as f64 / secs)
 }
 
+/// Brief mode: one row per configuration and path, printed (and flushed) as soon as measured.
+fn brief(args: &Args, info: VideoInfo, configs: &[Config]) {
+    use std::io::Write;
+    let kernel = args.only.as_deref() != Some("e2e");
+    let e2e = args.only.as_deref() != Some("kernel");
+    let cpu = args.backend == "cpu";
+    println!("| config | path | size | a | s | past | future | ms/frame | frames/s | ns per (sample x offset x frame) | GPU share of one 1080p60 stream |");
+    println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let size = format!("{}x{}", info.width, info.height);
+    for c in configs {
+        let p = &c.params;
+        let geometry = Geometry::from_video_info(&info);
+        let plan = match DenoisePlan::new(&geometry, p) {
+            Ok(plan) => plan,
+            Err(e) => {
+                println!("| {} | plan | {size} | {} | {} | {} | {} | error: {e} | | | |", c.name, p.search_radius, p.patch_radius, p.temporal_past, p.temporal_future);
+                continue;
+            }
+        };
+        let work = (weight_positions(&geometry, &plan) * (2 * p.search_radius as usize + 1).pow(2) * p.window_frames() as usize) as f64;
+        let row = |path: &str, r: nlmdenoise::Result<f64>, share: bool| {
+            let head = format!("| {} | {path} | {size} | {} | {} | {} | {}", c.name, p.search_radius, p.patch_radius, p.temporal_past, p.temporal_future);
+            match r {
+                Ok(ms) => {
+                    let share = if share && info.width == 1920 && info.height == 1080 { format!("{:.1}%", 60.0 * ms / 1000.0 * 100.0) } else { String::new() };
+                    println!("{head} | {ms:.3} | {:.1} | {:.4} | {share} |", 1e3 / ms, ms * 1e6 / work);
+                }
+                Err(e) => println!("{head} | error: {e} | | | |"),
+            }
+            let _ = std::io::stdout().flush();
+        };
+        if kernel && !cpu {
+            row("kernel only", kernel_ms(info, p, args.iters, None, true).map(|(ms, _)| ms), true);
+        }
+        if e2e {
+            if cpu {
+                let threads = if args.threads == 0 { "all cores".to_string() } else { format!("{} threads", args.threads) };
+                row(&format!("end to end, CPU backend, {threads}"), cpu_end_to_end_fps(info, p, args.frames, args.threads).map(|fps| 1e3 / fps), false);
+            } else {
+                row(&format!("end to end, pipeline depth {}", args.depth), end_to_end_fps(info, p, args.frames, args.depth, true).map(|fps| 1e3 / fps), false);
+            }
+        }
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
+    let configs = match selected_configs(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bench_cuda: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Some(o) = args.only.as_deref() {
+        if o != "kernel" && o != "e2e" {
+            eprintln!("bench_cuda: --only {o}: expected kernel or e2e");
+            std::process::exit(2);
+        }
+    }
+    if args.backend != "cuda" && args.backend != "cpu" {
+        eprintln!("bench_cuda: --backend {}: expected cuda or cpu", args.backend);
+        std::process::exit(2);
+    }
+    if args.brief && args.backend == "cpu" {
+        brief(&args, info, &configs);
+        return;
+    }
     if !nlmdenoise::backend::cuda::available() {
         println!("SKIPPED: no usable CUDA device/driver/NVRTC");
+        return;
+    }
+    if args.brief {
+        brief(&args, info, &configs);
         return;
     }
     host_profile(info);
     let (peak, peak_desc) = fp32_peak(0).unwrap_or((f64::NAN, "unknown".into()));
     println!("fp32 peak: {peak_desc}");
     let mut rows = Vec::new();
-    for c in configs() {
+    let kernel = args.only.as_deref() != Some("e2e");
+    let e2e = args.only.as_deref() != Some("kernel");
+    for c in configs {
         let geometry = Geometry::from_video_info(&info);
         let plan = DenoisePlan::new(&geometry, &c.params).expect("plan");
         let ops = ops_per_frame(&geometry, &plan, c.params.window_frames() as usize);
@@ -228,6 +393,9 @@ fn main() {
                     tiles.push((Some(t), true));
                 }
             }
+        }
+        if !kernel {
+            tiles.clear();
         }
         for (tile, exact_ties) in tiles {
             match kernel_ms(info, &c.params, args.iters, tile, exact_ties) {
@@ -249,7 +417,8 @@ fn main() {
                 Err(e) => rows.push(format!("| {} | kernel only, tile {tile:?} | error: {e} | | | | |", c.name)),
             }
         }
-        for (depth, exact_ties) in [(0, true), (2, true), (4, true), (2, false)] {
+        let depths: &[(usize, bool)] = if e2e { &[(0, true), (2, true), (4, true), (2, false)] } else { &[] };
+        for &(depth, exact_ties) in depths {
             let ties = if exact_ties { "" } else { ", ties in f32" };
             match end_to_end_fps(info, &c.params, args.frames, depth, exact_ties) {
                 Ok(fps) => rows.push(format!("| {} | end to end, pipeline depth {depth}{ties} | {:.3} | {fps:.0} | | | |", c.name, 1e3 / fps)),
