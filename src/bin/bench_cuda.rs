@@ -20,6 +20,10 @@
 
 use std::time::Instant;
 
+#[path = "shared/bench_frames.rs"]
+mod bench_frames;
+use bench_frames::frame;
+
 use clap::Parser;
 use cudarc::driver::{sys, CudaContext};
 use nlmdenoise::backend::cuda::launch::TileConfig;
@@ -175,23 +179,6 @@ fn weight_positions(geometry: &Geometry, plan: &DenoisePlan) -> usize {
     }).sum()
 }
 
-/// A noisy moving pattern (never zeros: real data paths only).
-fn frame(info: VideoInfo, n: usize, seed: u64) -> OwnedFrame {
-    let mut f = OwnedFrame::new(info);
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(n as u64 * 1442695040888963407 + 1);
-    for (pi, p) in f.planes.iter_mut().enumerate() {
-        let stride = f.strides[pi];
-        for (i, b) in p.iter_mut().enumerate() {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let (x, y) = ((i % stride) as f32, (i / stride) as f32);
-            let base = 128.0 + 60.0 * ((x + 2.0 * n as f32) * 0.05).sin() * (y * 0.03).cos();
-            *b = (base + ((s >> 40) % 21) as f32 - 10.0).clamp(0.0, 255.0) as u8;
-        }
-    }
-    f
-}
 
 /// Floating-point operations per (output sample, search offset, frame) of the algorithm as the
 /// fused kernel computes it, for `guides` guide and `outputs` output planes: squared difference
