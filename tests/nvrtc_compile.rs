@@ -49,14 +49,11 @@ fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
         .collect()
 }
 
-#[test]
-fn every_variant_compiles_for_hopper_and_turing() {
-    if !nvrtc_or_skip() {
-        return;
-    }
-    let mut all = Vec::new();
+/// Formats and parameters whose kernel variants both GPU paths must compile: every weight-group
+/// kind, both sample sizes, both weightings, R-knlm and the radius extremes.
+fn variant_cases() -> Vec<(PixelFormat, Params)> {
     let base = Params::default();
-    let cases = [
+    vec![
         (PixelFormat::I420, base),
         (PixelFormat::NV12, Params { weighting: Weighting::Bisquare, ..base }),
         (PixelFormat::I420, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
@@ -70,7 +67,16 @@ fn every_variant_compiles_for_hopper_and_turing() {
         (PixelFormat::I420, Params { search_radius: 0, patch_radius: 0, ..base }),
         (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
         (PixelFormat::I420_10LE, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::LumaGuided, ..base }),
-    ];
+    ]
+}
+
+#[test]
+fn every_variant_compiles_for_hopper_and_turing() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let mut all = Vec::new();
+    let cases = variant_cases();
     for (f, p) in cases {
         for v in variants(f, &p) {
             if !all.contains(&v) {
@@ -119,21 +125,7 @@ fn every_multipass_variant_compiles() {
     if !nvrtc_or_skip() {
         return;
     }
-    let base = Params::default();
-    let cases = [
-        (PixelFormat::I420, base),
-        (PixelFormat::NV12, Params { weighting: Weighting::Bisquare, ..base }),
-        (PixelFormat::I420, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
-        (PixelFormat::Y42B, Params { chroma_mode: ChromaMode::LumaGuided, ..base }),
-        (PixelFormat::Y444, Params { chroma_mode: ChromaMode::Joint, ..base }),
-        (PixelFormat::RGBA, Params { weighting: Weighting::Bisquare, ..base }),
-        (PixelFormat::P010_10LE, base),
-        (PixelFormat::GRAY16_LE, Params { planes: PlaneSelection::Luma, ..base }),
-        (PixelFormat::I420, Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base }),
-        (PixelFormat::I420, Params { search_radius: 0, patch_radius: 0, ..base }),
-        (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
-        (PixelFormat::I420_10LE, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::LumaGuided, ..base }),
-    ];
+    let cases = variant_cases();
     let mut all: Vec<MpVariant> = Vec::new();
     for (f, p) in cases {
         let g = Geometry::from_video_info(&VideoInfo::new(f, 64, 48).unwrap());
