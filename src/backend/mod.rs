@@ -131,6 +131,41 @@ pub trait Backend: Send {
     fn pipeline_depth(&self) -> usize {
         0
     }
+
+    /// Starts computing every job of `jobs` (in order) with `plan`: the batched form of
+    /// [`Self::launch`] used by chunked processing (one chunk = one batch). The jobs are then
+    /// completed one by one, in the same order, with [`Self::finish`]. Every frame a job reads
+    /// must have been uploaded before this call.
+    ///
+    /// A backend must accept any number of launched-but-unfinished jobs up to the ring size
+    /// (growing its output/download buffers on demand). The default launches the jobs one at a
+    /// time; a GPU backend runs them as one launch with a grid over z (frames).
+    fn launch_batch(&mut self, jobs: &[Job], plan: &DenoisePlan) -> Result<()> {
+        for job in jobs {
+            self.launch(job, plan)?;
+        }
+        Ok(())
+    }
+
+    /// Free and total memory of the device this backend computes on; `None` for host backends
+    /// (no limit known). Used to choose the chunk size automatically.
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        None
+    }
+
+    /// Device memory that one more frame costs with `geometry` and `plan`: one ring slot plus
+    /// one in-flight output frame (and any per-frame working buffers). 0 for host backends.
+    fn device_bytes_per_frame(&self, geometry: &Geometry, plan: &DenoisePlan) -> u64 {
+        let _ = (geometry, plan);
+        0
+    }
+}
+
+/// Memory of a compute device, in bytes ([`Backend::device_memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub free: u64,
+    pub total: u64,
 }
 
 /// Creates the backend `options` ask for. `Auto` falls back to the CPU backend, with a log line
