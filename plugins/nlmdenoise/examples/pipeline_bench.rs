@@ -13,8 +13,9 @@ use gst::prelude::*;
 
 const DISTINCT_FRAMES: usize = 8;
 
-fn noisy_i420(width: usize, height: usize, seed: u32) -> Vec<u8> {
-    let size = width * height + 2 * width.div_ceil(2) * height.div_ceil(2);
+/// One I420 frame of `size` bytes (GStreamer's layout, row strides rounded up to 4: at 854x480 a
+/// frame is larger than width x height x 1.5) with a horizontal ramp plus noise.
+fn noisy_i420(width: usize, size: usize, seed: u32) -> Vec<u8> {
     let mut state = seed.wrapping_mul(2654435761).wrapping_add(1);
     (0..size)
         .map(|i| {
@@ -39,7 +40,8 @@ fn run(width: usize, height: usize, frames: usize, element: Option<&str>) -> any
         .field("framerate", gst::Fraction::new(60, 1))
         .build();
     src.set_caps(Some(&caps));
-    let templates: Vec<gst::Buffer> = (0..DISTINCT_FRAMES).map(|i| gst::Buffer::from_mut_slice(noisy_i420(width, height, i as u32))).collect();
+    let size = gst_video::VideoInfo::from_caps(&caps)?.size();
+    let templates: Vec<gst::Buffer> = (0..DISTINCT_FRAMES).map(|i| gst::Buffer::from_mut_slice(noisy_i420(width, size, i as u32))).collect();
     let duration = gst::ClockTime::from_nseconds(1_000_000_000 / 60);
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing)?;
