@@ -52,8 +52,7 @@ impl<T> Denoiser<T> {
         let info = VideoInfo::new(info.format, info.width, info.height)?;
         let geometry = Geometry::from_video_info(&info);
         let plan = DenoisePlan::new(&geometry, &params)?;
-        let window = TemporalWindow::new(params.temporal_past, params.temporal_future, backend.pipeline_depth());
-        backend.configure(&geometry, &plan, window.slots())?;
+        let window = configure_backend(backend.as_mut(), &geometry, &plan, &params)?;
         tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
         Ok(Denoiser { info, geometry, params, plan, backend, window, pending: VecDeque::new(), launched: 0, ready: VecDeque::new(), spare: Vec::new() })
     }
@@ -117,8 +116,9 @@ impl<T> Denoiser<T> {
     fn recover_from_backend_error(&mut self) {
         self.window.reset();
         self.discard_pending();
-        if let Err(e) = self.backend.configure(&self.geometry, &self.plan, self.window.slots()) {
-            tracing::warn!("reconfiguring the backend after an error failed: {e}");
+        match configure_backend(self.backend.as_mut(), &self.geometry, &self.plan, &self.params) {
+            Ok(w) => self.window = w,
+            Err(e) => tracing::warn!("reconfiguring the backend after an error failed: {e}"),
         }
     }
 
@@ -217,15 +217,38 @@ impl<T> Denoiser<T> {
             return Ok(());
         }
         self.finish_stream()?;
-        let window = TemporalWindow::new(params.temporal_past, params.temporal_future, self.backend.pipeline_depth());
-        if let Err(e) = self.backend.configure(&self.geometry, &plan, window.slots()) {
-            // Keep running with the previous parameters.
-            self.backend.configure(&self.geometry, &self.plan, self.window.slots())?;
-            return Err(e);
-        }
+        let window = match configure_backend(self.backend.as_mut(), &self.geometry, &plan, &params) {
+            Ok(w) => w,
+            Err(e) => {
+                // Keep running with the previous parameters.
+                self.window = configure_backend(self.backend.as_mut(), &self.geometry, &self.plan, &self.params)?;
+                return Err(e);
+            }
+        };
         self.window = window;
         self.params = params;
         self.plan = plan;
         Ok(())
     }
+}
+
+/// Configures `backend` for a stream and returns the temporal window that goes with it. The
+/// window's ring holds `temporal_past + 1 + temporal_future + pipeline_depth` slots; a backend may
+/// only know its pipeline depth once configured (chunked execution with an automatic chunk size
+/// sizes chunks from the frame size), so when the depth changed the window is rebuilt and the
+/// backend configured again with the final slot count.
+fn configure_backend(backend: &mut dyn Backend, geometry: &Geometry, plan: &DenoisePlan, params: &Params) -> Result<TemporalWindow> {
+    backend.set_window(params.temporal_past, params.temporal_future);
+    let window = TemporalWindow::new(params.temporal_past, params.temporal_future, backend.pipeline_depth());
+    backend.configure(geometry, plan, window.slots())?;
+    let depth = backend.pipeline_depth();
+    let expected = TemporalWindow::new(params.temporal_past, params.temporal_future, depth);
+    if expected.slots() == window.slots() {
+        return Ok(window);
+    }
+    backend.configure(geometry, plan, expected.slots())?;
+    if backend.pipeline_depth() != depth {
+        return Err(Error::State("backend changed its pipeline depth on a second configure".into()));
+    }
+    Ok(expected)
 }

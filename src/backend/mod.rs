@@ -9,6 +9,7 @@ use crate::plan::DenoisePlan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::Job;
 
+pub mod chunked;
 pub mod cpu;
 pub mod cuda;
 pub mod reference;
@@ -75,6 +76,85 @@ pub enum Intermediate {
     Unorm10,
 }
 
+/// Chunked processing along time ([`chunked`]): how many consecutive frames one batched launch
+/// computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ChunkFrames {
+    /// A frame at a time, no latency added (the live default). Several devices imply `Auto`.
+    #[default]
+    Off,
+    /// From the device's free memory and the frame size ([`chunked::FREE_FRACTION`],
+    /// [`chunked::AUTO_MAX_FRAMES`]); [`chunked::HOST_CHUNK_FRAMES`] on host backends.
+    Auto,
+    /// Exactly this many frames per chunk (1 ..= [`chunked::MAX_CHUNK_FRAMES`]); an error at
+    /// configure time when the chunk does not fit in device memory.
+    Frames(usize),
+}
+
+impl fmt::Display for ChunkFrames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChunkFrames::Off => f.write_str("off"),
+            ChunkFrames::Auto => f.write_str("auto"),
+            ChunkFrames::Frames(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl FromStr for ChunkFrames {
+    type Err = Error;
+    /// `off` (or `0`), `auto`, or a number of frames.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "none" | "0" => Ok(ChunkFrames::Off),
+            "auto" => Ok(ChunkFrames::Auto),
+            t => match t.parse::<usize>() {
+                Ok(n) if n <= chunked::MAX_CHUNK_FRAMES => Ok(ChunkFrames::Frames(n)),
+                _ => Err(Error::InvalidParameter(format!("chunk frames '{s}': expected off, auto or 1..={}", chunked::MAX_CHUNK_FRAMES))),
+            },
+        }
+    }
+}
+
+/// Which devices compute: one worker thread (with its own backend) per listed device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Devices {
+    /// `BackendOptions::device_id` only.
+    #[default]
+    Default,
+    /// These CUDA ordinals (one worker each). On the host backends (cpu, reference) the ordinals
+    /// are ignored and the list only says how many workers to run (tests of the dispatch).
+    List(Vec<usize>),
+    /// Every CUDA device (one worker on the host backends, and with `auto` when CUDA is absent).
+    All,
+}
+
+impl fmt::Display for Devices {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Devices::Default => f.write_str("default"),
+            Devices::All => f.write_str("all"),
+            Devices::List(v) => f.write_str(&v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
+        }
+    }
+}
+
+impl FromStr for Devices {
+    type Err = Error;
+    /// `all`, or a comma list of ordinals (`0`, `0,1`).
+    fn from_str(s: &str) -> Result<Self> {
+        let t = s.trim().to_ascii_lowercase();
+        if t == "all" {
+            return Ok(Devices::All);
+        }
+        let list: std::result::Result<Vec<usize>, _> = t.split(',').map(|d| d.trim().parse::<usize>()).collect();
+        match list {
+            Ok(v) if !v.is_empty() => Ok(Devices::List(v)),
+            _ => Err(Error::InvalidParameter(format!("devices '{s}': expected all or a comma list of device ordinals"))),
+        }
+    }
+}
+
 /// Options that pick and tune a backend (not the algorithm: see [`crate::params::Params`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendOptions {
@@ -89,6 +169,23 @@ pub struct BackendOptions {
     /// Search offsets handled per pass by the multi-pass kernel (1..=4).
     pub offsets_per_pass: u32,
     pub intermediate: Intermediate,
+    /// Chunked processing along time (default off: a frame at a time).
+    pub chunk_frames: ChunkFrames,
+    /// Devices to spread chunks over (default: `device_id` alone).
+    pub devices: Devices,
+}
+
+impl BackendOptions {
+    /// True when these options ask for chunked execution ([`chunked::ChunkedBackend`]): a chunk
+    /// size is set, or more than one device (or `all`) is named.
+    pub fn chunked(&self) -> bool {
+        self.chunk_frames != ChunkFrames::Off
+            || match &self.devices {
+                Devices::Default => false,
+                Devices::List(v) => v.len() > 1,
+                Devices::All => chunked::device_ordinals(self).map(|v| v.len() > 1).unwrap_or(false),
+            }
+    }
 }
 
 impl Default for BackendOptions {
@@ -101,6 +198,8 @@ impl Default for BackendOptions {
             gpu_kernel: GpuKernel::Auto,
             offsets_per_pass: 3,
             intermediate: Intermediate::Unorm10,
+            chunk_frames: ChunkFrames::Off,
+            devices: Devices::Default,
         }
     }
 }
@@ -130,6 +229,12 @@ pub trait Backend: Send {
     /// Jobs that may be launched ahead of the one being finished (0 = synchronous).
     fn pipeline_depth(&self) -> usize {
         0
+    }
+
+    /// The temporal extent of the jobs to come, stated by the engine before each `configure`.
+    /// Chunked execution sizes its chunks and device rings from it; other backends ignore it.
+    fn set_window(&mut self, past: u32, future: u32) {
+        let _ = (past, future);
     }
 
     /// Starts computing every job of `jobs` (in order) with `plan`: the batched form of
@@ -170,7 +275,25 @@ pub struct DeviceMemory {
 
 /// Creates the backend `options` ask for. `Auto` falls back to the CPU backend, with a log line
 /// saying why, when CUDA cannot be used.
+///
+/// Options asking for chunks or several devices ([`BackendOptions::chunked`]) give a
+/// [`chunked::ChunkedBackend`] whose workers each hold a backend of `kind` made by
+/// [`create_single`].
 pub fn create(options: &BackendOptions) -> Result<Box<dyn Backend>> {
+    if options.chunked() {
+        return Ok(Box::new(chunked::ChunkedBackend::new(options)?));
+    }
+    let mut single = options.clone();
+    if let Devices::List(v) = &options.devices {
+        // One device named: that device, without chunks.
+        single.device_id = v[0];
+    }
+    create_single(&single)
+}
+
+/// The backend of `options.kind` on `options.device_id`, ignoring the chunk and device-list
+/// options.
+pub fn create_single(options: &BackendOptions) -> Result<Box<dyn Backend>> {
     match options.kind {
         BackendKind::Reference => Ok(Box::new(reference::ReferenceBackend::new())),
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::new(options.threads)?)),
