@@ -702,7 +702,7 @@ impl Worker {
             }
             ToWorker::Chunk(c) => {
                 if self.dirty {
-                    let _ = self.tx.send(FromWorker::Chunk(Err(Error::State("chunk worker needs reconfiguring after an earlier error".into()))));
+                    let _ = self.tx.send(FromWorker::Chunk(Err(Error::Backend("chunk worker needs reconfiguring after an earlier error".into()))));
                     return;
                 }
                 let before = self.inflight.len();

@@ -1,0 +1,476 @@
+//! Chunked processing and several workers (`backend::chunked`) on the host backends: output is
+//! bit-identical to unchunked processing for every chunk size, window shape, sequence length,
+//! end of stream and reset point, parameter change and worker count; chunk sizes that do not fit
+//! are refused; worker failures and panics come back as errors; dropping joins the workers.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::{make_frame, Content, Waves};
+use nlmdenoise::backend::chunked::{BackendFactory, ChunkedBackend, AUTO_MAX_FRAMES, FREE_FRACTION, HOST_CHUNK_FRAMES};
+use nlmdenoise::backend::cpu::CpuBackend;
+use nlmdenoise::backend::reference::ReferenceBackend;
+use nlmdenoise::backend::{Backend, ChunkFrames, DeviceMemory, Devices};
+use nlmdenoise::error::{Error, Result};
+use nlmdenoise::plan::DenoisePlan;
+use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::window::Job;
+use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+const HOST_BACKENDS: [BackendKind; 2] = [BackendKind::Reference, BackendKind::Cpu];
+const CHUNKS: [usize; 4] = [1, 2, 7, 64];
+const WAVES: Waves = Waves { x: 0.31, y: 0.17, t: 0.4 };
+
+fn options(kind: BackendKind, chunk: ChunkFrames, workers: usize) -> BackendOptions {
+    let devices = if workers > 1 { Devices::List(vec![0; workers]) } else { Devices::Default };
+    BackendOptions { kind, threads: 1, chunk_frames: chunk, devices, ..BackendOptions::default() }
+}
+
+fn frames(info: VideoInfo, n: usize, seed: u64) -> Vec<OwnedFrame> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..n).map(|i| make_frame(info, 0, Content::Smooth { amp: 14 }, WAVES, i, &mut rng)).collect()
+}
+
+fn base() -> Params {
+    Params { search_radius: 2, patch_radius: 1, strength: 12.0, chroma_strength: 14.0, ..Params::default() }
+}
+
+/// Window shapes: past only (live), symmetric (offline), future only, wide past with luma-guided
+/// chroma.
+fn windows() -> Vec<Params> {
+    vec![
+        Params { temporal_past: 2, ..base() },
+        Params { temporal_past: 2, temporal_future: 2, ..base() },
+        Params { temporal_future: 1, ..base() },
+        Params { temporal_past: 3, temporal_future: 1, chroma_mode: ChromaMode::LumaGuided, ..base() },
+    ]
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Push the next input frame (tag = its index).
+    Push(usize),
+    Finish,
+    Reset,
+    Retune(Params),
+}
+
+/// Runs a script of operations, popping after each; returns every output by tag.
+fn run(d: &mut Denoiser<usize>, inputs: &[OwnedFrame], ops: &[Op]) -> Vec<Option<OwnedFrame>> {
+    let info = inputs[0].info;
+    let mut outs: Vec<Option<OwnedFrame>> = vec![None; inputs.len()];
+    let mut next = 0;
+    let pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
+        let mut o = OwnedFrame::new(info);
+        o.planes.iter_mut().for_each(|p| p.fill(0xA5));
+        match d.pop(&mut o.as_mut()).unwrap() {
+            Some(tag) => {
+                assert!(outs[tag].is_none(), "frame {tag} came out twice");
+                outs[tag] = Some(o);
+            }
+            None => break,
+        }
+    };
+    for op in ops {
+        match op {
+            Op::Push(k) => {
+                for _ in 0..*k {
+                    d.push(&inputs[next].as_ref(), next).unwrap();
+                    next += 1;
+                    pop_all(d, &mut outs);
+                }
+            }
+            Op::Finish => d.finish_stream().unwrap(),
+            Op::Reset => d.reset(),
+            Op::Retune(p) => d.set_params(*p).unwrap(),
+        }
+        pop_all(d, &mut outs);
+    }
+    outs
+}
+
+fn denoiser(info: VideoInfo, params: Params, o: &BackendOptions) -> Denoiser<usize> {
+    Denoiser::new(info, params, o).unwrap_or_else(|e| panic!("{o:?}: {e}"))
+}
+
+/// Asserts that every frame that came out of both runs is identical, and that `must` frames
+/// came out of both.
+fn assert_same(label: &str, expect: &[Option<OwnedFrame>], got: &[Option<OwnedFrame>], must: impl Fn(usize) -> bool) {
+    for (i, (e, g)) in expect.iter().zip(got).enumerate() {
+        if must(i) {
+            assert!(e.is_some() && g.is_some(), "{label}: frame {i} missing (unchunked {}, chunked {})", e.is_some(), g.is_some());
+        }
+        if let (Some(e), Some(g)) = (e, g) {
+            assert!(e == g, "{label}: frame {i} differs from unchunked output");
+        }
+    }
+}
+
+#[test]
+fn every_chunk_size_gives_the_unchunked_output() {
+    let info = VideoInfo::new(PixelFormat::I420, 24, 18).unwrap();
+    for kind in HOST_BACKENDS {
+        for params in windows() {
+            // Shorter than most chunks, and longer than several.
+            for len in [5usize, 23] {
+                let inputs = frames(info, len, 11 + len as u64);
+                let ops = vec![Op::Push(len), Op::Finish];
+                let expect = run(&mut denoiser(info, params, &options(kind, ChunkFrames::Off, 1)), &inputs, &ops);
+                assert!(expect.iter().all(|o| o.is_some()));
+                for n in CHUNKS {
+                    let o = options(kind, ChunkFrames::Frames(n), 1);
+                    let mut d = denoiser(info, params, &o);
+                    assert_eq!(d.latency_frames(), params.temporal_future as usize + 2 * n - 1, "{kind} chunk {n}: latency of one worker, two chunks in flight");
+                    let got = run(&mut d, &inputs, &ops);
+                    assert_same(&format!("{kind} chunk {n} len {len} {params:?}"), &expect, &got, |_| true);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sixteen_bit_samples_and_auto_chunks_match() {
+    let info = VideoInfo::new(PixelFormat::P010_10LE, 20, 14).unwrap();
+    let inputs = frames(info, 19, 5);
+    let params = Params { temporal_past: 2, temporal_future: 1, ..base() };
+    let ops = vec![Op::Push(19), Op::Finish];
+    let expect = run(&mut denoiser(info, params, &options(BackendKind::Cpu, ChunkFrames::Off, 1)), &inputs, &ops);
+    let mut d = denoiser(info, params, &options(BackendKind::Cpu, ChunkFrames::Auto, 1));
+    assert_eq!(d.latency_frames(), 1 + 2 * HOST_CHUNK_FRAMES - 1, "auto on a host backend is {HOST_CHUNK_FRAMES} frames");
+    assert!(d.backend_description().contains("chunked"), "{}", d.backend_description());
+    let got = run(&mut d, &inputs, &ops);
+    assert_same("P010 auto", &expect, &got, |_| true);
+}
+
+#[test]
+fn several_workers_give_the_output_of_one() {
+    let info = VideoInfo::new(PixelFormat::NV12, 22, 16).unwrap();
+    let inputs = frames(info, 31, 3);
+    for params in [Params { temporal_past: 2, temporal_future: 2, ..base() }, Params { temporal_past: 2, ..base() }] {
+        let ops = vec![Op::Push(31), Op::Finish];
+        let expect = run(&mut denoiser(info, params, &options(BackendKind::Cpu, ChunkFrames::Off, 1)), &inputs, &ops);
+        for (workers, n) in [(2, 1), (2, 3), (3, 2), (3, 7), (4, 64)] {
+            let mut d = denoiser(info, params, &options(BackendKind::Cpu, ChunkFrames::Frames(n), workers));
+            assert_eq!(d.latency_frames(), params.temporal_future as usize + (workers + 1) * n - 1, "{workers} workers, chunk {n}");
+            let got = run(&mut d, &inputs, &ops);
+            assert_same(&format!("{workers} workers chunk {n} {params:?}"), &expect, &got, |_| true);
+        }
+        // Several devices without a chunk size: automatic chunks.
+        let mut d = denoiser(info, params, &options(BackendKind::Reference, ChunkFrames::Off, 2));
+        assert_eq!(d.latency_frames(), params.temporal_future as usize + 3 * HOST_CHUNK_FRAMES - 1);
+        let got = run(&mut d, &inputs, &ops);
+        assert_same("2 reference workers, auto", &expect, &got, |_| true);
+    }
+}
+
+#[test]
+fn finish_stream_mid_chunk_then_a_new_window() {
+    let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
+    let inputs = frames(info, 30, 9);
+    let ops = vec![Op::Push(10), Op::Finish, Op::Push(3), Op::Finish, Op::Finish, Op::Push(17), Op::Finish];
+    for kind in HOST_BACKENDS {
+        for params in windows() {
+            let expect = run(&mut denoiser(info, params, &options(kind, ChunkFrames::Off, 1)), &inputs, &ops);
+            assert!(expect.iter().all(|o| o.is_some()));
+            for (n, workers) in [(1, 1), (2, 1), (7, 1), (64, 1), (4, 2)] {
+                let got = run(&mut denoiser(info, params, &options(kind, ChunkFrames::Frames(n), workers)), &inputs, &ops);
+                assert_same(&format!("{kind} chunk {n} x{workers} {params:?}"), &expect, &got, |_| true);
+            }
+        }
+    }
+}
+
+#[test]
+fn reset_mid_chunk_drops_pending_frames_and_leaks_no_history() {
+    let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
+    let inputs = frames(info, 30, 21);
+    for kind in HOST_BACKENDS {
+        for params in windows() {
+            let ops = vec![Op::Push(11), Op::Reset, Op::Push(12), Op::Finish];
+            let expect = run(&mut denoiser(info, params, &options(kind, ChunkFrames::Off, 1)), &inputs, &ops);
+            for (n, workers) in [(1, 1), (2, 1), (7, 1), (64, 1), (3, 3)] {
+                let mut d = denoiser(info, params, &options(kind, ChunkFrames::Frames(n), workers));
+                let got = run(&mut d, &inputs, &ops);
+                // Frames pushed after the reset must all come out, equal to unchunked (which
+                // starts a new window there too); before it, whatever came out must be equal.
+                assert_same(&format!("{kind} chunk {n} x{workers} {params:?}"), &expect, &got, |i| (11..23).contains(&i));
+                // With a chunk longer than the latency of unchunked processing, frames were
+                // really dropped: the reset did not wait for the partial chunk's outputs.
+                if n == 64 {
+                    assert!(got[..11].iter().all(|o| o.is_none()), "{kind}: reset must drop frames still in the chunk");
+                    assert_eq!(d.queued(), 0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn parameter_changes_mid_chunk_match() {
+    let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
+    let inputs = frames(info, 40, 33);
+    let p = Params { temporal_past: 2, temporal_future: 1, ..base() };
+    // Strength only (applies from the next job), then a structural change (drains first).
+    let ops = vec![
+        Op::Push(9),
+        Op::Retune(Params { strength: 30.0, chroma_strength: 5.0, ..p }),
+        Op::Push(5),
+        Op::Retune(Params { strength: 3.0, wref: 2.0, ..p }),
+        Op::Push(3),
+        Op::Retune(Params { temporal_past: 1, temporal_future: 2, search_radius: 1, ..p }),
+        Op::Push(13),
+        Op::Finish,
+    ];
+    for kind in HOST_BACKENDS {
+        let expect = run(&mut denoiser(info, p, &options(kind, ChunkFrames::Off, 1)), &inputs, &ops);
+        assert!(expect[..30].iter().all(|o| o.is_some()));
+        for (n, workers) in [(1, 1), (2, 1), (7, 1), (64, 1), (3, 2)] {
+            let got = run(&mut denoiser(info, p, &options(kind, ChunkFrames::Frames(n), workers)), &inputs, &ops);
+            assert_same(&format!("{kind} chunk {n} x{workers}"), &expect, &got, |i| i < 30);
+        }
+    }
+}
+
+#[test]
+fn outputs_come_out_within_the_reported_latency() {
+    let info = VideoInfo::new(PixelFormat::GRAY8, 8, 8).unwrap();
+    let inputs = frames(info, 40, 1);
+    for (n, workers, future) in [(1, 1, 0), (3, 1, 1), (5, 2, 2), (2, 3, 0)] {
+        let params = Params { temporal_past: 1, temporal_future: future, ..base() };
+        let mut d = denoiser(info, params, &options(BackendKind::Cpu, ChunkFrames::Frames(n), workers));
+        let latency = d.latency_frames();
+        assert_eq!(latency, future as usize + (workers + 1) * n - 1);
+        let mut out = OwnedFrame::new(info);
+        let mut popped = 0usize;
+        for (i, f) in inputs.iter().enumerate() {
+            d.push(&f.as_ref(), i).unwrap();
+            while let Some(tag) = d.pop(&mut out.as_mut()).unwrap() {
+                assert_eq!(tag, popped, "in order");
+                popped += 1;
+            }
+            // Every frame at least `latency` frames old is out; none is out before its window
+            // is complete.
+            assert!(popped >= (i + 1).saturating_sub(latency), "chunk {n} x{workers}: after push {i} only {popped} out (latency {latency})");
+            assert!(popped <= (i + 1).saturating_sub(future as usize), "chunk {n}: frame out before its future frames");
+        }
+        d.finish_stream().unwrap();
+        while d.pop(&mut out.as_mut()).unwrap().is_some() {
+            popped += 1;
+        }
+        assert_eq!(popped, inputs.len());
+    }
+}
+
+#[test]
+fn options_parse_and_select_chunking() {
+    assert_eq!("auto".parse::<ChunkFrames>().unwrap(), ChunkFrames::Auto);
+    assert_eq!("off".parse::<ChunkFrames>().unwrap(), ChunkFrames::Off);
+    assert_eq!("16".parse::<ChunkFrames>().unwrap(), ChunkFrames::Frames(16));
+    assert!(matches!("100000".parse::<ChunkFrames>(), Err(Error::InvalidParameter(_))));
+    assert!(matches!("-1".parse::<ChunkFrames>(), Err(Error::InvalidParameter(_))));
+    assert_eq!("0,1".parse::<Devices>().unwrap(), Devices::List(vec![0, 1]));
+    assert_eq!("ALL".parse::<Devices>().unwrap(), Devices::All);
+    assert!(matches!("0,x".parse::<Devices>(), Err(Error::InvalidParameter(_))));
+    assert!(matches!("".parse::<Devices>(), Err(Error::InvalidParameter(_))));
+    assert!(!BackendOptions::default().chunked(), "default stays a frame at a time");
+    assert!(!options(BackendKind::Cpu, ChunkFrames::Off, 1).chunked());
+    assert!(!BackendOptions { devices: Devices::List(vec![3]), ..BackendOptions::default() }.chunked());
+    assert!(options(BackendKind::Cpu, ChunkFrames::Off, 2).chunked());
+    assert!(options(BackendKind::Cpu, ChunkFrames::Auto, 1).chunked());
+    // Default options: today's behaviour (no latency added).
+    let info = VideoInfo::new(PixelFormat::GRAY8, 8, 8).unwrap();
+    let d: Denoiser<usize> = denoiser(info, Params { temporal_past: 2, ..base() }, &options(BackendKind::Cpu, ChunkFrames::Off, 1));
+    assert_eq!(d.latency_frames(), 0);
+    assert!(!d.backend_description().contains("chunked"));
+    for bad in [ChunkFrames::Frames(0), ChunkFrames::Frames(100_000)] {
+        let r = Denoiser::<usize>::new(info, base(), &options(BackendKind::Cpu, bad, 1));
+        assert!(matches!(r, Err(Error::InvalidParameter(_))), "{bad:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host backends dressed up as devices, or failing on purpose, through `with_factory`.
+
+/// A CPU backend that reports device memory (and optionally fails or panics in `finish`).
+struct Fake {
+    inner: Box<dyn Backend>,
+    free: u64,
+    per_frame: u64,
+    finishes: Arc<AtomicUsize>,
+    fail_at: Option<usize>,
+    panic_at: Option<usize>,
+    /// Ring slots allocated (their memory is no longer free, as on a real device).
+    slots: usize,
+    /// Fakes alive.
+    live: Arc<AtomicUsize>,
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Backend for Fake {
+    fn describe(&self) -> String {
+        "fake device".into()
+    }
+    fn configure(&mut self, g: &Geometry, p: &DenoisePlan, slots: usize) -> Result<()> {
+        self.slots = slots;
+        self.inner.configure(g, p, slots)
+    }
+    fn upload(&mut self, slot: usize, f: &PlanarFrame) -> Result<()> {
+        self.inner.upload(slot, f)
+    }
+    fn launch(&mut self, j: &Job, p: &DenoisePlan) -> Result<()> {
+        self.inner.launch(j, p)
+    }
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+        let k = self.finishes.fetch_add(1, Ordering::SeqCst);
+        if Some(k) == self.panic_at {
+            panic!("injected panic");
+        }
+        if Some(k) == self.fail_at {
+            let _ = self.inner.finish(out);
+            return Err(Error::Backend("injected failure".into()));
+        }
+        self.inner.finish(out)
+    }
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        (self.per_frame > 0).then_some(DeviceMemory { free: self.free.saturating_sub(self.slots as u64 * self.per_frame), total: 2 * self.free })
+    }
+    fn device_bytes_per_frame(&self, _: &Geometry, _: &DenoisePlan) -> u64 {
+        self.per_frame
+    }
+}
+
+#[derive(Clone, Default)]
+struct FakeSpec {
+    free: u64,
+    per_frame: u64,
+    fail_at: Option<usize>,
+    panic_at: Option<usize>,
+}
+
+fn fake_factory(spec: FakeSpec, finishes: Arc<AtomicUsize>, live: Arc<AtomicUsize>) -> BackendFactory {
+    Arc::new(move |_, _| {
+        live.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(Fake {
+            inner: Box::new(CpuBackend::new(1)?),
+            free: spec.free,
+            per_frame: spec.per_frame,
+            finishes: finishes.clone(),
+            fail_at: spec.fail_at,
+            panic_at: spec.panic_at,
+            slots: 0,
+            live: live.clone(),
+        }) as Box<dyn Backend>)
+    })
+}
+
+fn chunked_denoiser(info: VideoInfo, params: Params, chunk: ChunkFrames, workers: usize, spec: FakeSpec) -> Result<Denoiser<usize>> {
+    let b = ChunkedBackend::with_factory(chunk, &vec![0; workers], fake_factory(spec, Arc::default(), Arc::default()))?;
+    Denoiser::with_backend(info, params, Box::new(b))
+}
+
+#[test]
+fn chunk_size_follows_device_memory() {
+    let info = VideoInfo::new(PixelFormat::I420, 32, 16).unwrap();
+    let params = Params { temporal_past: 2, temporal_future: 2, ..base() };
+    let per_frame = 1 << 20;
+    // 2 x (n + 4) frames must fit in FREE_FRACTION of the free memory.
+    let free = 40u64 << 20;
+    let fits = ((FREE_FRACTION * free as f64 / per_frame as f64) as usize) / 2 - 4;
+    assert_eq!(fits, 11);
+    let spec = FakeSpec { free, per_frame, ..Default::default() };
+    let d = chunked_denoiser(info, params, ChunkFrames::Auto, 1, spec.clone()).unwrap();
+    assert_eq!(d.latency_frames(), 2 + 2 * fits - 1, "{}", d.backend_description());
+    // Plenty of memory: capped.
+    let big = FakeSpec { free: 1 << 40, per_frame, ..Default::default() };
+    let d = chunked_denoiser(info, params, ChunkFrames::Auto, 2, big).unwrap();
+    assert_eq!(d.latency_frames(), 2 + 3 * AUTO_MAX_FRAMES - 1);
+    // Explicit sizes: up to what fits; beyond, a clear error at creation.
+    assert!(chunked_denoiser(info, params, ChunkFrames::Frames(fits), 1, spec.clone()).is_ok());
+    match chunked_denoiser(info, params, ChunkFrames::Frames(fits + 1), 1, spec.clone()) {
+        Err(Error::InvalidParameter(m)) => assert!(m.contains("does not fit") && m.contains("at most 11"), "{m}"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("a chunk of {} frames must not fit", fits + 1),
+    }
+    // Not even one frame.
+    let tiny = FakeSpec { free: 4 << 20, per_frame, ..Default::default() };
+    assert!(matches!(chunked_denoiser(info, params, ChunkFrames::Auto, 1, tiny), Err(Error::InvalidParameter(_))));
+    // A structural change that no longer fits is refused and the old parameters stay.
+    let mut d = chunked_denoiser(info, params, ChunkFrames::Frames(fits), 1, spec).unwrap();
+    let wider = Params { temporal_past: 6, temporal_future: 2, ..base() };
+    assert!(matches!(d.set_params(wider), Err(Error::InvalidParameter(_))));
+    assert_eq!(d.params().temporal_past, 2);
+    let inputs = frames(info, 3, 1);
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i).unwrap();
+    }
+    d.finish_stream().unwrap();
+    assert_eq!(d.ready(), 3);
+}
+
+#[test]
+fn worker_errors_and_panics_surface_as_errors_and_the_stream_goes_on() {
+    let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
+    let inputs = frames(info, 40, 8);
+    let params = Params { temporal_past: 1, temporal_future: 1, ..base() };
+    for (workers, spec) in [
+        (1, FakeSpec { fail_at: Some(5), ..Default::default() }),
+        (2, FakeSpec { fail_at: Some(4), ..Default::default() }),
+        (1, FakeSpec { panic_at: Some(3), ..Default::default() }),
+        (3, FakeSpec { panic_at: Some(2), ..Default::default() }),
+    ] {
+        let label = format!("{workers} workers {:?} {:?}", spec.fail_at, spec.panic_at);
+        let mut d = chunked_denoiser(info, params, ChunkFrames::Frames(3), workers, spec).unwrap();
+        let mut errors = 0;
+        let mut out = OwnedFrame::new(info);
+        let mut tags = Vec::new();
+        for (i, f) in inputs.iter().enumerate() {
+            match d.push(&f.as_ref(), i) {
+                Ok(()) => {}
+                Err(Error::Backend(m)) => {
+                    assert!(m.contains("injected") || m.contains("panicked") || m.contains("earlier error"), "{label}: {m}");
+                    errors += 1;
+                }
+                Err(e) => panic!("{label}: unexpected error {e}"),
+            }
+            while let Some(t) = d.pop(&mut out.as_mut()).unwrap() {
+                tags.push(t);
+            }
+        }
+        d.finish_stream().unwrap();
+        while let Some(t) = d.pop(&mut out.as_mut()).unwrap() {
+            tags.push(t);
+        }
+        assert!(errors >= 1, "{label}: the failure must be reported");
+        assert!(tags.windows(2).all(|w| w[0] < w[1]), "{label}: outputs in order: {tags:?}");
+        assert!(tags.contains(&39) && tags.len() > 25, "{label}: the stream goes on after the error: {tags:?}");
+    }
+}
+
+#[test]
+fn dropping_the_denoiser_joins_its_workers() {
+    let info = VideoInfo::new(PixelFormat::GRAY8, 8, 8).unwrap();
+    let inputs = frames(info, 7, 2);
+    let live = Arc::new(AtomicUsize::new(0));
+    let b = ChunkedBackend::with_factory(ChunkFrames::Frames(4), &[0, 1], fake_factory(FakeSpec::default(), Arc::default(), live.clone())).unwrap();
+    let mut d: Denoiser<usize> = Denoiser::with_backend(info, Params { temporal_past: 1, ..base() }, Box::new(b)).unwrap();
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i).unwrap();
+    }
+    assert_eq!(live.load(Ordering::SeqCst), 2, "one backend per worker");
+    // Chunks still in flight when dropped.
+    drop(d);
+    assert_eq!(live.load(Ordering::SeqCst), 0, "workers ended (and dropped their backends) before drop returned");
+    // A backend that cannot be created is an error, not a hang.
+    let failing: BackendFactory = Arc::new(|i, _| if i == 1 { Err(Error::BackendUnavailable("no such device".into())) } else { Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>) });
+    assert!(matches!(ChunkedBackend::with_factory(ChunkFrames::Auto, &[0, 1], failing), Err(Error::BackendUnavailable(_))));
+}
