@@ -13,14 +13,15 @@
 //! printed; rerun a failure with `NLM_TEST_SEED=<seed>`. Without a CUDA device every GPU test
 //! prints a visible "SKIPPED" line and passes.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+mod common;
 
-use nlmdenoise::backend::cuda::{self, multipass::MultipassBackend};
+use common::{base, depth, gpu_or_skip, make_frame, samples, seed, Content, Waves};
+use nlmdenoise::backend::cuda::multipass::MultipassBackend;
 use nlmdenoise::backend::{self, Backend, BackendOptions, GpuKernel, Intermediate};
 use nlmdenoise::format::ComponentKind;
 use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo, Weighting};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 const POISON: u8 = 0x5C;
 
@@ -28,121 +29,12 @@ const POISON: u8 = 0x5C;
 const F16_BOUND: (f64, f64) = (2.0, 0.05);
 const UNORM10_BOUND: (f64, f64) = (3.0, 0.25);
 
-fn gpu_or_skip(test: &str) -> bool {
-    if cuda::available() {
-        return true;
-    }
-    println!("SKIPPED: {test}: no usable CUDA device/driver/NVRTC");
-    eprintln!("SKIPPED: {test}: no usable CUDA device/driver/NVRTC");
-    false
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("NLM_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    });
-    println!("NLM_TEST_SEED={s}");
-    s
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Content {
-    Uniform,
-    Smooth { amp: i32 },
-}
-
-/// (largest value in significant bits, left shift of the stored sample).
-fn depth(format: PixelFormat) -> (u32, u32) {
-    match format {
-        PixelFormat::I420_10LE => (1023, 0),
-        PixelFormat::P010_10LE => (1023, 6),
-        PixelFormat::GRAY16_LE | PixelFormat::Y444_16LE => (65535, 0),
-        _ => (255, 0),
-    }
-}
-
-fn make_frame(info: VideoInfo, content: Content, frame_no: usize, rng: &mut SmallRng) -> OwnedFrame {
-    let fi = info.format.info();
-    let mut f = OwnedFrame::new(info);
-    for p in &mut f.planes {
-        rng.fill(&mut p[..]);
-    }
-    let (maxv, shift) = depth(info.format);
-    let scale = (maxv + 1) as f64 / 256.0;
-    for (ci, c) in fi.components.iter().enumerate() {
-        let (w, h) = (info.width.div_ceil(c.sub_x), info.height.div_ceil(c.sub_y));
-        for y in 0..h {
-            for x in 0..w {
-                let v = match content {
-                    Content::Uniform => rng.random_range(0..=maxv),
-                    Content::Smooth { amp } => {
-                        let base = 40.0 + 150.0 * ((x as f64 * 0.27 + ci as f64).sin() * 0.5 + 0.5) * ((y as f64 * 0.19 + frame_no as f64 * 0.3).cos() * 0.5 + 0.5);
-                        let n = rng.random_range(-amp..=amp) as f64;
-                        (((base + n) * scale).round().clamp(0.0, maxv as f64)) as u32
-                    }
-                };
-                let v = v << shift;
-                let i = y * f.strides[c.memory_plane] + c.offset + x * c.step;
-                let plane = &mut f.planes[c.memory_plane];
-                if fi.bytes_per_sample == 1 {
-                    plane[i] = v as u8;
-                } else {
-                    plane[i..i + 2].copy_from_slice(&(v as u16).to_le_bytes());
-                }
-            }
-        }
-    }
-    f
-}
-
-fn samples(f: &OwnedFrame) -> Vec<Vec<u32>> {
-    let fi = f.info.format.info();
-    fi.components
-        .iter()
-        .map(|c| {
-            let (w, h) = (f.info.width.div_ceil(c.sub_x), f.info.height.div_ceil(c.sub_y));
-            let mut out = Vec::with_capacity(w * h);
-            for y in 0..h {
-                for x in 0..w {
-                    let i = y * f.strides[c.memory_plane] + c.offset + x * c.step;
-                    let p = &f.planes[c.memory_plane];
-                    out.push(if fi.bytes_per_sample == 1 { p[i] as u32 } else { u16::from_le_bytes([p[i], p[i + 1]]) as u32 });
-                }
-            }
-            out
-        })
-        .collect()
-}
+/// This file's gradient frequencies (kept, so that a seed reproduces the same inputs as before).
+const WAVES: Waves = Waves { x: 0.27, y: 0.19, t: 0.3 };
 
 fn run(backend: Box<dyn Backend>, params: Params, inputs: &[OwnedFrame], retune: Option<(usize, Params)>) -> Vec<OwnedFrame> {
-    let info = inputs[0].info;
-    let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, backend).unwrap();
-    let mut outs: Vec<Option<OwnedFrame>> = vec![None; inputs.len()];
-    let pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
-        let mut o = OwnedFrame::new(info);
-        for p in &mut o.planes {
-            p.fill(POISON);
-        }
-        match d.pop(&mut o.as_mut()).unwrap() {
-            Some(tag) => {
-                assert!(outs[tag].is_none(), "frame {tag} popped twice");
-                outs[tag] = Some(o);
-            }
-            None => break,
-        }
-    };
-    for (i, f) in inputs.iter().enumerate() {
-        if let Some((at, p)) = retune {
-            if i == at {
-                d.set_params(p).unwrap();
-            }
-        }
-        d.push(&f.as_ref(), i).unwrap();
-        pop_all(&mut d, &mut outs);
-    }
-    d.finish_stream().unwrap();
-    pop_all(&mut d, &mut outs);
-    outs.into_iter().enumerate().map(|(i, o)| o.unwrap_or_else(|| panic!("frame {i} never came out"))).collect()
+    let d: Denoiser<usize> = Denoiser::with_backend(inputs[0].info, params, backend).unwrap();
+    common::denoise(d, inputs, 0, POISON, retune)
 }
 
 fn multipass(depth: usize, per_pass: u32, intermediate: Intermediate) -> Box<dyn Backend> {
@@ -173,7 +65,7 @@ fn case(format: PixelFormat, width: usize, height: usize, params: Params) -> Cas
 /// (differing, total) samples. Pass-through planes must be unchanged.
 fn compare(c: &Case, inter: Intermediate, rng: &mut SmallRng) -> (f64, f64, usize, usize) {
     let info = VideoInfo::new(c.format, c.width, c.height).unwrap();
-    let inputs: Vec<OwnedFrame> = (0..c.frames).map(|i| make_frame(info, c.content, i, rng)).collect();
+    let inputs: Vec<OwnedFrame> = (0..c.frames).map(|i| make_frame(info, 0, c.content, WAVES, i, rng)).collect();
     let reference = run(Box::new(backend::reference::ReferenceBackend::new()), c.params, &inputs, c.retune);
     let gpu = run(multipass(c.depth, c.per_pass, inter), c.params, &inputs, c.retune);
     let fi = c.format.info();
@@ -219,10 +111,6 @@ fn check_f32(c: &Case, rng: &mut SmallRng) {
         assert!(differing * 100 <= total.max(100), "FAIL f32 {line}: more than 1% differ");
     }
     println!("PASS f32 {line}");
-}
-
-fn base() -> Params {
-    Params { search_radius: 2, patch_radius: 1, temporal_past: 0, temporal_future: 0, strength: 10.0, chroma_strength: 14.0, ..Params::default() }
 }
 
 #[test]
