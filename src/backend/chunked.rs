@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use rayon::prelude::*;
 
 use crate::backend::{create_single, cuda, Backend, BackendKind, BackendOptions, ChunkFrames, DeviceMemory, Devices};
@@ -620,6 +620,8 @@ struct InFlight {
     slots: Vec<usize>,
     /// Jobs launched on the backend (finish is called exactly that many times).
     launched: usize,
+    /// Jobs finished (outputs complete).
+    done: usize,
 }
 
 struct Worker {
@@ -665,15 +667,30 @@ fn worker_main(index: usize, factory: BackendFactory, rx: Receiver<ToWorker>, tx
         inflight: VecDeque::new(),
         dirty: true,
     };
+    // Finish jobs whenever there is nothing else to do, one at a time, so that a chunk that
+    // arrives meanwhile is uploaded and launched (the device computes it) while the older one is
+    // still being copied out. At most two chunks are in flight (the ring holds two).
     loop {
-        let t = Instant::now();
-        let msg = rx.recv();
-        add(&w.stats().idle_ns, t);
-        let Ok(msg) = msg else { break };
-        w.handle(msg);
-        // Keep one chunk computing while idle: finish older ones, and all on a flush.
-        while w.inflight.len() > 1 {
-            w.finish_oldest();
+        let msg = if w.inflight.is_empty() {
+            let t = Instant::now();
+            let m = rx.recv();
+            add(&w.stats().idle_ns, t);
+            match m {
+                Ok(m) => Some(m),
+                Err(_) => break,
+            }
+        } else if w.inflight.len() < 2 {
+            match rx.try_recv() {
+                Ok(m) => Some(m),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => break,
+            }
+        } else {
+            None
+        };
+        match msg {
+            Some(m) => w.handle(m),
+            None => w.finish_next(),
         }
     }
 }
@@ -712,7 +729,7 @@ impl Worker {
                     Err(_) => panicked(),
                 };
                 if self.inflight.len() == before {
-                    self.inflight.push_back(InFlight { targets: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0 });
+                    self.inflight.push_back(InFlight { targets: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 });
                 }
                 self.fail(e);
             }
@@ -768,7 +785,7 @@ impl Worker {
         let st = &stats.workers[self.index];
         let mut used = Vec::with_capacity(c.frames.len());
         let mut slot_of = HashMap::with_capacity(c.frames.len());
-        let mut inflight = InFlight { targets: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0 };
+        let mut inflight = InFlight { targets: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 };
         let r = (|| {
             for (id, frame) in &c.frames {
                 let slot = match self.resident.get(id) {
@@ -824,10 +841,22 @@ impl Worker {
     }
 
     fn finish_oldest(&mut self) {
+        let n = self.inflight.len();
+        while self.inflight.len() == n && n > 0 {
+            self.finish_next();
+        }
+    }
+
+    /// Finishes the next job of the oldest chunk; answers the chunk when it was its last.
+    fn finish_next(&mut self) {
         let Some(mut f) = self.inflight.pop_front() else { return };
         let stats = self.stats.clone();
         let st = &stats.workers[self.index];
-        let r = catch_unwind(AssertUnwindSafe(|| self.finish_chunk(&mut f, st))).unwrap_or_else(|_| Err(Error::Backend(format!("chunk worker {} panicked", self.index))));
+        let r = catch_unwind(AssertUnwindSafe(|| self.finish_job(&mut f, st))).unwrap_or_else(|_| Err(Error::Backend(format!("chunk worker {} panicked", self.index))));
+        if r.is_ok() && f.done < f.outputs.len() {
+            self.inflight.push_front(f);
+            return;
+        }
         for &s in &f.slots {
             if let Some(slot) = self.slots.get_mut(s) {
                 slot.1 = slot.1.saturating_sub(1);
@@ -844,23 +873,24 @@ impl Worker {
         }
     }
 
-    fn finish_chunk(&mut self, f: &mut InFlight, st: &WorkerStats) -> Result<()> {
+    fn finish_job(&mut self, f: &mut InFlight, st: &WorkerStats) -> Result<()> {
         if f.launched < f.outputs.len() {
             return Err(Error::State("chunk launched only in part".into()));
         }
-        for (out, target) in f.outputs.iter_mut().zip(&f.targets) {
-            let t = Instant::now();
-            if !same_shape(out, target) {
-                *out = (**target).clone();
-            } else {
-                copy_planar(out, target);
-            }
-            add(&st.copy_ns, t);
-            let t = Instant::now();
-            let e = self.backend.finish(out);
-            add(&st.finish_ns, t);
-            e?;
+        let i = f.done;
+        let (out, target) = (&mut f.outputs[i], &f.targets[i]);
+        let t = Instant::now();
+        if !same_shape(out, target) {
+            *out = (**target).clone();
+        } else {
+            copy_planar(out, target);
         }
+        add(&st.copy_ns, t);
+        let t = Instant::now();
+        let e = self.backend.finish(out);
+        add(&st.finish_ns, t);
+        e?;
+        f.done += 1;
         Ok(())
     }
 
