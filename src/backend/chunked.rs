@@ -616,6 +616,10 @@ impl Backend for ChunkedBackend {
 
 struct InFlight {
     targets: Vec<Arc<PlanarFrame>>,
+    /// Every frame of the chunk, held until the chunk is finished: a backend may still read an
+    /// uploaded host frame after `upload` returns (DMA from page-locked host memory), and the
+    /// caller's thread reuses a frame's buffer once the last `Arc` is gone.
+    frames: Vec<Arc<PlanarFrame>>,
     outputs: Vec<PlanarFrame>,
     slots: Vec<usize>,
     /// Jobs launched on the backend (finish is called exactly that many times).
@@ -729,7 +733,7 @@ impl Worker {
                     Err(_) => panicked(),
                 };
                 if self.inflight.len() == before {
-                    self.inflight.push_back(InFlight { targets: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 });
+                    self.inflight.push_back(InFlight { targets: Vec::new(), frames: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 });
                 }
                 self.fail(e);
             }
@@ -785,7 +789,7 @@ impl Worker {
         let st = &stats.workers[self.index];
         let mut used = Vec::with_capacity(c.frames.len());
         let mut slot_of = HashMap::with_capacity(c.frames.len());
-        let mut inflight = InFlight { targets: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 };
+        let mut inflight = InFlight { targets: Vec::new(), frames: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 };
         let r = (|| {
             for (id, frame) in &c.frames {
                 let slot = match self.resident.get(id) {
@@ -829,6 +833,7 @@ impl Worker {
         })();
         inflight.slots = used;
         inflight.outputs = c.outputs;
+        inflight.frames = c.frames.into_iter().map(|(_, f)| f).collect();
         let failed = r.is_err();
         self.inflight.push_back(inflight);
         if failed {
