@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing nlmdenoise needs on Debian bookworm (x86-64): a C toolchain,
-# pkg-config, the GStreamer development files and tools, ffmpeg (demo clips), Python 3 and pip.
+# pkg-config, the GStreamer development files and tools, the GStreamer plugins the command-line
+# tool's encoded-file mode and its tests use (base: decodebin, videoconvert, opusenc, audiotestsrc,
+# rawvideoparse; good: mp4mux, matroskamux, y4menc; ugly: x264enc; libav: avenc_aac and the
+# avdec_* decoders), ffmpeg (demo clips, ffprobe in tests), Python 3 and pip.
 # Idempotent: when every package is already installed it only checks and returns (no apt-get
 # update). Runs as root (CI) or through sudo.
 set -euo pipefail
@@ -12,6 +15,8 @@ PACKAGES=(
   libgstreamer-plugins-base1.0-dev
   gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-ugly
+  gstreamer1.0-libav
   gstreamer1.0-tools
   ffmpeg
   python3

@@ -21,7 +21,8 @@ use gst_video::prelude::*;
 use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::backend::{BackendKind, BackendOptions, GpuKernel, Intermediate as EngineIntermediate};
+use nlmdenoise::backend::chunked::MAX_CHUNK_FRAMES;
+use nlmdenoise::backend::{BackendKind, BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
 use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Denoiser, FrameMut, FrameRef, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
@@ -49,6 +50,32 @@ pub fn format_to_gst(format: PixelFormat) -> gst_video::VideoFormat {
 /// The engine format of a GStreamer format, if the engine supports it.
 pub fn gst_to_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
     PixelFormat::ALL.into_iter().find(|f| format_to_gst(*f) == format && format != gst_video::VideoFormat::Unknown)
+}
+
+/// Sets `options.device_id` / `options.devices` from a `device-id` value: one ordinal ("0"), a
+/// comma list ("0,1") or "all".
+pub fn apply_devices(options: &mut BackendOptions, text: &str) -> Result<(), String> {
+    let devices: Devices = text.parse().map_err(|e: nlmdenoise::Error| e.to_string())?;
+    match devices {
+        Devices::List(v) if v.len() == 1 => {
+            options.device_id = v[0];
+            options.devices = Devices::Default;
+        }
+        Devices::List(v) => {
+            options.device_id = v[0];
+            options.devices = Devices::List(v);
+        }
+        other => options.devices = other,
+    }
+    Ok(())
+}
+
+/// The `device-id` value of `options`.
+pub fn devices_to_string(options: &BackendOptions) -> String {
+    match &options.devices {
+        Devices::Default => options.device_id.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// Locks a mutex even if a previous holder panicked: the data is plain settings and engine state,
@@ -345,11 +372,17 @@ impl ObjectImpl for NlmDenoise {
                     .blurb("Compute backend: auto = CUDA when a usable GPU and NVRTC are present, else CPU; cuda = fail when unavailable")
                     .mutable_ready()
                     .build(),
-                glib::ParamSpecUInt::builder("device-id")
-                    .nick("CUDA device")
-                    .blurb("CUDA device ordinal (backend cuda or auto)")
-                    .maximum(i32::MAX as u32)
-                    .default_value(o.device_id as u32)
+                glib::ParamSpecString::builder("device-id")
+                    .nick("CUDA devices")
+                    .blurb("CUDA device ordinal (\"0\"), a comma list (\"0,1\") or \"all\"; with several devices chunks of frames go round-robin to one worker per device")
+                    .default_value(Some("0"))
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecUInt::builder("chunk-frames")
+                    .nick("Chunk frames")
+                    .blurb("Frames per batched launch (chunk along time): 1 = a frame at a time (no added latency), 0 = automatic from free device memory, N = N frames; a chunk adds up to N-1 frames of latency")
+                    .maximum(MAX_CHUNK_FRAMES as u32)
+                    .default_value(1)
                     .mutable_ready()
                     .build(),
                 glib::ParamSpecUInt::builder("threads")
@@ -459,6 +492,11 @@ impl ObjectImpl for NlmDenoise {
                     .default_value(o.pipeline_depth as u32)
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecString::builder("backend-in-use")
+                    .nick("Backend in use")
+                    .blurb("The backend (and device, kernel) the running stream denoises on; empty before caps are negotiated")
+                    .read_only()
+                    .build(),
             ]
         });
         PROPERTIES.as_ref()
@@ -477,7 +515,23 @@ impl ObjectImpl for NlmDenoise {
                     Backend::Cuda => BackendKind::Cuda,
                 }
             }
-            "device-id" => s.options.device_id = value.get::<u32>().unwrap_or(0) as usize,
+            "device-id" => {
+                let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
+                match apply_devices(&mut s.options, &text) {
+                    Ok(()) => {}
+                    Err(e) => {
+                        gst::error!(CAT, imp = self, "device-id: {e}; keeping {}", devices_to_string(&s.options));
+                        return;
+                    }
+                }
+            }
+            "chunk-frames" => {
+                s.options.chunk_frames = match value.get::<u32>().unwrap_or(1) {
+                    0 => ChunkFrames::Auto,
+                    1 => ChunkFrames::Off,
+                    n => ChunkFrames::Frames(n as usize),
+                }
+            }
             "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
             "kernel" => {
                 s.options.gpu_kernel = match value.get::<Kernel>().unwrap_or_default() {
@@ -557,6 +611,9 @@ impl ObjectImpl for NlmDenoise {
     }
 
     fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        if pspec.name() == "backend-in-use" {
+            return lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).to_value();
+        }
         let s = lock(&self.settings);
         let p = &s.params;
         let o = &s.options;
@@ -567,7 +624,13 @@ impl ObjectImpl for NlmDenoise {
                 BackendKind::Auto | BackendKind::Reference => Backend::Auto,
             }
             .to_value(),
-            "device-id" => (o.device_id as u32).to_value(),
+            "device-id" => devices_to_string(o).to_value(),
+            "chunk-frames" => match o.chunk_frames {
+                ChunkFrames::Auto => 0u32,
+                ChunkFrames::Off => 1,
+                ChunkFrames::Frames(n) => n as u32,
+            }
+            .to_value(),
             "threads" => (o.threads as u32).to_value(),
             "kernel" => match o.gpu_kernel {
                 GpuKernel::Auto => Kernel::Auto,

@@ -7,6 +7,7 @@ mod imp;
 mod logbridge;
 
 pub use imp::format_to_gst;
+pub use imp::{apply_devices, devices_to_string};
 pub use imp::gst_to_format;
 
 glib::wrapper! {

@@ -1,0 +1,391 @@
+//! `nlmdenoise`: denoise a video file with temporal non-local means.
+//!
+//! ```text
+//! nlmdenoise input.mp4 denoised.mp4                       # H.264 + AAC in MP4, audio kept
+//! nlmdenoise input.mov denoised.mkv --crf 18 --preset slow
+//! nlmdenoise -i noisy.y4m -o clean.y4m --strength 12       # native y4m path
+//! ffmpeg -i in.mp4 -f yuv4mpegpipe - | nlmdenoise -i - -o - | ffmpeg -f yuv4mpegpipe -i - out.mp4
+//! ```
+//!
+//! Two paths (see README.md, "Command-line tool"):
+//! * y4m in and y4m out (files or pipes): read and written by the engine crate's y4m module, frames
+//!   through the engine directly ([`y4m`]).
+//! * anything else: a GStreamer pipeline with the `nlmdenoise` element registered statically from the
+//!   plugin crate ([`media`]): `filesrc ! decodebin` (or `appsrc` fed from a y4m file), video through
+//!   `nlmdenoise`, x264enc + mp4mux / matroskamux or y4menc, audio re-encoded (AAC / Opus).
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use clap::{Parser, ValueEnum};
+
+use nlmdenoise::backend::{ChunkFrames, GpuKernel, Intermediate};
+use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Params, PlaneSelection, Weighting};
+
+mod media;
+mod progress;
+mod y4m;
+
+/// Temporal window of the command-line tool when none is given: it works on whole files, so
+/// latency does not matter and future frames are as useful as past ones.
+pub const OFFLINE_TEMPORAL_PAST: u32 = 2;
+pub const OFFLINE_TEMPORAL_FUTURE: u32 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KernelArg {
+    Auto,
+    Fused,
+    Multipass,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IntermediateArg {
+    F32,
+    F16,
+    Unorm10,
+}
+
+/// Output container (normally taken from the output file's extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Container {
+    /// H.264 (x264enc) and AAC audio (avenc_aac) in MP4 (mp4mux).
+    Mp4,
+    /// H.264 (x264enc) and Opus audio (opusenc) in Matroska (matroskamux).
+    Mkv,
+    /// Uncompressed YUV4MPEG2 video, no audio.
+    Y4m,
+}
+
+impl Container {
+    fn from_path(path: &str) -> Result<Self> {
+        if path == "-" {
+            return Ok(Container::Y4m);
+        }
+        let ext = Path::new(path).extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("mp4" | "m4v") => Ok(Container::Mp4),
+            Some("mkv") => Ok(Container::Mkv),
+            Some("y4m") => Ok(Container::Y4m),
+            _ => bail!("cannot tell the output format from '{path}': name it .mp4, .mkv or .y4m, or pass --container mp4|mkv|y4m"),
+        }
+    }
+}
+
+/// x264 speed presets (x264enc `speed-preset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    Ultrafast,
+    Superfast,
+    Veryfast,
+    Faster,
+    Fast,
+    Medium,
+    Slow,
+    Slower,
+    Veryslow,
+    Placebo,
+}
+
+impl Preset {
+    pub fn nick(self) -> &'static str {
+        match self {
+            Preset::Ultrafast => "ultrafast",
+            Preset::Superfast => "superfast",
+            Preset::Veryfast => "veryfast",
+            Preset::Faster => "faster",
+            Preset::Fast => "fast",
+            Preset::Medium => "medium",
+            Preset::Slow => "slow",
+            Preset::Slower => "slower",
+            Preset::Veryslow => "veryslow",
+            Preset::Placebo => "placebo",
+        }
+    }
+}
+
+/// Temporal non-local means video denoiser.
+///
+/// Reads any file GStreamer can decode (and YUV4MPEG2 natively) and writes H.264 in MP4 (.mp4) or
+/// Matroska (.mkv), or uncompressed .y4m; audio is kept (re-encoded to AAC in MP4, Opus in
+/// Matroska). y4m in and y4m out take the native path: 8-bit 4:2:0, 4:2:2, 4:4:4 and mono, 10-bit
+/// 4:2:0 and 9..16-bit 4:4:4 and mono, written back in the same colour space. Strengths and sigma
+/// are in 8-bit code values whatever the bit depth. The temporal window defaults to 2 past and 2
+/// future frames (offline: latency does not matter).
+#[derive(Debug, Parser)]
+#[command(name = "nlmdenoise", version)]
+pub struct Cli {
+    /// Input file (same as -i): a .y4m file, - for y4m on standard input, or any file GStreamer can
+    /// decode (mp4, mkv, mov, webm, avi, ...).
+    #[arg(value_name = "INPUT", conflicts_with = "input")]
+    input_pos: Option<String>,
+
+    /// Output file (same as -o): .mp4, .mkv or .y4m (- for y4m on standard output).
+    #[arg(value_name = "OUTPUT", conflicts_with = "output")]
+    output_pos: Option<String>,
+
+    /// Input file (see INPUT).
+    #[arg(short, long, value_name = "FILE")]
+    input: Option<String>,
+
+    /// Output file (see OUTPUT). Without any output the result is discarded (useful with
+    /// --psnr-ref or for timing).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<String>,
+
+    /// Output container instead of the one the output's extension names.
+    #[arg(long, value_enum)]
+    container: Option<Container>,
+
+    /// Search window radius a: offsets -a..=a in x and y (0..=12).
+    #[arg(long, default_value_t = Params::default().search_radius)]
+    search_radius: u32,
+
+    /// Patch radius s: (2s+1)^2 samples compared (0..=7).
+    #[arg(long, default_value_t = Params::default().patch_radius)]
+    patch_radius: u32,
+
+    /// Past frames searched (0..=7).
+    #[arg(long, default_value_t = OFFLINE_TEMPORAL_PAST)]
+    temporal_past: u32,
+
+    /// Future frames searched (0..=7). Offline, so the default is symmetric with the past.
+    #[arg(long, default_value_t = OFFLINE_TEMPORAL_FUTURE)]
+    temporal_future: u32,
+
+    /// Filtering strength h for luma (and RGB, joint and luma-guided weights), 8-bit units.
+    /// Default: 0.71 * sigma when --sigma is given, else 10.
+    #[arg(long)]
+    strength: Option<f32>,
+
+    /// Filtering strength h for chroma planes with their own weights, 8-bit units.
+    /// Default: 0.85 * sigma when --sigma is given, else 10.
+    #[arg(long)]
+    chroma_strength: Option<f32>,
+
+    /// Weight function: welsch (exp(-d2/h^2)) or bisquare ((1-d2/h^2)^2).
+    #[arg(long, default_value_t = Params::default().weighting)]
+    weighting: Weighting,
+
+    /// Weight of the centre sample as a multiple of the largest other weight.
+    #[arg(long, default_value_t = Params::default().wref)]
+    wref: f32,
+
+    /// Chroma weights: independent, luma-guided or joint (4:4:4 only).
+    #[arg(long, default_value_t = Params::default().chroma_mode)]
+    chroma_mode: ChromaMode,
+
+    /// Planes to denoise: all, luma or chroma; the others are copied.
+    #[arg(long, default_value_t = Params::default().planes)]
+    planes: PlaneSelection,
+
+    /// Noise standard deviation (8-bit units); 2*sigma^2 is subtracted from every distance.
+    #[arg(long)]
+    sigma: Option<f32>,
+
+    /// Backend: auto (CUDA if usable, else CPU), cpu, cuda or reference (slow f64 oracle; y4m in
+    /// and out only).
+    #[arg(long, default_value_t = BackendKind::Auto)]
+    backend: BackendKind,
+
+    /// CUDA device(s): an ordinal (0), a comma list (0,1) or all. With several devices, chunks
+    /// of frames go round-robin to one worker per device (output identical to one device).
+    #[arg(long, value_name = "LIST", default_value = "0")]
+    device_id: String,
+
+    /// Frames per batched launch (a chunk along time): 1 = a frame at a time, 0 = automatic from
+    /// the device's free memory (8 on the CPU), N = N frames. Output is identical for every value.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=nlmdenoise::backend::chunked::MAX_CHUNK_FRAMES as i64))]
+    chunk_frames: u32,
+
+    /// CPU backend worker threads (0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+
+    /// GPU kernel.
+    #[arg(long, value_enum, default_value_t = KernelArg::Auto)]
+    kernel: KernelArg,
+
+    /// Search offsets per pass of the multi-pass GPU kernel (1..=4).
+    #[arg(long, default_value_t = BackendOptions::default().offsets_per_pass)]
+    offsets_per_pass: u32,
+
+    /// Storage of the multi-pass kernel's intermediates.
+    #[arg(long, value_enum, default_value_t = IntermediateArg::Unorm10)]
+    intermediate: IntermediateArg,
+
+    /// Frames in flight on an asynchronous backend (0 = synchronous).
+    #[arg(long, default_value_t = 0)]
+    pipeline_depth: usize,
+
+    /// Process at most N frames (encoded outputs: the audio is cut at the same time).
+    #[arg(long, value_name = "N")]
+    frames: Option<u64>,
+
+    /// H.264 constant quality (x264 CRF, 0..=50; lower is better and larger). Ignored with --bitrate.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=50))]
+    crf: u32,
+
+    /// H.264 average bitrate in kbit/s instead of constant quality.
+    #[arg(long, value_name = "KBIT/S", value_parser = clap::value_parser!(u32).range(1..=2_000_000))]
+    bitrate: Option<u32>,
+
+    /// x264 speed preset: slower presets give smaller files at the same quality.
+    #[arg(long, value_enum, default_value_t = Preset::Medium)]
+    preset: Preset,
+
+    /// Audio bitrate in kbit/s (AAC in MP4, Opus in Matroska).
+    #[arg(long, value_name = "KBIT/S", default_value_t = 128, value_parser = clap::value_parser!(u32).range(6..=510))]
+    audio_bitrate: u32,
+
+    /// Drop the audio instead of re-encoding it.
+    #[arg(long)]
+    no_audio: bool,
+
+    /// Clean reference clip (same size and colour space; y4m in and out only): print the PSNR of
+    /// the input and of the output against it.
+    #[arg(long, value_name = "CLEAN.y4m")]
+    psnr_ref: Option<String>,
+
+    /// No progress bar and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// More log output (-v: info, -vv: debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+impl Cli {
+    pub fn input_path(&self) -> Option<&str> {
+        self.input.as_deref().or(self.input_pos.as_deref())
+    }
+
+    pub fn output_path(&self) -> Option<&str> {
+        self.output.as_deref().or(self.output_pos.as_deref())
+    }
+
+    pub fn params(&self) -> Params {
+        let base = Params {
+            search_radius: self.search_radius,
+            patch_radius: self.patch_radius,
+            temporal_past: self.temporal_past,
+            temporal_future: self.temporal_future,
+            weighting: self.weighting,
+            wref: self.wref,
+            chroma_mode: self.chroma_mode,
+            planes: self.planes,
+            ..Params::default()
+        };
+        // Strengths follow the noise level unless given.
+        let p = match self.sigma {
+            Some(sigma) => base.with_noise_sigma(sigma),
+            None => base,
+        };
+        Params { strength: self.strength.unwrap_or(p.strength), chroma_strength: self.chroma_strength.unwrap_or(p.chroma_strength), ..p }
+    }
+
+    pub fn backend_options(&self) -> Result<BackendOptions> {
+        let mut options = BackendOptions {
+            kind: self.backend,
+            threads: self.threads,
+            pipeline_depth: self.pipeline_depth,
+            gpu_kernel: match self.kernel {
+                KernelArg::Auto => GpuKernel::Auto,
+                KernelArg::Fused => GpuKernel::Fused,
+                KernelArg::Multipass => GpuKernel::Multipass,
+            },
+            offsets_per_pass: self.offsets_per_pass,
+            intermediate: match self.intermediate {
+                IntermediateArg::F32 => Intermediate::F32,
+                IntermediateArg::F16 => Intermediate::F16,
+                IntermediateArg::Unorm10 => Intermediate::Unorm10,
+            },
+            chunk_frames: match self.chunk_frames {
+                0 => ChunkFrames::Auto,
+                1 => ChunkFrames::Off,
+                n => ChunkFrames::Frames(n as usize),
+            },
+            ..BackendOptions::default()
+        };
+        gstnlmdenoise::nlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
+        Ok(options)
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+/// Whether `path` starts like a YUV4MPEG2 stream (standard input always counts as one).
+fn is_y4m_input(path: &str) -> Result<bool> {
+    use std::io::Read;
+    if path == "-" {
+        return Ok(true);
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open input '{path}': {e}"))?;
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        bail!("cannot open input '{path}': it is a directory");
+    }
+    let mut magic = [0u8; 9];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => bail!("cannot read input '{path}': {e}"),
+        }
+    }
+    let y4m_name = Path::new(path).extension().is_some_and(|e| e.eq_ignore_ascii_case("y4m"));
+    // A .y4m name keeps the native reader (and its precise header errors) even for a bad file.
+    Ok(&magic[..got] == b"YUV4MPEG2" || y4m_name)
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let Some(input) = cli.input_path() else {
+        bail!("no input: nlmdenoise INPUT [OUTPUT] [options] (see --help)");
+    };
+    let output = cli.output_path();
+    if let Some(out) = output.filter(|o| *o != "-") {
+        let same = match (std::fs::canonicalize(out), std::fs::canonicalize(input)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => Path::new(out) == Path::new(input),
+        };
+        if input != "-" && same {
+            bail!("the output would overwrite the input '{out}'");
+        }
+    }
+    let container = match (cli.container, output) {
+        (Some(c), _) => Some(c),
+        (None, Some(out)) => Some(Container::from_path(out)?),
+        (None, None) => None,
+    };
+    let y4m_in = is_y4m_input(input)?;
+    if y4m_in && matches!(container, None | Some(Container::Y4m)) {
+        return y4m::run(cli, input, output);
+    }
+    if cli.psnr_ref.is_some() {
+        bail!("--psnr-ref needs y4m input and y4m output (or no output)");
+    }
+    if cli.backend == BackendKind::Reference {
+        bail!("--backend reference is only available for y4m input and output");
+    }
+    if input == "-" {
+        bail!("standard input must be y4m");
+    }
+    media::run(cli, input, output, container, y4m_in)
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    if let Err(e) = run(&cli) {
+        eprintln!("nlmdenoise: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,618 @@
+//! The GStreamer path: decode any file (or feed a y4m file through `appsrc`), denoise the video
+//! with the `nlmdenoise` element (registered statically from the plugin crate), re-encode.
+//!
+//! ```text
+//! filesrc ! decodebin ─video─> queue ! videoconvert ! nlmdenoise ! videoconvert ! x264enc ! queue ─> mp4mux/matroskamux ! filesink
+//!                     └audio─> queue ! audioconvert ! audioresample ! avenc_aac/opusenc ! queue ─┘
+//! (y4m input: appsrc instead of filesrc ! decodebin; .y4m output: ... ! videoconvert ! y4menc ! filesink)
+//! ```
+//!
+//! The element, not appsink/appsrc around the engine, keeps timestamps, the end-of-stream drain of
+//! the future window and caps handling in one place (the element's), shared with gst-launch users.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use gst::prelude::*;
+use gst_video::prelude::*;
+
+use nlmdenoise::y4m::Y4mReader;
+use nlmdenoise::{BackendKind, OwnedFrame};
+
+use crate::{Cli, Container, IntermediateArg, KernelArg};
+
+/// The Debian package that provides a GStreamer element (bookworm).
+fn package_of(factory: &str) -> &'static str {
+    match factory {
+        "x264enc" => "gstreamer1.0-plugins-ugly",
+        "avenc_aac" => "gstreamer1.0-libav",
+        "mp4mux" | "matroskamux" | "y4menc" => "gstreamer1.0-plugins-good",
+        "filesrc" | "filesink" | "fdsink" | "fakesink" | "queue" => "libgstreamer1.0-0",
+        _ => "gstreamer1.0-plugins-base",
+    }
+}
+
+fn what_is(factory: &str) -> &'static str {
+    match factory {
+        "x264enc" => "H.264 encoder",
+        "avenc_aac" => "AAC encoder",
+        "opusenc" => "Opus encoder",
+        "mp4mux" => "MP4 muxer",
+        "matroskamux" => "Matroska muxer",
+        "y4menc" => "YUV4MPEG2 encoder",
+        "decodebin" => "automatic decoder",
+        "videoconvert" | "audioconvert" | "audioresample" => "format converter",
+        _ => "element",
+    }
+}
+
+fn missing(factory: &str) -> String {
+    format!("the GStreamer element '{factory}' ({}) is missing: install the Debian package {}", what_is(factory), package_of(factory))
+}
+
+fn make(factory: &str) -> Result<gst::Element> {
+    gst::ElementFactory::make(factory).build().map_err(|_| anyhow!(missing(factory)))
+}
+
+/// What the pad-added handler and the probes share with the main thread.
+#[derive(Default)]
+struct Shared {
+    /// Buffers that left the denoiser.
+    frames_out: AtomicU64,
+    /// Buffers that entered the video branch (for --frames).
+    frames_in: AtomicU64,
+    video_linked: AtomicBool,
+    audio_linked: AtomicBool,
+    /// Description of the input's audio stream ("48000 Hz, 2 ch") and what became of it.
+    audio: Mutex<Option<String>>,
+    /// Time from which audio is cut (--frames).
+    audio_cutoff: Mutex<Option<gst::ClockTime>>,
+    /// An error found in a callback, reported instead of GStreamer's own.
+    error: Mutex<Option<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Posts an error on the bus from a streaming thread (the message the user sees is `msg`).
+fn post_error(element: &gst::Element, shared: &Shared, msg: String) {
+    lock(&shared.error).get_or_insert(msg.clone());
+    let _ = element.post_message(gst::message::Error::builder(gst::CoreError::Failed, &msg).src(element).build());
+}
+
+fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
+    let p = cli.params();
+    p.validate().context("bad parameters")?;
+    let backend = match cli.backend {
+        BackendKind::Auto => "auto",
+        BackendKind::Cpu => "cpu",
+        BackendKind::Cuda => "cuda",
+        BackendKind::Reference => bail!("--backend reference is only available for y4m input and output"),
+    };
+    if cli.pipeline_depth > 4 {
+        bail!("--pipeline-depth {} is out of range (0..=4)", cli.pipeline_depth);
+    }
+    if !(1..=4).contains(&cli.offsets_per_pass) {
+        bail!("--offsets-per-pass {} is out of range (1..=4)", cli.offsets_per_pass);
+    }
+    if cli.threads > 1024 {
+        bail!("--threads {} is out of range (0..=1024)", cli.threads);
+    }
+    let options = cli.backend_options()?;
+    den.set_property_from_str("backend", backend);
+    den.set_property("device-id", gstnlmdenoise::nlmdenoise::devices_to_string(&options));
+    den.set_property("chunk-frames", cli.chunk_frames);
+    den.set_property("threads", cli.threads as u32);
+    den.set_property_from_str(
+        "kernel",
+        match cli.kernel {
+            KernelArg::Auto => "auto",
+            KernelArg::Fused => "fused",
+            KernelArg::Multipass => "multipass",
+        },
+    );
+    den.set_property("offsets-per-pass", cli.offsets_per_pass);
+    den.set_property_from_str(
+        "intermediate",
+        match cli.intermediate {
+            IntermediateArg::F32 => "f32",
+            IntermediateArg::F16 => "f16",
+            IntermediateArg::Unorm10 => "unorm10",
+        },
+    );
+    den.set_property("pipeline-depth", cli.pipeline_depth as u32);
+    den.set_property("search-radius", p.search_radius);
+    den.set_property("patch-radius", p.patch_radius);
+    den.set_property("temporal-past", p.temporal_past);
+    den.set_property("temporal-future", p.temporal_future);
+    den.set_property_from_str("weighting", p.weighting.as_str());
+    den.set_property("wref", p.wref);
+    den.set_property_from_str("chroma-mode", p.chroma_mode.as_str());
+    den.set_property_from_str("planes", p.planes.as_str());
+    // sigma first: with strengths not yet set explicitly the element derives them from it; the
+    // computed strengths (explicit or derived, as in the y4m path) are then set on top.
+    den.set_property("sigma", p.sigma.unwrap_or(-1.0));
+    den.set_property("strength", p.strength);
+    den.set_property("chroma-strength", p.chroma_strength);
+    Ok(())
+}
+
+fn video_encoder(cli: &Cli) -> Result<gst::Element> {
+    let enc = make("x264enc")?;
+    enc.set_property_from_str("speed-preset", cli.preset.nick());
+    match cli.bitrate {
+        Some(kbps) => {
+            enc.set_property_from_str("pass", "cbr");
+            enc.set_property("bitrate", kbps.min(2_048_000));
+        }
+        None => {
+            enc.set_property_from_str("pass", "qual");
+            enc.set_property("quantizer", cli.crf);
+        }
+    }
+    Ok(enc)
+}
+
+fn describe_encoding(cli: &Cli, container: Option<Container>, audio: bool) -> String {
+    let video = match cli.bitrate {
+        Some(kbps) => format!("H.264 {kbps} kbit/s, preset {}", cli.preset.nick()),
+        None => format!("H.264 crf {}, preset {}", cli.crf, cli.preset.nick()),
+    };
+    match container {
+        Some(Container::Mp4) if audio => format!("{video} + AAC {} kbit/s in MP4", cli.audio_bitrate),
+        Some(Container::Mp4) => format!("{video} in MP4, no audio"),
+        Some(Container::Mkv) if audio => format!("{video} + Opus {} kbit/s in Matroska", cli.audio_bitrate),
+        Some(Container::Mkv) => format!("{video} in Matroska, no audio"),
+        Some(Container::Y4m) => "y4m, no audio".to_string(),
+        None => "discarded".to_string(),
+    }
+}
+
+/// Builds and links `queue ! audioconvert ! audioresample ! ENC ! queue ! mux` for a decoded
+/// audio pad.
+fn link_audio(pipeline: &gst::Pipeline, pad: &gst::Pad, mux: &gst::Element, container: Container, audio_bitrate: u32) -> Result<()> {
+    let encoder = match container {
+        Container::Mp4 => "avenc_aac",
+        _ => "opusenc",
+    };
+    if gst::ElementFactory::find(encoder).is_none() {
+        bail!("{} (or pass --no-audio)", missing(encoder));
+    }
+    let q1 = make("queue")?;
+    let conv = make("audioconvert")?;
+    let resample = make("audioresample")?;
+    let enc = make(encoder)?;
+    enc.set_property("bitrate", (audio_bitrate * 1000) as i32);
+    let q2 = make("queue")?;
+    // Compressed audio is small; an unbounded queue in front of the muxer keeps audio from
+    // blocking the demuxer while the video encoder holds frames back.
+    q2.set_property("max-size-buffers", 0u32);
+    q2.set_property("max-size-bytes", 0u32);
+    q2.set_property("max-size-time", 0u64);
+    let elements = [&q1, &conv, &resample, &enc, &q2];
+    pipeline.add_many(elements).context("adding the audio branch")?;
+    gst::Element::link_many(elements).context("linking the audio branch")?;
+    let mux_pad = mux.request_pad_simple("audio_%u").context("the muxer refused an audio stream")?;
+    q2.static_pad("src").unwrap().link(&mux_pad).context("linking audio to the muxer")?;
+    for e in elements {
+        e.sync_state_with_parent().context("starting the audio branch")?;
+    }
+    pad.link(&q1.static_pad("sink").unwrap()).context("linking the decoded audio")?;
+    Ok(())
+}
+
+fn link_fakesink(pipeline: &gst::Pipeline, pad: &gst::Pad) {
+    if let Ok(sink) = make("fakesink") {
+        sink.set_property("sync", false);
+        sink.set_property("async", false);
+        if pipeline.add(&sink).is_ok() {
+            let _ = sink.sync_state_with_parent();
+            let _ = pad.link(&sink.static_pad("sink").unwrap());
+        }
+    }
+}
+
+fn audio_summary(caps: &gst::CapsRef) -> String {
+    let s = caps.structure(0);
+    let rate = s.and_then(|s| s.get::<i32>("rate").ok());
+    let ch = s.and_then(|s| s.get::<i32>("channels").ok());
+    match (rate, ch) {
+        (Some(r), Some(c)) => format!("audio {r} Hz {c} ch"),
+        _ => "audio".to_string(),
+    }
+}
+
+/// Feeds the frames of a y4m file to `appsrc` (timestamps from the header's frame rate).
+fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<std::io::BufReader<std::fs::File>>, vinfo: gst_video::VideoInfo, limit: Option<u64>, shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let info = reader.header().video_info();
+        let mut frame = OwnedFrame::new(info);
+        let fps = vinfo.fps();
+        let duration = gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer().max(1) as u64);
+        let mut n = 0u64;
+        while limit.is_none_or(|l| n < l) {
+            match reader.read_frame(&mut frame) {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    post_error(appsrc.upcast_ref(), &shared, format!("reading input frame {n}: {e}"));
+                    return;
+                }
+            }
+            let Ok(mut buffer) = gst::Buffer::with_size(vinfo.size()) else { return };
+            {
+                let buf = buffer.get_mut().expect("new buffer is writable");
+                buf.set_pts(gst::ClockTime::SECOND.mul_div_floor(n * fps.denom() as u64, fps.numer().max(1) as u64));
+                buf.set_duration(duration);
+                let Ok(mut vf) = gst_video::VideoFrameRef::from_buffer_ref_writable(buf, &vinfo) else { return };
+                for p in 0..frame.planes.len() {
+                    let dst_stride = vf.plane_stride()[p] as usize;
+                    let Ok(dst) = vf.plane_data_mut(p as u32) else { return };
+                    let row = frame.strides[p];
+                    for (r, src) in frame.planes[p].chunks_exact(row).enumerate() {
+                        dst[r * dst_stride..r * dst_stride + row].copy_from_slice(src);
+                    }
+                }
+            }
+            if appsrc.push_buffer(buffer).is_err() {
+                return; // stopped (error or flushing)
+            }
+            n += 1;
+        }
+        let _ = appsrc.end_of_stream();
+    })
+}
+
+pub fn run(cli: &Cli, input: &str, output: Option<&str>, container: Option<Container>, y4m_in: bool) -> Result<()> {
+    gst::init().context("initialising GStreamer")?;
+    gstnlmdenoise::plugin_register_static().context("registering the nlmdenoise element")?;
+
+    let mut needed = vec!["queue", "videoconvert"];
+    needed.extend(if y4m_in { &["appsrc"][..] } else { &["filesrc", "decodebin"][..] });
+    match container {
+        Some(Container::Mp4) => needed.extend(["x264enc", "mp4mux", "filesink"]),
+        Some(Container::Mkv) => needed.extend(["x264enc", "matroskamux", "filesink"]),
+        Some(Container::Y4m) => needed.extend(["y4menc", if output == Some("-") { "fdsink" } else { "filesink" }]),
+        None => needed.push("fakesink"),
+    }
+    for f in needed {
+        if gst::ElementFactory::find(f).is_none() {
+            bail!(missing(f));
+        }
+    }
+
+    // A file this run creates is removed again when the run fails.
+    let created = output.filter(|o| *o != "-" && !std::path::Path::new(o).exists());
+    let result = build_and_run(cli, input, output, container, y4m_in);
+    if let (Err(_), Some(path)) = (&result, created) {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option<Container>, y4m_in: bool) -> Result<()> {
+    let pipeline = gst::Pipeline::new();
+    let shared = Arc::new(Shared::default());
+    let vqueue = make("queue")?;
+    let conv_in = make("videoconvert")?;
+    let den = gst::ElementFactory::make("nlmdenoise").build().context("creating the nlmdenoise element")?;
+    configure_denoiser(&den, cli)?;
+    let conv_out = make("videoconvert")?;
+    // Pins the format the denoiser works in (see `working_caps`): videoconvert alone would pick
+    // the "least lossy" format, Y444_16LE, for everything.
+    let format_filter = make("capsfilter")?;
+    let mut chain = vec![vqueue.clone(), conv_in, format_filter.clone(), den.clone(), conv_out];
+    let mut mux = None;
+    match container {
+        Some(c @ (Container::Mp4 | Container::Mkv)) => {
+            let enc = video_encoder(cli)?;
+            let q = make("queue")?;
+            q.set_property("max-size-buffers", 0u32);
+            q.set_property("max-size-bytes", 0u32);
+            q.set_property("max-size-time", 0u64);
+            let m = make(if c == Container::Mp4 { "mp4mux" } else { "matroskamux" })?;
+            let sink = make("filesink")?;
+            sink.set_property("location", output.expect("a container comes with an output"));
+            pipeline.add_many([&m, &sink])?;
+            m.link(&sink).context("linking the muxer")?;
+            chain.extend([enc, q]);
+            mux = Some(m);
+        }
+        Some(Container::Y4m) => {
+            let enc = make("y4menc")?;
+            let sink = match output {
+                Some("-") | None => {
+                    let s = make("fdsink")?;
+                    s.set_property("fd", 1i32);
+                    s
+                }
+                Some(path) => {
+                    let s = make("filesink")?;
+                    s.set_property("location", path);
+                    s
+                }
+            };
+            chain.extend([enc, sink]);
+        }
+        None => {
+            let sink = make("fakesink")?;
+            sink.set_property("sync", false);
+            chain.push(sink);
+        }
+    }
+    pipeline.add_many(&chain)?;
+    gst::Element::link_many(&chain).context("linking the video branch")?;
+    if let Some(m) = &mux {
+        let pad = m.request_pad_simple("video_%u").context("the muxer refused a video stream")?;
+        chain.last().unwrap().static_pad("src").unwrap().link(&pad).context("linking video to the muxer")?;
+    }
+
+    // Counting and --frames.
+    {
+        let sh = shared.clone();
+        den.static_pad("src").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+            sh.frames_out.fetch_add(1, Ordering::Relaxed);
+            gst::PadProbeReturn::Ok
+        });
+    }
+    if let Some(limit) = cli.frames {
+        let sh = shared.clone();
+        vqueue.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+            let n = sh.frames_in.fetch_add(1, Ordering::Relaxed);
+            let pts = info.buffer().and_then(|b| b.pts());
+            if n == 0 {
+                // Provisional audio cut from the frame rate; made exact at frame `limit`.
+                let fps = pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
+                if let (Some(p0), Some(fps)) = (pts, fps.filter(|f| f.numer() > 0)) {
+                    let len = gst::ClockTime::SECOND.mul_div_floor(limit * fps.denom() as u64, fps.numer() as u64);
+                    lock(&sh.audio_cutoff).get_or_insert(p0 + len.unwrap_or_default());
+                }
+            }
+            if n < limit {
+                return gst::PadProbeReturn::Ok;
+            }
+            if n == limit {
+                if let Some(p) = pts {
+                    *lock(&sh.audio_cutoff) = Some(p);
+                }
+                pad.send_event(gst::event::Eos::new());
+            }
+            gst::PadProbeReturn::Drop
+        });
+    }
+
+    // The source.
+    let mut feeder = None;
+    let mut total: Option<u64> = None;
+    let input_desc;
+    if y4m_in {
+        let file = std::fs::File::open(input).with_context(|| format!("cannot open input '{input}'"))?;
+        let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+        let reader = Y4mReader::new(std::io::BufReader::with_capacity(1 << 20, file)).with_context(|| format!("reading the y4m header of '{input}'"))?;
+        let header = reader.header().clone();
+        let (num, den_) = header.frame_rate.unwrap_or((25, 1));
+        let format = gstnlmdenoise::nlmdenoise::format_to_gst(header.layout.format);
+        let vinfo = gst_video::VideoInfo::builder(format, header.width as u32, header.height as u32)
+            .fps(gst::Fraction::new(num.min(i32::MAX as u64) as i32, den_.clamp(1, i32::MAX as u64) as i32))
+            .build()
+            .context("y4m header")?;
+        let appsrc = gst_app::AppSrc::builder()
+            .caps(&vinfo.to_caps().context("y4m caps")?)
+            .format(gst::Format::Time)
+            .block(true)
+            .max_bytes((vinfo.size() * 4) as u64)
+            .build();
+        format_filter.set_property("caps", gst::Caps::builder("video/x-raw").field("format", format.to_str()).build());
+        pipeline.add(&appsrc)?;
+        appsrc.link(&vqueue).context("linking appsrc")?;
+        total = len.map(|l| reader.estimate_frames(l));
+        input_desc = format!("y4m C{}", header.colorspace);
+        feeder = Some((appsrc, reader, vinfo));
+    } else {
+        let src = make("filesrc")?;
+        src.set_property("location", input);
+        let dec = make("decodebin")?;
+        pipeline.add_many([&src, &dec])?;
+        src.link(&dec).context("linking filesrc and decodebin")?;
+        let weak = pipeline.downgrade();
+        let vsink = vqueue.static_pad("sink").unwrap();
+        let sh = shared.clone();
+        let mux_ = mux.clone();
+        let filter = format_filter.clone();
+        let keep_audio = !cli.no_audio && matches!(container, Some(Container::Mp4 | Container::Mkv));
+        let (audio_bitrate, limited) = (cli.audio_bitrate, cli.frames.is_some());
+        dec.connect_pad_added(move |dec, pad| {
+            let Some(pipeline) = weak.upgrade() else { return };
+            let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+            let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
+            if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
+                filter.set_property("caps", working_caps(&caps));
+                if let Err(e) = pad.link(&vsink) {
+                    post_error(dec, &sh, format!("cannot link the decoded video ({caps}): {e:?}"));
+                }
+            } else if name.starts_with("audio/") && !sh.audio_linked.swap(true, Ordering::SeqCst) {
+                let summary = audio_summary(&caps);
+                if keep_audio {
+                    let (mux, container) = (mux_.as_ref().expect("muxer"), container.expect("container"));
+                    if let Err(e) = link_audio(&pipeline, pad, mux, container, audio_bitrate) {
+                        post_error(dec, &sh, format!("{e:#}"));
+                        return;
+                    }
+                    if limited {
+                        let sh2 = sh.clone();
+                        pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+                            let cut = *lock(&sh2.audio_cutoff);
+                            match (cut, info.buffer().and_then(|b| b.pts())) {
+                                (Some(cut), Some(pts)) if pts >= cut => {
+                                    if let Some(peer) = pad.peer() {
+                                        peer.send_event(gst::event::Eos::new());
+                                    }
+                                    gst::PadProbeReturn::Drop
+                                }
+                                _ => gst::PadProbeReturn::Ok,
+                            }
+                        });
+                    }
+                    *lock(&sh.audio) = Some(format!("{summary}, re-encoded"));
+                } else {
+                    *lock(&sh.audio) = Some(format!("{summary}, dropped"));
+                    link_fakesink(&pipeline, pad);
+                }
+            } else {
+                link_fakesink(&pipeline, pad);
+            }
+        });
+        let sh = shared.clone();
+        dec.connect_no_more_pads(move |dec| {
+            if !sh.video_linked.load(Ordering::SeqCst) {
+                post_error(dec, &sh, "the input has no video stream".to_string());
+            }
+        });
+        input_desc = String::new();
+    }
+    if let (Some(t), Some(l)) = (total, cli.frames) {
+        total = Some(t.min(l));
+    }
+
+    let bus = pipeline.bus().expect("a pipeline has a bus");
+    let bar = crate::progress::bar(cli.quiet, total);
+    let start = Instant::now();
+    let mut feeder_thread = None;
+    let result = 'run: {
+        if pipeline.set_state(gst::State::Playing).is_err() {
+            // The reason is on the bus.
+            if let Some(msg) = bus.timed_pop_filtered(gst::ClockTime::from_seconds(1), &[gst::MessageType::Error]) {
+                if let gst::MessageView::Error(err) = msg.view() {
+                    break 'run Err(describe_error(err, input, &den, &shared, cli.verbose > 0));
+                }
+            }
+            break 'run Err(anyhow!("the pipeline failed to start"));
+        }
+        if let Some((appsrc, reader, vinfo)) = feeder.take() {
+            feeder_thread = Some(feed_y4m(appsrc, reader, vinfo, cli.frames, shared.clone()));
+        }
+        let mut total_known = total.is_some();
+        loop {
+            bar.set_position(shared.frames_out.load(Ordering::Relaxed));
+            if !total_known {
+                if let Some(n) = estimate_total(&pipeline, &den) {
+                    let n = cli.frames.map_or(n, |l| l.min(n));
+                    crate::progress::set_total(&bar, Some(n));
+                    total_known = true;
+                }
+            }
+            let Some(msg) = bus.timed_pop(gst::ClockTime::from_mseconds(100)) else { continue };
+            match msg.view() {
+                gst::MessageView::Eos(_) => break 'run Ok(()),
+                gst::MessageView::Error(err) => break 'run Err(describe_error(err, input, &den, &shared, cli.verbose > 0)),
+                gst::MessageView::Warning(w) => {
+                    if !cli.quiet {
+                        let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
+                        bar.suspend(|| eprintln!("nlmdenoise: warning ({src}): {}", w.error()));
+                    }
+                }
+                _ => {}
+            }
+        }
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let backend: Option<String> = den.property("backend-in-use");
+    let caps = den.static_pad("sink").and_then(|p| p.current_caps());
+    let _ = pipeline.set_state(gst::State::Null);
+    if let Some(t) = feeder_thread {
+        let _ = t.join();
+    }
+    bar.finish_and_clear();
+    result?;
+
+    let frames = shared.frames_out.load(Ordering::Relaxed);
+    if !cli.quiet {
+        let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
+        let (size, format, fps) = match &vinfo {
+            Some(i) => (format!("{}x{}", i.width(), i.height()), i.format().to_str().to_string(), format!("{}/{}", i.fps().numer(), i.fps().denom())),
+            None => ("?x?".into(), "?".into(), "?".into()),
+        };
+        eprintln!(
+            "nlmdenoise: {frames} frames {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
+            frames as f64 / seconds.max(1e-9),
+            backend.unwrap_or_else(|| "none (no frame reached the denoiser)".into())
+        );
+        let audio = lock(&shared.audio).clone();
+        let input_kind = if input_desc.is_empty() { format!("video {format} {fps} fps") } else { input_desc };
+        eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
+        let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
+        eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded"))));
+    }
+    Ok(())
+}
+
+/// Frames in the input, from the pipeline's duration and the video frame rate (once known).
+fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<u64> {
+    let caps = den.static_pad("sink")?.current_caps()?;
+    let fps = gst_video::VideoInfo::from_caps(&caps).ok()?.fps();
+    if fps.numer() <= 0 || fps.denom() <= 0 {
+        return None;
+    }
+    let duration = pipeline.query_duration::<gst::ClockTime>()?;
+    let frames = (duration.nseconds() as u128 * fps.numer() as u128 + fps.denom() as u128 * 500_000_000) / (fps.denom() as u128 * 1_000_000_000);
+    Some(frames as u64)
+}
+
+/// A clear message for an error GStreamer posted.
+fn describe_error(err: &gst::message::Error, input: &str, den: &gst::Element, shared: &Shared, verbose: bool) -> anyhow::Error {
+    if let Some(ours) = lock(&shared.error).clone() {
+        return anyhow!(ours);
+    }
+    let e = err.error();
+    let src = err.src();
+    let src_name = src.map(|s| s.path_string().to_string()).unwrap_or_default();
+    let debug = err.debug().map(|d| d.to_string()).unwrap_or_default();
+    let detail = if verbose && !debug.is_empty() { format!(" [{src_name}: {debug}]") } else { String::new() };
+    if src.is_some_and(|s| s == den.upcast_ref::<gst::Object>()) {
+        return anyhow!("denoising failed: {e}{detail}");
+    }
+    if let Some(kind) = e.kind::<gst::StreamError>() {
+        return match kind {
+            gst::StreamError::TypeNotFound => {
+                anyhow!("cannot decode '{input}': GStreamer does not recognise its format (not a video file, or damaged){detail}")
+            }
+            gst::StreamError::CodecNotFound => anyhow!(
+                "cannot decode '{input}': no GStreamer decoder for one of its streams ({e}); decoders are in the Debian packages gstreamer1.0-libav, gstreamer1.0-plugins-good, -bad and -ugly{detail}"
+            ),
+            _ => anyhow!("cannot decode '{input}': {e}{detail}"),
+        };
+    }
+    if e.kind::<gst::CoreError>() == Some(gst::CoreError::MissingPlugin) {
+        return anyhow!("cannot process '{input}': a GStreamer plugin is missing ({e}); decoders are in the Debian packages gstreamer1.0-libav, gstreamer1.0-plugins-good, -bad and -ugly{detail}");
+    }
+    if let Some(kind) = e.kind::<gst::ResourceError>() {
+        return match kind {
+            gst::ResourceError::OpenWrite | gst::ResourceError::Write | gst::ResourceError::NoSpaceLeft => anyhow!("cannot write the output: {e}{detail}"),
+            _ => anyhow!("cannot read '{input}': {e}{detail}"),
+        };
+    }
+    anyhow!("{src_name}: {e}{detail}")
+}
+
+/// Caps for the denoiser's input given the decoder's output: the decoder's own format when the
+/// engine takes it (no conversion), else the engine formats of the same bit depth class
+/// (videoconvert picks the closest one).
+fn working_caps(decoded: &gst::CapsRef) -> gst::Caps {
+    use gstnlmdenoise::nlmdenoise::{format_to_gst, gst_to_format};
+    let info = gst_video::VideoInfo::from_caps(decoded).ok();
+    if let Some(f) = info.as_ref().and_then(|i| gst_to_format(i.format())) {
+        return gst::Caps::builder("video/x-raw").field("format", format_to_gst(f).to_str()).build();
+    }
+    let deep = info.as_ref().is_some_and(|i| i.format_info().depth().first().copied().unwrap_or(8) > 8);
+    let formats: Vec<&str> = nlmdenoise::PixelFormat::ALL
+        .into_iter()
+        .filter(|f| (f.info().bytes_per_sample > 1) == deep)
+        .map(|f| format_to_gst(f).to_str())
+        .map(|s| s.as_str())
+        .collect();
+    gst::Caps::builder("video/x-raw").field("format", gst::List::new(formats)).build()
+}

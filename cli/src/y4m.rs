@@ -1,0 +1,208 @@
+//! The native YUV4MPEG2 path: y4m in (file or standard input), y4m out (file, standard output or
+//! nothing), frames through the engine directly; optional PSNR against a clean clip.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::ProgressBar;
+
+use nlmdenoise::y4m::{Y4mHeader, Y4mLayout, Y4mReader, Y4mWriter};
+use nlmdenoise::{Denoiser, OwnedFrame};
+
+use crate::Cli;
+
+/// Squared-error sums against a clean clip, in file units.
+#[derive(Default, Clone, Copy)]
+struct ErrorSums {
+    luma_sse: f64,
+    luma_n: u64,
+    all_sse: f64,
+    all_n: u64,
+}
+
+impl ErrorSums {
+    fn add(&mut self, layout: &Y4mLayout, frame: &OwnedFrame, clean: &OwnedFrame, a: &mut Vec<u32>, b: &mut Vec<u32>) {
+        for p in 0..frame.planes.len() {
+            layout.file_samples(frame, p, a);
+            layout.file_samples(clean, p, b);
+            let sse: f64 = a.iter().zip(b.iter()).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
+            if p == 0 {
+                self.luma_sse += sse;
+                self.luma_n += a.len() as u64;
+            }
+            self.all_sse += sse;
+            self.all_n += a.len() as u64;
+        }
+    }
+
+    fn psnr(sse: f64, n: u64, peak: f64) -> f64 {
+        if n == 0 {
+            return f64::NAN;
+        }
+        let mse = sse / n as f64;
+        if mse == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (peak * peak / mse).log10()
+        }
+    }
+
+    fn describe(&self, peak: f64) -> String {
+        format!("Y {:.2} dB, all planes {:.2} dB", Self::psnr(self.luma_sse, self.luma_n, peak), Self::psnr(self.all_sse, self.all_n, peak))
+    }
+}
+
+/// Per-frame data that travels through the denoiser with the frame.
+struct Tag {
+    index: u64,
+    frame_params: String,
+}
+
+/// The clean clip and the frames of it still waiting for their denoised counterpart.
+struct PsnrState {
+    reader: Y4mReader<Box<dyn BufRead>>,
+    waiting: VecDeque<OwnedFrame>,
+    input: ErrorSums,
+    output: ErrorSums,
+    a: Vec<u32>,
+    b: Vec<u32>,
+}
+
+fn open_input(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>)> {
+    if path == "-" {
+        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin().lock())), None));
+    }
+    let file = File::open(path).with_context(|| format!("cannot open input '{path}'"))?;
+    let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    Ok((Box::new(BufReader::with_capacity(1 << 20, file)), len))
+}
+
+fn open_output(path: &str) -> Result<Box<dyn Write>> {
+    if path == "-" {
+        return Ok(Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())));
+    }
+    let file = File::create(path).with_context(|| format!("cannot create output '{path}'"))?;
+    Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
+}
+
+/// Moves every ready output to the writer (and the PSNR sums).
+fn drain(
+    denoiser: &mut Denoiser<Tag>,
+    out: &mut OwnedFrame,
+    writer: &mut Option<Y4mWriter<Box<dyn Write>>>,
+    psnr: &mut Option<PsnrState>,
+    layout: &Y4mLayout,
+    bar: &ProgressBar,
+    written: &mut u64,
+) -> Result<()> {
+    while let Some(tag) = denoiser.pop(&mut out.as_mut()).context("denoising")? {
+        if tag.index != *written {
+            bail!("internal error: output frame {} arrived when {} was expected", tag.index, *written);
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write_frame(out, &tag.frame_params).with_context(|| format!("writing output frame {}", tag.index))?;
+        }
+        if let Some(ps) = psnr.as_mut() {
+            let clean = ps.waiting.pop_front().context("internal error: no clean frame for an output")?;
+            ps.output.add(layout, out, &clean, &mut ps.a, &mut ps.b);
+        }
+        *written += 1;
+        bar.inc(1);
+    }
+    Ok(())
+}
+
+/// Denoises y4m `input` into y4m `output` (none: discarded).
+pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
+    let params = cli.params();
+    params.validate().context("bad parameters")?;
+    let (input, input_len) = open_input(input_path)?;
+    let mut reader = Y4mReader::new(input).with_context(|| format!("reading the y4m header of '{input_path}'"))?;
+    let header: Y4mHeader = reader.header().clone();
+    let layout = header.layout;
+    let info = header.video_info();
+
+    let mut psnr = match &cli.psnr_ref {
+        None => None,
+        Some(path) => {
+            let (r, _) = open_input(path)?;
+            let clean = Y4mReader::new(r).with_context(|| format!("reading the y4m header of '{path}'"))?;
+            let ch = clean.header();
+            if (ch.width, ch.height, ch.layout) != (header.width, header.height, header.layout) {
+                bail!(
+                    "--psnr-ref '{path}' is {}x{} C{}, the input is {}x{} C{}",
+                    ch.width,
+                    ch.height,
+                    ch.colorspace,
+                    header.width,
+                    header.height,
+                    header.colorspace
+                );
+            }
+            Some(PsnrState { reader: clean, waiting: VecDeque::new(), input: ErrorSums::default(), output: ErrorSums::default(), a: Vec::new(), b: Vec::new() })
+        }
+    };
+
+    let options = cli.backend_options()?;
+    let mut denoiser: Denoiser<Tag> = Denoiser::new(info, params, &options)
+        .with_context(|| format!("starting the {} backend for {}x{} {}", options.kind, info.width, info.height, info.format))?;
+    let mut writer = match output {
+        Some(path) => Some(Y4mWriter::new(open_output(path)?, header.clone())),
+        None => None,
+    };
+
+    let total = input_len.map(|len| reader.estimate_frames(len)).map(|n| cli.frames.map_or(n, |m| m.min(n)));
+    let bar = crate::progress::bar(cli.quiet, total);
+    let mut frame = OwnedFrame::new(info);
+    let mut out = OwnedFrame::new(info);
+    let mut clean = OwnedFrame::new(info);
+    let (mut read, mut written) = (0u64, 0u64);
+    let start = Instant::now();
+
+    while cli.frames.is_none_or(|n| read < n) {
+        let Some(frame_params) = reader.read_frame(&mut frame).with_context(|| format!("reading input frame {read}"))? else { break };
+        if let Some(ps) = psnr.as_mut() {
+            if ps.reader.read_frame(&mut clean).with_context(|| format!("reading reference frame {read}"))?.is_none() {
+                bail!("--psnr-ref clip has only {read} frames; the input has more");
+            }
+            ps.input.add(&layout, &frame, &clean, &mut ps.a, &mut ps.b);
+            ps.waiting.push_back(clean.clone());
+        }
+        denoiser.push(&frame.as_ref(), Tag { index: read, frame_params }).with_context(|| format!("denoising frame {read}"))?;
+        read += 1;
+        drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
+    }
+    denoiser.finish_stream().context("finishing the stream")?;
+    drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
+    if written != read {
+        bail!("internal error: {read} frames read but {written} written");
+    }
+    if let Some(w) = writer {
+        w.finish().context("writing the output")?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    if !cli.quiet {
+        eprintln!(
+            "nlmdenoise: {written} frames {}x{} C{} in {seconds:.2} s ({:.2} fps), backend: {}",
+            info.width,
+            info.height,
+            header.colorspace,
+            written as f64 / seconds.max(1e-9),
+            denoiser.backend_description()
+        );
+        let show = |p: &str| if p == "-" { "standard stream".to_string() } else { format!("'{p}'") };
+        eprintln!("  input:  {} (y4m)\n  output: {}", show(input_path), output.map_or("discarded".to_string(), |o| format!("{} (y4m)", show(o))));
+    }
+    if let Some(ps) = psnr {
+        let peak = layout.max_value() as f64;
+        eprintln!("PSNR input  vs reference: {}", ps.input.describe(peak));
+        eprintln!("PSNR output vs reference: {}", ps.output.describe(peak));
+    }
+    Ok(())
+}
+

@@ -1,0 +1,81 @@
+//! The `chunk-frames` and `device-id` properties: values, mapping to the engine's options, and
+//! chunked runs (several "devices" on the CPU backend: one worker each) giving the same frames,
+//! timestamps and count as a frame at a time.
+
+mod common;
+
+use common::*;
+use gst::prelude::*;
+use nlmdenoise::backend::{BackendOptions, ChunkFrames, Devices};
+use nlmdenoise::{Params, PixelFormat};
+
+#[test]
+fn device_id_takes_an_ordinal_a_list_or_all() {
+    init();
+    let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
+    assert_eq!(e.property::<String>("device-id"), "0");
+    assert_eq!(e.property::<u32>("chunk-frames"), 1, "a frame at a time by default");
+    for (set, get) in [("1", "1"), ("0,1", "0,1"), (" 2 , 3 ", "2,3"), ("ALL", "all"), ("0", "0")] {
+        e.set_property("device-id", set);
+        assert_eq!(e.property::<String>("device-id"), get, "device-id={set}");
+    }
+    // A bad list is refused (logged) and the previous value kept.
+    e.set_property("device-id", "1,x");
+    assert_eq!(e.property::<String>("device-id"), "0");
+    // gst-launch syntax: `device-id=0` still works (the value is a string now).
+    let bin = gst::parse::launch("nlmdenoise name=d device-id=1 chunk-frames=0").unwrap();
+    let d = bin.downcast::<gst::Bin>().map(|b| b.by_name("d").unwrap()).unwrap_or_else(|e| e);
+    assert_eq!(d.property::<String>("device-id"), "1");
+    assert_eq!(d.property::<u32>("chunk-frames"), 0);
+    let flags = d.find_property("chunk-frames").unwrap().flags();
+    assert!(flags.contains(gst::PARAM_FLAG_MUTABLE_READY));
+
+    let mut o = BackendOptions::default();
+    gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "3").unwrap();
+    assert_eq!((o.device_id, &o.devices), (3, &Devices::Default));
+    gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "1,0").unwrap();
+    assert_eq!((o.device_id, &o.devices), (1, &Devices::List(vec![1, 0])));
+    gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "all").unwrap();
+    assert_eq!(o.devices, Devices::All);
+    assert!(gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "").is_err());
+    let _ = ChunkFrames::Auto;
+}
+
+/// Runs `n` frames through a harness with `props` set; returns the output buffers.
+fn run(params: &Params, props: &[(&str, &str)], n: u64) -> (Vec<gst::Buffer>, Vec<gst::Buffer>) {
+    let format = PixelFormat::I420;
+    let caps = caps(format, 20, 14, (25, 1));
+    let info = video_info(&caps);
+    let frames: Vec<gst::Buffer> = (0..n).map(|i| with_meta(make_buffer(&info, format, 300 + i), i, gst::BufferFlags::empty())).collect();
+    let mut h = harness(params);
+    for (k, v) in props {
+        h.element().unwrap().set_property_from_str(k, v);
+    }
+    h.set_src_caps(caps);
+    let mut outs = Vec::new();
+    for f in &frames {
+        h.push(f.clone()).unwrap();
+        outs.extend(pull_all(&mut h));
+    }
+    assert!(h.push_event(gst::event::Eos::new()));
+    outs.extend(pull_all(&mut h));
+    (frames, outs)
+}
+
+#[test]
+fn chunked_and_multi_worker_runs_match_frame_at_a_time() {
+    let params = Params { temporal_past: 2, temporal_future: 2, ..small_params() };
+    let n = 11;
+    let (frames, base) = run(&params, &[], n);
+    assert_eq!(base.len(), n as usize);
+    let format = PixelFormat::I420;
+    let info = video_info(&caps(format, 20, 14, (25, 1)));
+    for props in [vec![("chunk-frames", "3")], vec![("chunk-frames", "0")], vec![("chunk-frames", "4"), ("device-id", "0,1")]] {
+        let (_, outs) = run(&params, &props, n);
+        assert_eq!(outs.len(), n as usize, "{props:?}: every frame comes out");
+        for (i, (o, b)) in outs.iter().zip(&base).enumerate() {
+            assert_eq!(o.pts(), frames[i].pts(), "{props:?} frame {i}: timestamp");
+            assert_eq!(buffer_planes(o, &info, format), buffer_planes(b, &info, format), "{props:?} frame {i}: samples");
+        }
+    }
+}
