@@ -27,6 +27,11 @@ fn device_id_takes_an_ordinal_a_list_or_all() {
     let d = bin.downcast::<gst::Bin>().map(|b| b.by_name("d").unwrap()).unwrap_or_else(|e| e);
     assert_eq!(d.property::<String>("device-id"), "1");
     assert_eq!(d.property::<u32>("chunk-frames"), 0);
+    for (desc, want) in [("device-id=0,1", "0,1"), ("device-id=\"0,1\"", "0,1"), ("device-id=all", "all")] {
+        let bin = gst::parse::launch(&format!("nlmdenoise name=d {desc}")).unwrap();
+        let d = bin.downcast::<gst::Bin>().map(|b| b.by_name("d").unwrap()).unwrap_or_else(|e| e);
+        assert_eq!(d.property::<String>("device-id"), want, "{desc}");
+    }
     let flags = d.find_property("chunk-frames").unwrap().flags();
     assert!(flags.contains(gst::PARAM_FLAG_MUTABLE_READY));
 
