@@ -16,6 +16,16 @@ struct NlmGroup {
     float pad;
 };
 
+// One job of a batched launch (launch_batch): blockIdx.z = job * n_groups + group. A device
+// table of these replaces the per-launch fields slot/n_frames/target/dst/exact below.
+struct NlmJob {
+    unsigned char* dst;
+    unsigned long long* exact;
+    int slot[NLM_MAX_FRAMES];
+    int n_frames;
+    int target;
+};
+
 struct NlmArgs {
     const unsigned char* ring;     // ring_slots frames of frame_bytes each
     unsigned char* dst;            // output frame, same layout as a ring frame
@@ -32,6 +42,20 @@ struct NlmArgs {
     float scale_to_8bit;
     unsigned long long* exact;     // exact[0]: count; exact[1..]: samples to redo in f64
     unsigned long long exact_capacity;
+    const NlmJob* jobs;            // null: one job, described by the fields above
+    int n_groups;                  // weight groups per job in this launch (gridDim.z / jobs)
+    unsigned exact_offset;         // this launch's list: exact (or each job's) + exact_offset words
+};
+
+// The job a block works on, whether the launch is single or batched.
+struct JobView {
+    const NlmJob* job;
+    const NlmArgs& a;
+    __device__ __forceinline__ int slot(int f) const { return job ? job->slot[f] : a.slot[f]; }
+    __device__ __forceinline__ int n_frames() const { return job ? job->n_frames : a.n_frames; }
+    __device__ __forceinline__ int target() const { return job ? job->target : a.target; }
+    __device__ __forceinline__ unsigned char* dst() const { return job ? job->dst : a.dst; }
+    __device__ __forceinline__ unsigned long long* exact() const { return job ? job->exact : a.exact; }
 };
 
 #ifdef NLM_ARGS_BYTES

@@ -31,26 +31,62 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 // One warp per queued sample: the lanes compute the weights of 32 (frame, offset) pairs at a time
 // (each patch distance summed in the reference's order), lane 0 then adds them up in the
 // reference's order. Weights are >= 0; -1 marks the skipped centre.
+//
+// Where it fits, the warp first stages every guide sample the sample's pairs read (per frame and
+// guide plane the search window plus patch halo, mirrored) in shared memory, all lanes loading
+// at once; the patch sums then read shared memory instead of making dependent trips to global
+// memory. Squared differences of integer samples and their sums are integers below 2^53, so
+// summing them in integers gives the reference's f64 sum exactly, in any order.
 constexpr int EXACT_WARPS = 4;
+constexpr int EXACT_RW = 2 * SEARCH_R * STEP_X + PATCH_D;   // staged window per frame and guide
+constexpr int EXACT_RH = 2 * SEARCH_R * STEP_Y + PATCH_D;
+constexpr int EXACT_REGION = N_GUIDES * EXACT_RH * EXACT_RW;
+constexpr int EXACT_STAGE = 4096;                            // samples per warp (8 KB)
+#if SAMPLE_BYTES == 1
+typedef int ssd_t;                 // <= 3 * 225 * 255^2 < 2^31
+#else
+typedef unsigned long long ssd_t;
+#endif
 
 extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const NlmArgs args)
 {
     __shared__ double weights[EXACT_WARPS][32];
     __shared__ double values[EXACT_WARPS][32][N_OUTPUTS];
+    __shared__ unsigned short stage[EXACT_WARPS][EXACT_STAGE];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const unsigned long long count = min(args.exact[0], args.exact_capacity);
+    const JobView jv{args.jobs ? args.jobs + blockIdx.z : nullptr, args};
+    const unsigned long long* list = jv.exact() + args.exact_offset;
+    const int n_frames = jv.n_frames(), tgt_index = jv.target();
+    unsigned char* dst = jv.dst();
+    const unsigned long long count = min(list[0], args.exact_capacity);
     const double norm = __ddiv_rn(1.0, __dmul_rn((double)N_GUIDES, (double)(PATCH_D * PATCH_D)));
     const double inv_scale2 = __ddiv_rn(1.0, __dmul_rn((double)args.scale_to_8bit, (double)args.scale_to_8bit));
     const int offsets = SEARCH_D * SEARCH_D;
-    const int pairs = args.n_frames * offsets;
+    const int pairs = n_frames * offsets;
+    const bool staged = n_frames * EXACT_REGION <= EXACT_STAGE;
+    unsigned short* st = stage[warp];
     for (unsigned long long e = blockIdx.x * (unsigned long long)EXACT_WARPS + warp; e < count;
          e += (unsigned long long)gridDim.x * EXACT_WARPS) {
-        const unsigned long long entry = args.exact[1 + e];
+        const unsigned long long entry = list[1 + e];
         const NlmGroup& grp = args.group[entry >> 32];
         const unsigned at = (unsigned)entry;
         const int px = at % args.out_w, py = at / args.out_w;
         const double h = grp.h;
-        const unsigned char* target = args.ring + (unsigned long long)args.slot[args.target] * args.frame_bytes;
+        const unsigned char* target = args.ring + (unsigned long long)jv.slot(tgt_index) * args.frame_bytes;
+        // Top-left guide coordinate of the staged window.
+        const int gx0 = (px - SEARCH_R) * STEP_X - PATCH_R, gy0 = (py - SEARCH_R) * STEP_Y - PATCH_R;
+        if (staged) {
+            __syncwarp();   // the previous sample's window is no longer read
+            for (int i = lane; i < n_frames * EXACT_REGION; i += 32) {
+                const int f = i / EXACT_REGION, r = i - f * EXACT_REGION;
+                const int g = r / (EXACT_RH * EXACT_RW), q = r - g * (EXACT_RH * EXACT_RW);
+                const int y = q / EXACT_RW, x = q - y * EXACT_RW;
+                const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
+                st[i] = reinterpret_cast<const sample_t*>(frame + grp.guide[g])[mirror_index(gy0 + y, args.guide_h) * args.guide_w +
+                                                                                 mirror_index(gx0 + x, args.guide_w)];
+            }
+            __syncwarp();
+        }
         double sums[N_OUTPUTS];
         for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = 0.0;
         double total = 0.0, wmax = 0.0;
@@ -60,21 +96,36 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
             if (k < pairs) {
                 const int f = k / offsets, r = k - f * offsets;
                 const int dy = r / SEARCH_D - SEARCH_R, dx = r % SEARCH_D - SEARCH_R;
-                if (!(f == args.target && dx == 0 && dy == 0)) {
-                    const unsigned char* frame = args.ring + (unsigned long long)args.slot[f] * args.frame_bytes;
-                    double ssd = 0.0;
-                    for (int g = 0; g < N_GUIDES; ++g) {
-                        for (int ky = -PATCH_R; ky <= PATCH_R; ++ky) {
-                            for (int kx = -PATCH_R; kx <= PATCH_R; ++kx) {
-                                const double d =
-                                    exact_sample(target, grp.guide[g], args.guide_w, args.guide_h, px * STEP_X + kx, py * STEP_Y + ky) -
-                                    exact_sample(frame, grp.guide[g], args.guide_w, args.guide_h, (px + dx) * STEP_X + kx,
-                                                 (py + dy) * STEP_Y + ky);
-                                ssd = __dadd_rn(ssd, __dmul_rn(d, d));
+                if (!(f == tgt_index && dx == 0 && dy == 0)) {
+                    const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
+                    ssd_t ssd = 0;
+                    if (staged) {
+                        const unsigned short* tw = st + tgt_index * EXACT_REGION + SEARCH_R * STEP_Y * EXACT_RW + SEARCH_R * STEP_X;
+                        const unsigned short* rw = st + f * EXACT_REGION + (dy + SEARCH_R) * STEP_Y * EXACT_RW + (dx + SEARCH_R) * STEP_X;
+#pragma unroll
+                        for (int g = 0; g < N_GUIDES; ++g)
+#pragma unroll
+                            for (int ky = 0; ky < PATCH_D; ++ky)
+#pragma unroll
+                                for (int kx = 0; kx < PATCH_D; ++kx) {
+                                    const int o = g * EXACT_RH * EXACT_RW + ky * EXACT_RW + kx;
+                                    const ssd_t d = (ssd_t)((int)tw[o] - (int)rw[o] < 0 ? (int)rw[o] - (int)tw[o] : (int)tw[o] - (int)rw[o]);
+                                    ssd += d * d;
+                                }
+                    } else {
+                        for (int g = 0; g < N_GUIDES; ++g) {
+                            for (int ky = -PATCH_R; ky <= PATCH_R; ++ky) {
+                                for (int kx = -PATCH_R; kx <= PATCH_R; ++kx) {
+                                    const int a = (int)exact_sample(target, grp.guide[g], args.guide_w, args.guide_h, px * STEP_X + kx, py * STEP_Y + ky);
+                                    const int b = (int)exact_sample(frame, grp.guide[g], args.guide_w, args.guide_h, (px + dx) * STEP_X + kx,
+                                                                    (py + dy) * STEP_Y + ky);
+                                    const ssd_t d = (ssd_t)(a < b ? b - a : a - b);
+                                    ssd += d * d;
+                                }
                             }
                         }
                     }
-                    wt = exact_weight(__dmul_rn(__dmul_rn(ssd, norm), inv_scale2), h, (double)args.distance_offset);
+                    wt = exact_weight(__dmul_rn(__dmul_rn((double)ssd, norm), inv_scale2), h, (double)args.distance_offset);
                     for (int o = 0; o < N_OUTPUTS; ++o)
                         values[warp][lane][o] = exact_sample(frame, grp.output[o], args.out_w, args.out_h, px + dx, py + dy);
                 }
@@ -99,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                 const double centre = exact_sample(target, grp.output[o], args.out_w, args.out_h, px, py);
                 const double value = total > 0.0 ? __ddiv_rn(__dadd_rn(sums[o], __dmul_rn(wc, centre)), total) : centre;
                 const double q = fmin(fmax(floor(__dadd_rn(value, 0.5)), 0.0), (double)MAX_VALUE);
-                reinterpret_cast<sample_t*>(args.dst + grp.output[o])[at] = (sample_t)q;
+                reinterpret_cast<sample_t*>(dst + grp.output[o])[at] = (sample_t)q;
             }
         }
     }

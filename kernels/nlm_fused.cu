@@ -165,19 +165,44 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
         }
 #pragma unroll
         for (int j = 0; j < DX_GROUP; ++j) {
-            float d2[RUN_T];
+            float hs[RUN_W];
+            if constexpr (SLIDING_SUMS && STEP_X == 1) {
+                // Differences once per sample; the running sum adds the entering and removes the
+                // leaving square with one FMA each (integers below 2^24: exact, as summing first).
+                float e[N_GUIDES][RUN_T];
 #pragma unroll
-            for (int k = 0; k < RUN_T; ++k) {
+                for (int g = 0; g < N_GUIDES; ++g)
+#pragma unroll
+                    for (int k = 0; k < RUN_T; ++k) e[g][k] = t[g][k] - rv[g][j + k];
                 float s = 0.f;
 #pragma unroll
-                for (int g = 0; g < N_GUIDES; ++g) {
-                    const float e = t[g][k] - rv[g][STEP_X * j + k];
-                    s = fmaf(e, e, s);
+                for (int k = 0; k < PATCH_D; ++k)
+#pragma unroll
+                    for (int g = 0; g < N_GUIDES; ++g) s = fmaf(e[g][k], e[g][k], s);
+                hs[0] = s;
+#pragma unroll
+                for (int c = 1; c < RUN_W; ++c) {
+#pragma unroll
+                    for (int g = 0; g < N_GUIDES; ++g) {
+                        s = fmaf(e[g][c + PATCH_D - 1], e[g][c + PATCH_D - 1], s);
+                        s = fmaf(-e[g][c - 1], e[g][c - 1], s);
+                    }
+                    hs[c] = s;
                 }
-                d2[k] = s;
+            } else {
+                float d2[RUN_T];
+#pragma unroll
+                for (int k = 0; k < RUN_T; ++k) {
+                    float s = 0.f;
+#pragma unroll
+                    for (int g = 0; g < N_GUIDES; ++g) {
+                        const float e = t[g][k] - rv[g][STEP_X * j + k];
+                        s = fmaf(e, e, s);
+                    }
+                    d2[k] = s;
+                }
+                box_sums<RUN_W, STEP_X>(d2, hs);
             }
-            float hs[RUN_W];
-            box_sums<RUN_W, STEP_X>(d2, hs);
             const int dx = first_dx + j;
             if ((DX_SPAN > SEARCH_D && dx > SEARCH_R) || (is_target && dy == 0 && dx == 0)) {
 #pragma unroll
@@ -205,11 +230,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
     float* refo = ref + R_FLOATS;         // [N_OUTPUTS][O_H][O_PITCH]        frame u's outputs
     if (SMEM_FLOATS * sizeof(float) > args.smem_bytes) __trap();   // host and kernel disagree
 
-    const NlmGroup& grp = args.group[blockIdx.z];
+    const int zg = blockIdx.z % args.n_groups;
+    const JobView jv{args.jobs ? args.jobs + blockIdx.z / args.n_groups : nullptr, args};
+    const int n_frames = jv.n_frames(), tgt_index = jv.target();
+    const NlmGroup& grp = args.group[zg];
     const int px0 = blockIdx.x * TILE_W, py0 = blockIdx.y * TILE_H;
     const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
     const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
-    const unsigned char* target = args.ring + (unsigned long long)args.slot[args.target] * args.frame_bytes;
+    const unsigned char* target = args.ring + (unsigned long long)jv.slot(tgt_index) * args.frame_bytes;
 
 #pragma unroll
     for (int g = 0; g < N_GUIDES; ++g)
@@ -220,9 +248,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) acc[i].init();
 
-    for (int f = 0; f < args.n_frames; ++f) {
-        const unsigned char* frame = args.ring + (unsigned long long)args.slot[f] * args.frame_bytes;
-        const bool is_target = f == args.target;
+    for (int f = 0; f < n_frames; ++f) {
+        const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
+        const bool is_target = f == tgt_index;
         __syncthreads();   // the previous frame's tiles are no longer read
 #pragma unroll
         for (int g = 0; g < N_GUIDES; ++g)
@@ -276,22 +304,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
         const int py = py0 + row0 + i;
         if (px < args.out_w && py < args.out_h) {
             const unsigned long long at = (unsigned long long)py * args.out_w + px;
-            bool exact = acc[i].needs_exact();
+            bool exact = acc[i].needs_exact(grp.k_dist, grp.k_bias);
             sample_t q[N_OUTPUTS];
 #pragma unroll
             for (int o = 0; o < N_OUTPUTS; ++o) {
                 const float centre = (float)reinterpret_cast<const sample_t*>(target + grp.output[o])[at];
-                const float v = acc[i].value(o, centre, args.wref);
+                const float v = acc[i].value(o, centre, args.wref, grp.k_dist, grp.k_bias);
                 const float fl = floorf(v);
                 exact |= fabsf(v - fl - 0.5f) < TIE_WINDOW;
                 q[o] = (sample_t)fminf(fmaxf(fl + (v - fl >= 0.5f ? 1.f : 0.f), 0.f), MAX_VALUE);
             }
             if (exact) {
-                const unsigned long long n = atomicAdd(args.exact, 1ull);
-                if (n < args.exact_capacity) args.exact[1 + n] = ((unsigned long long)blockIdx.z << 32) | at;
+                unsigned long long* list = jv.exact() + args.exact_offset;
+                const unsigned long long n = atomicAdd(list, 1ull);
+                if (n < args.exact_capacity) list[1 + n] = ((unsigned long long)zg << 32) | at;
             }
 #pragma unroll
-            for (int o = 0; o < N_OUTPUTS; ++o) reinterpret_cast<sample_t*>(args.dst + grp.output[o])[at] = q[o];
+            for (int o = 0; o < N_OUTPUTS; ++o) reinterpret_cast<sample_t*>(jv.dst() + grp.output[o])[at] = q[o];
         }
     }
 }

@@ -28,7 +28,9 @@
 template <int N_OUT>
 struct PixelAcc {
     float wsum;
-    float level;         // welsch: log2 reference level; bisquare: largest weight
+    // welsch: smallest patch-distance sum seen so far (the level is derived from it, see
+    // level()); bisquare: largest weight.
+    float level;
     float acc[N_OUT];
 
     __device__ __forceinline__ void init()
@@ -39,27 +41,35 @@ struct PixelAcc {
         for (int o = 0; o < N_OUT; ++o) acc[o] = 0.f;
     }
 
+    // welsch: the log2 reference level, -log2 of the largest absolute weight so far.
+    __device__ __forceinline__ float welsch_level(float k_dist, float k_bias) const
+    {
+        return fmaxf(fmaf(level, k_dist, -k_bias), 0.f);
+    }
+
     // Adds G offsets at once: dist[j] are patch-distance sums, val[o][j] the
     // samples they point at.
     template <int G>
     __device__ __forceinline__ void add(const float (&dist)[G], const float (&val)[N_OUT][G], float k_dist, float k_bias)
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        float x[G];
+        // The level follows the smallest distance (x = max(d k - b, 0) is monotone in d), so the
+        // minimum is taken on the raw sums; each exponent is then one FMA and one min:
+        // level - max(d k - b, 0) = min(level + b - d k, level).
         float lo = level;
 #pragma unroll
-        for (int j = 0; j < G; ++j) {
-            x[j] = fmaxf(fmaf(dist[j], k_dist, -k_bias), 0.f);
-            lo = fminf(lo, x[j]);
-        }
-        const float rescale = exp2f(lo - level);   // 1 unless a closer patch appeared
+        for (int j = 0; j < G; ++j) lo = fminf(lo, dist[j]);
+        const float old_level = welsch_level(k_dist, k_bias);
         level = lo;
+        const float lv = welsch_level(k_dist, k_bias);
+        const float rescale = exp2f(lv - old_level);   // 1 unless a closer patch appeared
         wsum *= rescale;
 #pragma unroll
         for (int o = 0; o < N_OUT; ++o) acc[o] *= rescale;
+        const float lb = lv + k_bias;
 #pragma unroll
         for (int j = 0; j < G; ++j) {
-            const float w = exp2f(level - x[j]);
+            const float w = exp2f(fminf(fmaf(-dist[j], k_dist, lb), lv));
             wsum += w;
 #pragma unroll
             for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
@@ -80,20 +90,22 @@ struct PixelAcc {
     // True where float cannot reproduce the f64 definition's arithmetic: welsch weights whose
     // f64 values are denormal (largest weight between exp(-700) and exp(-745.5)), bisquare
     // weights at the edge of their support (largest weight below 1e-6).
-    __device__ __forceinline__ bool needs_exact() const
+    __device__ __forceinline__ bool needs_exact(float k_dist, float k_bias) const
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        return level > 700.f * 1.4426950f && level <= 745.5f * 1.4426950f;
+        const float lv = welsch_level(k_dist, k_bias);
+        return lv > 700.f * 1.4426950f && lv <= 745.5f * 1.4426950f;
 #else
         return level < 1.0e-6f;
 #endif
     }
 
     // Final value of output o; `centre` is the target's own sample.
-    __device__ __forceinline__ float value(int o, float centre, float wref) const
+    __device__ __forceinline__ float value(int o, float centre, float wref, float k_dist, float k_bias) const
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        if (level > NLM_LEVEL_UNDERFLOW) return centre;   // no offset at all, or all weights 0
+        // No offset at all, or all weights 0 in f64.
+        if (welsch_level(k_dist, k_bias) > NLM_LEVEL_UNDERFLOW) return centre;
         const float wc = wref;                            // largest relative weight is 1
 #else
         const float wc = wref * level;

@@ -183,3 +183,121 @@ fn benchmark_parameters_and_large_radii() {
     let p = Params { search_radius: 6, patch_radius: 3, strength: 30.0, chroma_strength: 30.0, chroma_mode: ChromaMode::Joint, ..base() };
     check(&Case { frames: 2, ..case(PixelFormat::Y444, 40, 37, p) }, &mut rng);
 }
+
+/// Runs `jobs` on a fresh backend either one launch per job or as one `launch_batch`, and returns
+/// the finished frames (host frames filled with `fill` first, device outputs poisoned).
+fn run_jobs(c: &Case, frames: &[nlmdenoise::planar::PlanarFrame], jobs: &[nlmdenoise::window::Job], slots: usize, batched: bool, fill: u8) -> Vec<nlmdenoise::planar::PlanarFrame> {
+    use nlmdenoise::planar::Geometry;
+    use nlmdenoise::plan::DenoisePlan;
+    let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
+    let geometry = Geometry::from_video_info(&info);
+    let plan = DenoisePlan::new(&geometry, &c.params).unwrap();
+    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
+    b.set_poison_outputs(true);
+    b.configure(&geometry, &plan, slots).unwrap();
+    for (slot, f) in frames.iter().enumerate() {
+        b.upload(slot, f).unwrap();
+    }
+    let mut outs = Vec::new();
+    let finish = |b: &mut CudaBackend, outs: &mut Vec<nlmdenoise::planar::PlanarFrame>| {
+        let mut o = frames[0].clone();
+        for p in &mut o.planes {
+            p.samples.as_bytes_mut().fill(fill);
+        }
+        b.finish(&mut o).unwrap();
+        outs.push(o);
+    };
+    if batched {
+        b.launch_batch(jobs, &plan).unwrap();
+        for _ in jobs {
+            finish(&mut b, &mut outs);
+        }
+    } else {
+        for j in jobs {
+            b.launch(j, &plan).unwrap();
+            finish(&mut b, &mut outs);
+        }
+    }
+    outs
+}
+
+/// `launch_batch` (one launch per plane group, grid over jobs) gives the same bits as launching
+/// the jobs one by one, for several group kinds, window shapes and batch sizes.
+#[test]
+fn batched_launch_equals_single_launches() {
+    if !gpu_or_skip("batched_launch_equals_single_launches") {
+        return;
+    }
+    use nlmdenoise::convert;
+    use nlmdenoise::planar::{Geometry, PlanarFrame};
+    use nlmdenoise::window::TemporalWindow;
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let live = Params { search_radius: 3, patch_radius: 2, temporal_past: 2, ..Params::default() };
+    let cases = [
+        case(PixelFormat::I420, 150, 70, live),
+        case(PixelFormat::I420, 33, 20, Params { temporal_past: 1, temporal_future: 1, chroma_mode: ChromaMode::LumaGuided, ..base() }),
+        case(PixelFormat::RGBA, 40, 23, Params { temporal_past: 2, weighting: Weighting::Bisquare, strength: 15.0, ..base() }),
+        case(PixelFormat::P010_10LE, 17, 9, Params { temporal_past: 1, ..base() }),
+        Case { content: Content::Uniform, ..case(PixelFormat::GRAY8, 64, 48, Params { temporal_past: 3, strength: 3.0, ..base() }) },
+    ];
+    for c in cases {
+        let slots = 8;
+        let c = Case { frames: slots, ..c };
+        let owned = inputs(&c, WAVES, &mut rng);
+        let geometry = Geometry::from_video_info(&owned[0].info);
+        let frames: Vec<PlanarFrame> = owned
+            .iter()
+            .map(|f| {
+                let mut p = PlanarFrame::zeroed(&geometry);
+                convert::unpack(&f.as_ref(), &mut p).unwrap();
+                p
+            })
+            .collect();
+        // Jobs of a window sliding over the 8 slots (their targets and references as the engine
+        // would assign them), then the drain's jobs with fewer future frames.
+        let mut window = TemporalWindow::new(c.params.temporal_past, c.params.temporal_future, slots - c.params.window_frames() as usize);
+        let mut jobs = Vec::new();
+        for _ in 0..slots {
+            window.push();
+            while let Some(j) = window.next_job() {
+                jobs.push(j);
+            }
+        }
+        window.drain();
+        while let Some(j) = window.next_job() {
+            jobs.push(j);
+        }
+        let single = run_jobs(&c, &frames, &jobs, slots, false, 0x11);
+        for n in [jobs.len(), 3, 1] {
+            let mut batched = Vec::new();
+            for part in jobs.chunks(n) {
+                batched.extend(run_jobs(&c, &frames, part, slots, true, 0x22));
+            }
+            let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
+            let plan = nlmdenoise::plan::DenoisePlan::new(&Geometry::from_video_info(&info), &c.params).unwrap();
+            let written: Vec<usize> = plan.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect();
+            assert_eq!(batched.len(), single.len());
+            for (i, (a, b)) in single.iter().zip(&batched).enumerate() {
+                // Planes the plan does not denoise are never written (they keep each run's fill).
+                for (p, (pa, pb)) in a.planes.iter().zip(&b.planes).enumerate().filter(|(p, _)| written.contains(p)) {
+                    assert!(pa.samples.as_bytes() == pb.samples.as_bytes(), "{:?} {}x{}: job {i} plane {p} differs between single and batched launches ({n} per batch)", c.format, c.width, c.height);
+                }
+            }
+        }
+        eprintln!("{:?} {}x{}: {} jobs, batched == single", c.format, c.width, c.height, jobs.len());
+    }
+}
+
+/// Small and quick: the two benchmark configurations and a batched launch on a frame of a few
+/// tiles, for compute-sanitizer's racecheck (which is too slow for the whole file).
+#[test]
+fn sanitizer_smoke() {
+    if !gpu_or_skip("sanitizer_smoke") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let live = Params { search_radius: 3, patch_radius: 2, temporal_past: 2, ..Params::default() };
+    check(&Case { frames: 3, depth: 2, ..case(PixelFormat::I420, 70, 40, live) }, &mut rng);
+    let knlm = Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..Params::default() };
+    check(&Case { frames: 3, depth: 1, content: Content::Uniform, ..case(PixelFormat::I420, 70, 40, knlm) }, &mut rng);
+}

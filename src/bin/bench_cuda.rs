@@ -216,10 +216,18 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Kernel-only milliseconds per frame (median of 5 batches).
 fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileConfig>, exact_ties: bool) -> nlmdenoise::Result<(f64, String)> {
+    kernel_ms_with(info, params, iters, tile, exact_ties, false)
+}
+
+/// Kernel-only milliseconds per frame; `batched`: all jobs in one `launch_batch`-style launch.
+fn kernel_ms_with(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileConfig>, exact_ties: bool, batched: bool) -> nlmdenoise::Result<(f64, String)> {
     let geometry = Geometry::from_video_info(&info);
     let plan = DenoisePlan::new(&geometry, params)?;
     let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
-    b.set_tile_override(tile)?;
+    if tile.is_some() {
+        // None keeps NLMDENOISE_CUDA_TILE (sweeps through the environment) or the default.
+        b.set_tile_override(tile)?;
+    }
     b.set_exact_ties(exact_ties);
     let slots = 8;
     b.configure(&geometry, &plan, slots)?;
@@ -230,7 +238,7 @@ fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileCo
         let f = frame(info, n, 7);
         convert::unpack(&f.as_ref(), &mut planar)?;
         let slot = window.push();
-        b.upload(slot, &planar)?;
+        b.upload(slot, &planar)?; // waits for direct copies: `planar` is refilled next
         while let Some(j) = window.next_job() {
             if j.references.len() == (params.window_frames() - 1) as usize {
                 jobs.push(j);
@@ -240,16 +248,21 @@ fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileCo
     jobs.truncate(slots);
     let mut times = Vec::new();
     for _ in 0..5 {
-        times.push(b.time_kernels(&jobs, &plan, iters)?);
+        times.push(if batched { b.time_batched(&jobs, &plan, iters)? } else { b.time_kernels(&jobs, &plan, iters)? });
     }
     Ok((median(times), b.describe()))
 }
 
 /// End-to-end frames per second through `Denoiser` with `depth` frames in flight.
 fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize, exact_ties: bool) -> nlmdenoise::Result<f64> {
+    end_to_end_fps_with(info, params, frames, depth, exact_ties, true)
+}
+
+fn end_to_end_fps_with(info: VideoInfo, params: &Params, frames: usize, depth: usize, exact_ties: bool, direct_io: bool) -> nlmdenoise::Result<f64> {
     let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
     let mut b = CudaBackend::new(&opts)?;
     b.set_exact_ties(exact_ties);
+    b.set_direct_host_io(direct_io);
     denoiser_fps(info, params, frames, Box::new(b))
 }
 
@@ -260,6 +273,8 @@ fn cpu_end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, threads: 
 }
 
 fn denoiser_fps(info: VideoInfo, params: &Params, frames: usize, backend: Box<dyn Backend>) -> nlmdenoise::Result<f64> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let host = &nlmdenoise::backend::cuda::HOST_NS;
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, backend)?;
     let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
     let mut out = OwnedFrame::new(info);
@@ -267,6 +282,9 @@ fn denoiser_fps(info: VideoInfo, params: &Params, frames: usize, backend: Box<dy
     for (i, f) in inputs.iter().enumerate() {
         d.push(&f.as_ref(), i)?;
         while d.pop(&mut out.as_mut())?.is_some() {}
+    }
+    for h in host.iter() {
+        h.store(0, Relaxed);
     }
     let t = Instant::now();
     let mut popped = 0;
@@ -281,6 +299,10 @@ fn denoiser_fps(info: VideoInfo, params: &Params, frames: usize, backend: Box<dy
         popped += 1;
     }
     let secs = t.elapsed().as_secs_f64();
+    let per = |i: usize| host[i].load(Relaxed) as f64 / 1e3 / frames as f64;
+    if host[3].load(Relaxed) > 0 {
+        eprintln!("  caller thread per frame: {:.0} us total, backend upload {:.0} us, launch {:.0} us, finish {:.0} us", secs * 1e6 / frames as f64, per(0), per(1), per(2));
+    }
     Ok(popped as f64 / secs)
 }
 
@@ -402,6 +424,21 @@ fn main() {
                     ));
                 }
                 Err(e) => rows.push(format!("| {} | kernel only, tile {tile:?} | error: {e} | | | | |", c.name)),
+            }
+        }
+        if kernel {
+            match kernel_ms_with(info, &c.params, args.iters, None, true, true) {
+                Ok((ms, _)) => {
+                    let at_peak_ms = ops / peak * 1e3;
+                    rows.push(format!("| {} | kernel only, 8 jobs per launch (launch_batch) | {ms:.3} | {:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |", c.name, 1e3 / ms, ops / 1e9, 100.0 * at_peak_ms / ms));
+                }
+                Err(e) => rows.push(format!("| {} | kernel only, batched | error: {e} | | | | |", c.name)),
+            }
+        }
+        if e2e {
+            match end_to_end_fps_with(info, &c.params, args.frames, 2, true, false) {
+                Ok(fps) => rows.push(format!("| {} | end to end, pipeline depth 2, staged host copies (direct I/O off) | {:.3} | {fps:.0} | | | |", c.name, 1e3 / fps)),
+                Err(e) => rows.push(format!("| {} | end to end, staged | error: {e} | | | | |", c.name)),
             }
         }
         let depths: &[(usize, bool)] = if e2e { &[(0, true), (2, true), (4, true), (2, false)] } else { &[] };

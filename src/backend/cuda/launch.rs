@@ -112,6 +112,23 @@ pub struct NlmArgs {
     /// Device list of samples for the exact path: [count, entries...] (u64 each).
     pub exact: u64,
     pub exact_capacity: u64,
+    /// Device table of `NlmJob`s of a batched launch; 0 for a single job (fields above).
+    pub jobs: u64,
+    /// Weight groups per job in the launch (gridDim.z = jobs x n_groups).
+    pub n_groups: i32,
+    /// Words from each exact list's start to this launch's part (one part per launch group).
+    pub exact_offset: u32,
+}
+
+/// One job of a batched launch (kernels/nlm_args.cuh, NlmJob).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NlmJob {
+    pub dst: u64,
+    pub exact: u64,
+    pub slot: [i32; MAX_FRAMES],
+    pub n_frames: i32,
+    pub target: i32,
 }
 
 pub const NLM_ARGS_BYTES: usize = std::mem::size_of::<NlmArgs>();
@@ -214,7 +231,8 @@ mod tests {
 
     #[test]
     fn args_block_has_the_kernels_size() {
-        assert_eq!(NLM_ARGS_BYTES, 336);
+        assert_eq!(NLM_ARGS_BYTES, 352);
+        assert_eq!(std::mem::size_of::<NlmJob>(), 88);
         assert_eq!(std::mem::size_of::<NlmGroup>(), 64);
     }
 

@@ -8,6 +8,7 @@
 //! [`download`] (output frames + copy back), [`raw`] (owned driver objects).
 
 pub mod download;
+pub mod hostio;
 pub mod launch;
 pub mod loader;
 pub mod module;
@@ -20,16 +21,17 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
 
-use crate::backend::{Backend, BackendOptions, GpuKernel};
+use crate::backend::{Backend, BackendOptions, DeviceMemory, GpuKernel};
 use crate::error::{Error, Result};
 use crate::plan::DenoisePlan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::Job;
 
 use download::OutputFrame;
-use launch::{Batch, FrameLayout, NlmArgs, TileConfig, MAX_FRAMES};
+use hostio::{frame_ranges, HostRegistry};
+use launch::{Batch, FrameLayout, NlmArgs, NlmJob, TileConfig, MAX_FRAMES};
 use module::{KernelVariant, Kernels};
-use raw::{Event, Stream};
+use raw::{DeviceBuffer, Event, PinnedBuffer, Stream};
 use ring::DeviceRing;
 
 /// Overrides the tile shape of every launch: "tile_h,run_w,dx_group" (benchmark sweeps).
@@ -39,7 +41,19 @@ pub const TILE_ENV: &str = "NLMDENOISE_CUDA_TILE";
 /// the reference by at most 1 code value at ties instead of matching it).
 pub const EXACT_TIES_ENV: &str = "NLMDENOISE_CUDA_EXACT_TIES";
 
-/// Blocks of the exact-path kernel (grid-stride over its list).
+/// "0" turns off direct host I/O (page-locking the engine's planar frames in place and copying
+/// between them and the device by DMA); frames then go through pinned staging memory.
+pub const DIRECT_IO_ENV: &str = "NLMDENOISE_CUDA_DIRECT_IO";
+
+/// Caller-thread time spent in the backend's calls, summed over all CUDA backends of the process
+/// (nanoseconds: upload, launch, finish; and calls of each): `bench_cuda` prints it per frame.
+pub static HOST_NS: [std::sync::atomic::AtomicU64; 4] = [const { std::sync::atomic::AtomicU64::new(0) }; 4];
+
+fn count_ns(i: usize, t: std::time::Instant) {
+    HOST_NS[i].fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Blocks of the exact-path kernel (grid-stride over its list), per job of a launch.
 const EXACT_BLOCKS: u32 = 2112;
 
 fn unavailable(e: String) -> Error {
@@ -80,11 +94,17 @@ fn open_context(device_id: usize) -> std::result::Result<Arc<CudaContext>, Strin
 struct Configured {
     geometry: Geometry,
     ring: DeviceRing,
+    /// Device output frames; grown on demand (any number of jobs may be in flight).
     outputs: Vec<OutputFrame>,
-    next_output: usize,
+    /// Output frames not in flight.
+    free: Vec<usize>,
     /// Output frames launched and not finished, oldest first.
     in_flight: VecDeque<usize>,
     batches: Vec<Batch>,
+    /// Job table of batched launches (device copy, pinned source, its copy's event).
+    job_table: Option<(DeviceBuffer, PinnedBuffer, Event)>,
+    /// Output planes of the plan's groups (what a launch writes), per launch.
+    planes_written: VecDeque<Vec<usize>>,
 }
 
 pub struct CudaBackend {
@@ -98,12 +118,19 @@ pub struct CudaBackend {
     /// then show).
     poison_outputs: bool,
     exact_ties: bool,
+    direct_io: bool,
+    registry: HostRegistry,
     // Declared before the streams and buffers are dropped: fields drop in order, and `Drop`
     // synchronises the streams first.
     state: Option<Configured>,
     functions: HashMap<KernelVariant, Kernels>,
     upload: Stream,
     compute: Stream,
+    /// The exact f64 pass runs here, after each fused launch (an event apart), so that the next
+    /// fused launch need not wait for it.
+    exact: Stream,
+    /// Per launch group: "fused kernel done" (compute stream) for the exact stream to wait on.
+    fused_done: Vec<Event>,
     download: Stream,
 }
 
@@ -127,9 +154,12 @@ impl CudaBackend {
             Ok(s) => Some(TileConfig::parse(&s).filter(|t| t.is_valid()).ok_or_else(|| Error::InvalidParameter(format!("{TILE_ENV}='{s}' is not a valid tile_h,run_w,dx_group")))?),
             Err(_) => None,
         };
+        let registry = HostRegistry::new(&ctx, 64);
         Ok(CudaBackend {
             upload: Stream::new(&ctx).map_err(backend_err)?,
             compute: Stream::new(&ctx).map_err(backend_err)?,
+            exact: Stream::new(&ctx).map_err(backend_err)?,
+            fused_done: (0..download::EXACT_PARTS).map(|_| Event::new(&ctx, false)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,
             ctx,
             device_name: info.0,
@@ -139,6 +169,8 @@ impl CudaBackend {
             tile_override,
             poison_outputs: false,
             exact_ties: std::env::var(EXACT_TIES_ENV).map(|v| v != "0").unwrap_or(true),
+            direct_io: std::env::var(DIRECT_IO_ENV).map(|v| v != "0").unwrap_or(true),
+            registry,
             state: None,
             functions: HashMap::new(),
         })
@@ -158,6 +190,12 @@ impl CudaBackend {
     /// Whether samples at rounding ties are recomputed in f64 (default on; see EXACT_TIES_ENV).
     pub fn set_exact_ties(&mut self, on: bool) {
         self.exact_ties = on;
+    }
+
+    /// Direct host I/O (default on, see DIRECT_IO_ENV): frames the caller keeps reusing are
+    /// page-locked in place and copied by DMA, without staging copies on the caller's thread.
+    pub fn set_direct_host_io(&mut self, on: bool) {
+        self.direct_io = on;
     }
 
     /// Tests: fill output frames with 0xA7 before every launch, so unwritten samples show.
@@ -191,7 +229,7 @@ impl CudaBackend {
     }
 
     fn shared_bytes(v: &KernelVariant) -> usize {
-        v.tile.shared_bytes(v.search_radius, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y)
+        v.shared_bytes()
     }
 
     fn function(&mut self, v: &KernelVariant) -> Result<Kernels> {
@@ -219,23 +257,57 @@ impl CudaBackend {
         Ok(f)
     }
 
-    /// Enqueues the kernels of `job` on the compute stream, writing into output frame `out`.
-    fn enqueue_kernels(&mut self, job: &Job, plan: &DenoisePlan, out: usize) -> Result<()> {
+    /// Slots of the job's window in time order, and the index of the target among them.
+    fn window_slots(job: &Job, ring_slots: usize) -> Result<([i32; MAX_FRAMES], i32, i32)> {
         let frames = 1 + job.references.len();
         if frames > MAX_FRAMES {
             return Err(Error::InvalidParameter(format!("{frames} frames in the temporal window; at most {MAX_FRAMES}")));
         }
+        let mut window: Vec<(i32, usize)> = job.references.iter().map(|r| (r.dt, r.slot)).collect();
+        window.push((0, job.slot));
+        window.sort_by_key(|w| w.0);
+        let mut slot = [0i32; MAX_FRAMES];
+        let mut target = 0;
+        for (i, (dt, s)) in window.iter().enumerate() {
+            if *s >= ring_slots {
+                return Err(Error::State(format!("ring slot {s} out of range")));
+            }
+            slot[i] = *s as i32;
+            if *dt == 0 {
+                target = i as i32;
+            }
+        }
+        Ok((slot, target, window.len() as i32))
+    }
+
+    /// Enqueues the kernels of `jobs` on the compute stream, job i writing into output frame
+    /// `outs[i]`: per launch group of planes ONE fused launch whose grid's z runs over
+    /// (job, weight group), then one exact-path launch whose z runs over the jobs. A single job
+    /// is described inline in the kernel arguments; several go through a device job table.
+    fn enqueue_kernels(&mut self, jobs: &[Job], plan: &DenoisePlan, outs: &[usize]) -> Result<()> {
         let state = self.state.as_ref().ok_or_else(|| Error::State("launch before configure".into()))?;
+        let ring_slots = state.ring.slots;
+        let windows = jobs.iter().map(|j| Self::window_slots(j, ring_slots)).collect::<Result<Vec<_>>>()?;
         let sample_bytes = state.geometry.bytes_per_sample;
         let batches = state.batches.clone();
-        for batch in &batches {
+        if batches.len() > download::EXACT_PARTS {
+            return Err(Error::Unsupported(format!("{} launch groups per frame; at most {}", batches.len(), download::EXACT_PARTS)));
+        }
+        // An output's exact lists are cleared below: its previous job's exact pass must be done.
+        for &o in outs {
+            self.compute.wait(&state.outputs[o].computed).map_err(backend_err)?;
+        }
+        let table_ptr = if jobs.len() > 1 { self.upload_job_table(&windows, outs)? } else { 0 };
+        let mut exact_offset = 0usize;
+        for (bi, batch) in batches.iter().enumerate() {
             let v = self.variant(plan, batch, sample_bytes);
             let f = self.function(&v)?;
             let state = self.state.as_ref().expect("configured");
             let layout = &state.ring.layout;
+            let o0 = &state.outputs[outs[0]];
             let mut args = NlmArgs {
                 ring: state.ring.frames.ptr,
-                dst: state.outputs[out].device.ptr,
+                dst: o0.device.ptr,
                 frame_bytes: layout.frame_bytes as u64,
                 out_w: batch.out_w as i32,
                 out_h: batch.out_h as i32,
@@ -243,22 +315,13 @@ impl CudaBackend {
                 guide_h: batch.guide_h as i32,
                 wref: plan.wref,
                 smem_bytes: Self::shared_bytes(&v) as u32,
+                slot: windows[0].0,
+                target: windows[0].1,
+                n_frames: windows[0].2,
+                jobs: table_ptr,
+                n_groups: batch.groups.len() as i32,
                 ..Default::default()
             };
-            // Frames in time order; the target among them.
-            let mut window: Vec<(i32, usize)> = job.references.iter().map(|r| (r.dt, r.slot)).collect();
-            window.push((0, job.slot));
-            window.sort_by_key(|w| w.0);
-            for (i, (dt, slot)) in window.iter().enumerate() {
-                if *slot >= state.ring.slots {
-                    return Err(Error::State(format!("ring slot {slot} out of range")));
-                }
-                args.slot[i] = *slot as i32;
-                if *dt == 0 {
-                    args.target = i as i32;
-                }
-            }
-            args.n_frames = window.len() as i32;
             for (z, &gi) in batch.groups.iter().enumerate() {
                 let g = plan.groups.get(gi).ok_or_else(|| Error::State("plan changed structure without configure".into()))?;
                 let (k_dist, k_bias) = launch::weight_constants(plan, g);
@@ -273,24 +336,143 @@ impl CudaBackend {
                 ng.k_bias = k_bias;
                 ng.h = g.h;
             }
-            let exact = &state.outputs[out].exact;
             args.distance_offset = plan.distance_offset;
             args.scale_to_8bit = plan.scale_to_8bit;
-            args.exact = exact.ptr;
-            args.exact_capacity = state.outputs[out].exact_capacity as u64;
-            // SAFETY: the count word lies in the list's allocation; stream-ordered before the kernels.
-            unsafe { result::memset_d8_async(exact.ptr, 0, 8, self.compute.raw) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
-            let grid = batch.grid(&v.tile);
+            // This group's part of each exact list: a count word and room for every output sample.
+            let capacity = batch.out_w * batch.out_h * batch.groups.len();
+            args.exact = o0.exact.ptr;
+            args.exact_capacity = capacity as u64;
+            args.exact_offset = exact_offset as u32;
+            for &o in outs {
+                let list = state.outputs[o].exact.ptr + 8 * exact_offset as u64;
+                // SAFETY: the count word lies in the list's allocation (exact_offset + 1 + capacity
+                // <= samples + EXACT_PARTS words); stream-ordered before the kernels.
+                unsafe { result::memset_d8_async(list, 0, 8, self.compute.raw) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
+            }
+            exact_offset += 1 + capacity;
+            let (gx, gy, gz) = batch.grid(&v.tile);
+            let grid = (gx, gy, gz * jobs.len() as u32);
             let mut params = [&mut args as *mut NlmArgs as *mut std::ffi::c_void];
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
-            // time); every pointer in it lies in this backend's allocations.
+            // time); every pointer in it (and in the job table) lies in this backend's allocations.
             unsafe { result::launch_kernel(f.fused.cu_function(), grid, (v.tile.threads, 1, 1), args.smem_bytes, self.compute.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching {v:?} on grid {grid:?}: {e}")))?;
             // The exact path for the samples the fused kernel queued (a grid-stride loop over a
-            // count only the device knows; a few microseconds when it is zero).
-            // SAFETY: as above; the kernel reads the count the fused kernel wrote before it.
-            unsafe { result::launch_kernel(f.exact.cu_function(), (EXACT_BLOCKS, 1, 1), (128, 1, 1), 0, self.compute.raw, &mut params) }
+            // count only the device knows; a few microseconds when it is zero), on its own stream.
+            self.fused_done[bi].record(&self.compute).map_err(backend_err)?;
+            self.exact.wait(&self.fused_done[bi]).map_err(backend_err)?;
+            let exact_grid = ((EXACT_BLOCKS / jobs.len() as u32).max(132), 1, jobs.len() as u32);
+            // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
+            unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (128, 1, 1), 0, self.exact.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the job table of a batched launch and queues its copy to the device (compute
+    /// stream, before the kernels that read it). Returns its device address.
+    fn upload_job_table(&mut self, windows: &[([i32; MAX_FRAMES], i32, i32)], outs: &[usize]) -> Result<u64> {
+        let state = self.state.as_mut().expect("configured");
+        let bytes = std::mem::size_of::<NlmJob>() * windows.len();
+        let fits = state.job_table.as_ref().map(|t| t.0.bytes >= bytes).unwrap_or(false);
+        if !fits {
+            if let Some(t) = &state.job_table {
+                t.2.synchronize().map_err(backend_err)?;
+                self.compute.synchronize().map_err(backend_err)?;
+            }
+            let n = bytes.next_power_of_two().max(4096);
+            state.job_table = Some((
+                DeviceBuffer::new(&self.ctx, n).map_err(backend_err)?,
+                PinnedBuffer::new(&self.ctx, n).map_err(backend_err)?,
+                Event::new(&self.ctx, false).map_err(backend_err)?,
+            ));
+        }
+        let (dev, host, copied) = state.job_table.as_mut().expect("allocated");
+        copied.synchronize().map_err(backend_err)?; // the previous table's copy has read the pinned buffer
+        let table: Vec<NlmJob> = windows
+            .iter()
+            .zip(outs)
+            .map(|(w, &o)| NlmJob { dst: state.outputs[o].device.ptr, exact: state.outputs[o].exact.ptr, slot: w.0, n_frames: w.2, target: w.1 })
+            .collect();
+        // SAFETY: NlmJob is plain old data (repr(C)); the pinned buffer holds `bytes`.
+        let src = unsafe { std::slice::from_raw_parts(table.as_ptr() as *const u8, bytes) };
+        host.as_mut_slice()[..bytes].copy_from_slice(src);
+        // SAFETY: the device table holds `bytes`; the pinned source is not rewritten before
+        // `copied` completes (checked above).
+        unsafe { result::memcpy_htod_async(dev.ptr, &host.as_slice()[..bytes], self.compute.raw) }.map_err(|e| Error::Backend(format!("job table: {e}")))?;
+        copied.record(&self.compute).map_err(backend_err)?;
+        Ok(dev.ptr)
+    }
+
+    /// An output frame that is not in flight (a new one when all are).
+    fn take_output(&mut self) -> Result<usize> {
+        let state = self.state.as_mut().ok_or_else(|| Error::State("launch before configure".into()))?;
+        if let Some(o) = state.free.pop() {
+            return Ok(o);
+        }
+        let layout = state.ring.layout.clone();
+        let o = OutputFrame::new(&self.ctx, &layout, state.geometry.total_samples()).map_err(backend_err)?;
+        state.outputs.push(o);
+        Ok(state.outputs.len() - 1)
+    }
+
+    /// Launches `jobs` (one batched launch per plane group) and queues what each needs after.
+    fn launch_jobs(&mut self, jobs: &[Job], plan: &DenoisePlan) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        let mut outs = Vec::with_capacity(jobs.len());
+        for _ in jobs {
+            outs.push(self.take_output()?);
+        }
+        let r = self.launch_into(jobs, plan, &outs);
+        if r.is_err() {
+            // Nothing of these jobs counts as in flight.
+            let state = self.state.as_mut().expect("configured");
+            state.free.extend(outs);
+        }
+        r
+    }
+
+    fn launch_into(&mut self, jobs: &[Job], plan: &DenoisePlan, outs: &[usize]) -> Result<()> {
+        let state = self.state.as_ref().expect("configured");
+        let mut slots: Vec<usize> = Vec::new();
+        for job in jobs {
+            for s in std::iter::once(job.slot).chain(job.references.iter().map(|r| r.slot)) {
+                if s >= state.ring.slots {
+                    return Err(Error::State(format!("ring slot {s} out of range")));
+                }
+                if !slots.contains(&s) {
+                    slots.push(s);
+                }
+            }
+        }
+        for &s in &slots {
+            self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
+        }
+        if self.poison_outputs {
+            for &o in outs {
+                let d = &state.outputs[o].device;
+                // SAFETY: the range is the output frame's allocation; it is not in flight.
+                unsafe { result::memset_d8_async(d.ptr, 0xA7, d.bytes, self.compute.raw) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
+            }
+        }
+        self.enqueue_kernels(jobs, plan, outs)?;
+        let planes: Vec<usize> = plan.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect();
+        let direct = self.direct_io;
+        let state = self.state.as_mut().expect("configured");
+        for (job, &o) in jobs.iter().zip(outs) {
+            let out = &mut state.outputs[o];
+            out.computed.record(&self.exact).map_err(backend_err)?;
+            for s in std::iter::once(job.slot).chain(job.references.iter().map(|r| r.slot)) {
+                state.ring.last_reader[s] = Some(o);
+            }
+            if !direct {
+                out.start_download(&state.ring.layout, planes.clone(), &self.download).map_err(backend_err)?;
+            }
+            state.in_flight.push_back(o);
+            state.planes_written.push_back(planes.clone());
         }
         Ok(())
     }
@@ -307,20 +489,66 @@ impl CudaBackend {
         }
         let start = Event::new(&self.ctx, true).map_err(backend_err)?;
         let stop = Event::new(&self.ctx, true).map_err(backend_err)?;
+        // Outputs rotate like the engine's (pipeline depth 2): a job's exact pass overlaps the
+        // next job's fused kernels.
+        let outs = (0..3).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
+        let run = |b: &mut Self, i: usize| -> Result<()> {
+            let o = outs[i % outs.len()];
+            b.enqueue_kernels(std::slice::from_ref(&jobs[i % jobs.len()]), plan, &[o])?;
+            b.state.as_ref().expect("configured").outputs[o].computed.record(&b.exact).map_err(backend_err)
+        };
         for i in 0..jobs.len().max(3) {
-            self.enqueue_kernels(&jobs[i % jobs.len()], plan, 0)?;
+            run(self, i)?;
         }
+        self.compute.wait(&self.state.as_ref().expect("configured").outputs[outs[(jobs.len().max(3) - 1) % 3]].computed).map_err(backend_err)?;
         start.record(&self.compute).map_err(backend_err)?;
         for i in 0..iterations {
-            self.enqueue_kernels(&jobs[i % jobs.len()], plan, 0)?;
+            run(self, i)?;
         }
+        let last = self.state.as_ref().expect("configured").outputs[outs[(iterations.max(1) - 1) % 3]].computed.raw;
+        // SAFETY: both handles are alive.
+        unsafe { result::stream::wait_event(self.compute.raw, last, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(|e| Error::Backend(e.to_string()))?;
         stop.record(&self.compute).map_err(backend_err)?;
         stop.synchronize().map_err(backend_err)?;
+        self.state.as_mut().expect("configured").free.extend(outs);
         Ok(start.elapsed_ms(&stop).map_err(backend_err)? as f64 / iterations as f64)
     }
 
+    /// Times batched launches: `iterations` / `jobs.len()` launches of all of `jobs` at once.
+    /// Returns milliseconds per job.
+    pub fn time_batched(&mut self, jobs: &[Job], plan: &DenoisePlan, iterations: usize) -> Result<f64> {
+        self.bind()?;
+        let state = self.state.as_ref().ok_or_else(|| Error::State("time_batched before configure".into()))?;
+        for j in jobs {
+            for s in std::iter::once(j.slot).chain(j.references.iter().map(|r| r.slot)) {
+                self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
+            }
+        }
+        let outs = (0..jobs.len()).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
+        let start = Event::new(&self.ctx, true).map_err(backend_err)?;
+        let stop = Event::new(&self.ctx, true).map_err(backend_err)?;
+        let done = Event::new(&self.ctx, false).map_err(backend_err)?;
+        self.enqueue_kernels(jobs, plan, &outs)?;
+        let rounds = iterations.div_ceil(jobs.len()).max(1);
+        done.record(&self.exact).map_err(backend_err)?;
+        self.compute.wait(&done).map_err(backend_err)?;
+        start.record(&self.compute).map_err(backend_err)?;
+        for _ in 0..rounds {
+            self.enqueue_kernels(jobs, plan, &outs)?;
+            for &o in &outs {
+                self.state.as_ref().expect("configured").outputs[o].computed.record(&self.exact).map_err(backend_err)?;
+            }
+        }
+        done.record(&self.exact).map_err(backend_err)?;
+        self.compute.wait(&done).map_err(backend_err)?;
+        stop.record(&self.compute).map_err(backend_err)?;
+        stop.synchronize().map_err(backend_err)?;
+        self.state.as_mut().expect("configured").free.extend(outs);
+        Ok(start.elapsed_ms(&stop).map_err(backend_err)? as f64 / (rounds * jobs.len()) as f64)
+    }
+
     fn synchronize(&self) -> Result<()> {
-        for s in [&self.upload, &self.compute, &self.download] {
+        for s in [&self.upload, &self.compute, &self.exact, &self.download] {
             s.synchronize().map_err(backend_err)?;
         }
         Ok(())
@@ -349,8 +577,20 @@ impl Backend for CudaBackend {
         let layout = FrameLayout::new(geometry);
         let ring = DeviceRing::new(&self.ctx, layout.clone(), ring_slots.max(1)).map_err(backend_err)?;
         let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.ctx, &layout, geometry.total_samples())).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
+        let free = (0..outputs.len()).rev().collect();
         let batches = launch::batches(geometry, plan);
-        self.state = Some(Configured { geometry: geometry.clone(), ring, outputs, next_output: 0, in_flight: VecDeque::new(), batches: batches.clone() });
+        // Frames the engine cycles through: the ring's, those in flight and a few ready ones.
+        self.registry.capacity = geometry.planes.len() * (2 * ring_slots + self.depth + 8);
+        self.state = Some(Configured {
+            geometry: geometry.clone(),
+            ring,
+            outputs,
+            free,
+            in_flight: VecDeque::new(),
+            batches: batches.clone(),
+            job_table: None,
+            planes_written: VecDeque::new(),
+        });
         // Compile now rather than on the first frame.
         for b in &batches {
             let v = self.variant(plan, b, geometry.bytes_per_sample);
@@ -360,6 +600,63 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+        let t = std::time::Instant::now();
+        let r = self.upload_frame(slot, frame);
+        count_ns(0, t);
+        HOST_NS[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        r
+    }
+
+    fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()> {
+        let t = std::time::Instant::now();
+        let r = self.launch_jobs(std::slice::from_ref(job), plan);
+        count_ns(1, t);
+        r
+    }
+
+    fn launch_batch(&mut self, jobs: &[Job], plan: &DenoisePlan) -> Result<()> {
+        if self.direct_io {
+            // Batches come from chunked execution, whose frames are shared and may be freed and
+            // reallocated while this backend lives: page-locked ranges could then go stale
+            // (see hostio). Its frames go through staging instead.
+            self.bind()?;
+            self.synchronize()?;
+            self.registry.clear();
+            self.direct_io = false;
+            tracing::debug!("CUDA backend: batched launches; direct host I/O off");
+        }
+        // One launch per plane group covers at most u16::MAX jobs x groups in z.
+        for chunk in jobs.chunks(16384) {
+            self.launch_jobs(chunk, plan)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+        let t = std::time::Instant::now();
+        let r = self.finish_job(out);
+        count_ns(2, t);
+        r
+    }
+
+    fn device_memory(&self) -> Option<DeviceMemory> {
+        self.bind().ok()?;
+        let (free, total) = result::mem_get_info().ok()?;
+        Some(DeviceMemory { free: free as u64, total: total as u64 })
+    }
+
+    fn device_bytes_per_frame(&self, geometry: &Geometry, _plan: &DenoisePlan) -> u64 {
+        let layout = FrameLayout::new(geometry);
+        (layout.frame_bytes + OutputFrame::device_bytes(&layout, geometry.total_samples())) as u64
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        self.depth
+    }
+}
+
+impl CudaBackend {
+    fn upload_frame(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
         self.bind()?;
         let state = self.state.as_mut().ok_or_else(|| Error::State("upload before configure".into()))?;
         if slot >= state.ring.slots {
@@ -369,53 +666,47 @@ impl Backend for CudaBackend {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
         let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
+        if self.direct_io {
+            let ranges = frame_ranges(frame);
+            // Direct copies are waited for before returning, so no DMA is in flight here.
+            if self.registry.ensure(&ranges, true) {
+                state.ring.upload_direct(slot, &ranges, &self.upload, reader).map_err(backend_err)?;
+                // The caller may change the frame once we return: wait for the copy.
+                return state.ring.arrived(slot).synchronize().map_err(backend_err);
+            }
+        }
         state.ring.upload(slot, frame, &self.upload, reader).map_err(backend_err)
     }
 
-    fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()> {
-        self.bind()?;
-        let state = self.state.as_mut().ok_or_else(|| Error::State("launch before configure".into()))?;
-        if state.in_flight.len() > self.depth {
-            return Err(Error::State(format!("more than pipeline depth + 1 = {} jobs in flight", self.depth + 1)));
-        }
-        let out = state.next_output;
-        state.next_output = (out + 1) % state.outputs.len();
-        let slots: Vec<usize> = std::iter::once(job.slot).chain(job.references.iter().map(|r| r.slot)).collect();
-        for &s in &slots {
-            if s >= state.ring.slots {
-                return Err(Error::State(format!("ring slot {s} out of range")));
-            }
-            self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
-        }
-        if self.poison_outputs {
-            let o = &state.outputs[out].device;
-            // SAFETY: the range is the output frame's allocation; it is not in flight.
-            unsafe { result::memset_d8_async(o.ptr, 0xA7, o.bytes, self.compute.raw) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
-        }
-        self.enqueue_kernels(job, plan, out)?;
-        let state = self.state.as_mut().expect("configured");
-        let o = &mut state.outputs[out];
-        o.computed.record(&self.compute).map_err(backend_err)?;
-        for &s in &slots {
-            state.ring.last_reader[s] = Some(out);
-        }
-        let planes: Vec<usize> = plan.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect();
-        o.start_download(&state.ring.layout, planes, &self.download).map_err(backend_err)?;
-        state.in_flight.push_back(out);
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+    fn finish_job(&mut self, out: &mut PlanarFrame) -> Result<()> {
         self.bind()?;
         let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
         let o = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
+        let planes = state.planes_written.pop_front().unwrap_or_default();
+        state.free.push(o);
         if !out.matches(&state.geometry) {
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
         }
-        state.outputs[o].complete(&state.ring.layout, out).map_err(backend_err)
+        if !self.direct_io {
+            return state.outputs[o].complete(&state.ring.layout, out).map_err(backend_err);
+        }
+        let ranges = frame_ranges(out);
+        let layout = state.ring.layout.clone();
+        if self.registry.ensure(&ranges, true) {
+            return state.outputs[o].complete_direct(&layout, &planes, &ranges, &self.download).map_err(backend_err);
+        }
+        // Not page-locked (yet): wait for the kernels, then a plain copy.
+        let of = &state.outputs[o];
+        of.computed.synchronize().map_err(backend_err)?;
+        for &p in &planes {
+            let (off, n) = (layout.offsets[p], layout.plane_bytes[p]);
+            let dst = out.planes[p].samples.as_bytes_mut();
+            // SAFETY: dst is `n` bytes we hold mutably; the device frame is not reused before
+            // this job is finished.
+            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], of.device.ptr + off as u64) }.map_err(|e| Error::Backend(format!("download: {e}")))?;
+        }
+        Ok(())
     }
 
-    fn pipeline_depth(&self) -> usize {
-        self.depth
-    }
 }
+

@@ -58,6 +58,11 @@ pub struct KernelVariant {
 }
 
 impl KernelVariant {
+    /// Dynamic shared memory of one fused block of this variant, in bytes.
+    pub fn shared_bytes(&self) -> usize {
+        self.tile.shared_bytes(self.search_radius, self.patch_radius, self.guides, self.outputs, self.step_x, self.step_y)
+    }
+
     /// The `-D` definitions of this variant.
     pub fn defines(&self) -> Vec<String> {
         let weighting = match self.weighting {

@@ -13,7 +13,7 @@ pub fn err(what: &str) -> impl FnOnce(result::DriverError) -> String + '_ {
 }
 
 pub struct DeviceBuffer {
-    ctx: Arc<CudaContext>,
+    pub ctx: Arc<CudaContext>,
     pub ptr: sys::CUdeviceptr,
     pub bytes: usize,
 }

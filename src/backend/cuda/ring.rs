@@ -62,8 +62,29 @@ impl DeviceRing {
         &self.arrived[slot]
     }
 
-    /// Copies `frame` into `slot`. `reader_done` is the event of the launch that last read the
-    /// slot, if any; the copy waits for it on the device.
+    /// Sends `frame`'s planes into `slot` straight from host memory that is page-locked
+    /// (`ranges`, one per plane; see super::hostio): no staging copy. The frame must stay
+    /// untouched until `arrived(slot)` completes (the engine keeps it until its job is finished).
+    pub fn upload_direct(&mut self, slot: usize, ranges: &[super::hostio::HostRange], stream: &Stream, reader_done: Option<&Event>) -> CuResult<()> {
+        if let Some(e) = reader_done {
+            stream.wait(e)?;
+        }
+        let base = self.frames.ptr + (slot * self.layout.frame_bytes) as u64;
+        for (p, &(ptr, n)) in ranges.iter().enumerate() {
+            if n != self.layout.plane_bytes[p] {
+                return Err(format!("upload: plane {p} has {n} bytes, the ring expects {}", self.layout.plane_bytes[p]));
+            }
+            // SAFETY: the destination lies in the ring allocation; the source is a live
+            // page-locked plane that is not modified before the copy completes (see above).
+            unsafe { cudarc::driver::sys::cuMemcpyHtoDAsync_v2(base + self.layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }
+                .result()
+                .map_err(|e| format!("upload: {e}"))?;
+        }
+        self.arrived[slot].record(stream)
+    }
+
+    /// Copies `frame` into `slot` through pinned staging memory. `reader_done` is the event of
+    /// the launch that last read the slot, if any; the copy waits for it on the device.
     pub fn upload(&mut self, slot: usize, frame: &PlanarFrame, stream: &Stream, reader_done: Option<&Event>) -> CuResult<()> {
         let s = &mut self.staging[self.next_staging];
         self.next_staging = (self.next_staging + 1) % 2;

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Kernel helper's GPU run: fused-kernel tests (incl. batched == single), compute-sanitizer
+# memcheck + racecheck on a short filter, ncu on one R-live luma launch, bench_cuda rows.
+#   here:   bash scripts/gpu-h1.sh --collect      (release binaries -> .devcarry-h1/)
+#   device: bash scripts/gpu-h1.sh                (carry [".devcarry-h1"]; logs -> $OUT)
+# STEPS (env, default "test bench ncu san") picks the parts.
+set -u
+B=.devcarry-h1
+if [ "${1:-}" = "--collect" ]; then
+  set -e
+  T=${CARGO_TARGET_DIR:-target}
+  cargo build --release -p nlmdenoise --bin bench_cuda --test cuda_vs_reference
+  rm -rf "$B"; mkdir -p "$B"
+  cp "$(ls -t $T/release/deps/cuda_vs_reference-* | grep -v '\.d$' | head -1)" "$B/cuda_vs_reference"
+  cp $T/release/bench_cuda "$B/"
+  strip --strip-debug "$B"/*
+  du -sh "$B"; exit 0
+fi
+OUT=${OUT:-/tmp/gpu-h1}; mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+SAN=/usr/local/cuda/bin/compute-sanitizer; NCU=/usr/local/cuda/bin/ncu
+STEPS=${STEPS:-test bench ncu san}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"; date -u | tee -a "$OUT/device.txt"
+for s in $STEPS; do case $s in
+test)
+  timeout 150 $B/cuda_vs_reference --test-threads=8 > "$OUT/tests.txt" 2>&1
+  echo "tests rc=$?"; grep -E 'FAIL|panicked|test result|batched ==' "$OUT/tests.txt" | cut -c1-300 ;;
+bench)
+  timeout ${BENCH_T:-200} $B/bench_cuda --iters 200 --frames 600 ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
+  echo "bench rc=$?"; grep -E '^\||^fp32|^host' "$OUT/bench.txt" ;;
+sweep)
+  for t in ${SWEEP:-}; do
+    NLMDENOISE_CUDA_TILE=$t timeout 60 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/tile $t /" | tee -a "$OUT/sweep.txt"
+  done ;;
+ncu)
+  if [ -x $NCU ]; then
+    timeout 150 $NCU --kernel-name regex:nlm_ --launch-skip 60 --launch-count 2 --set full \
+      $B/bench_cuda --brief --only kernel --config live --iters 20 > "$OUT/ncu.txt" 2>&1
+    echo "ncu rc=$?"; grep -E 'nlm_fused|nlm_exact|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Executed Ipc A|Shared Memory Throughput|L1/TEX Hit|Compute \(SM\) Throughput|Block Limit|Stall|One or More Eligible|Bank' "$OUT/ncu.txt" | head -60
+  else echo "no ncu"; fi ;;
+san)
+  timeout 120 $SAN --tool memcheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=4 sanitizer_smoke batched chroma_modes > "$OUT/memcheck.txt" 2>&1
+  echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY|test result' "$OUT/memcheck.txt" | sort | uniq -c | paste -sd' ' -)"
+  timeout 120 $SAN --tool racecheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=2 sanitizer_smoke > "$OUT/racecheck.txt" 2>&1
+  echo "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$OUT/racecheck.txt" | sort | uniq -c | paste -sd' ' -)" ;;
+esac; done

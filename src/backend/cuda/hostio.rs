@@ -1,0 +1,151 @@
+//! Direct host I/O: the engine's planar frames are page-locked in place (cuMemHostRegister) so
+//! that uploads read them and downloads write them by DMA, without a copy through pinned staging
+//! memory on the caller's thread.
+//!
+//! Registrations are cached by (address, length) of each plane, because the engine reuses its
+//! planar frames (pending -> ready -> spare -> pending). The cache is bounded: beyond
+//! `capacity` planes the least recently used registrations are released (only while no copy is
+//! in flight: the caller synchronises first). Memory the driver refuses to register (e.g. a
+//! plane sharing a page with another registration) is remembered and goes through staging.
+//!
+//! The copies are synchronous with the call that issues them (`upload` waits for its DMA,
+//! `finish` copies into the frame it holds mutably and waits), so no DMA touches a frame after
+//! the call returns: callers may change or drop frames freely. Only ranges seen twice are
+//! registered (the engine's recycled frames; not one-off allocations), and a registration is
+//! released when the cache evicts it or the backend is dropped. A caller that frees a frame the
+//! backend registered and gets the same address range back for another allocation while the
+//! backend lives would have the DMA use the old pages: `CudaBackend::set_direct_host_io(false)`
+//! (or NLMDENOISE_CUDA_DIRECT_IO=0) turns direct I/O off for such callers; the first
+//! `launch_batch` (chunked execution, whose shared frames come and go) turns it off too.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext};
+
+use crate::planar::PlanarFrame;
+
+/// Address and length of one plane's samples in host memory.
+pub type HostRange = (usize, usize);
+
+pub fn frame_ranges(frame: &PlanarFrame) -> Vec<HostRange> {
+    frame.planes.iter().map(|p| {
+        let b = p.samples.as_bytes();
+        (b.as_ptr() as usize, b.len())
+    }).collect()
+}
+
+enum Entry {
+    Registered { last_use: u64 },
+    Refused,
+}
+
+pub struct HostRegistry {
+    ctx: Arc<CudaContext>,
+    entries: HashMap<HostRange, Entry>,
+    /// Ranges seen but not registered yet: only ranges seen twice are registered, so that
+    /// one-off allocations (and their reuse after being freed) are not page-locked.
+    seen: HashMap<HostRange, u32>,
+    clock: u64,
+    pub capacity: usize,
+}
+
+impl HostRegistry {
+    pub fn new(ctx: &Arc<CudaContext>, capacity: usize) -> Self {
+        HostRegistry { ctx: ctx.clone(), entries: HashMap::new(), seen: HashMap::new(), clock: 0, capacity }
+    }
+
+    /// Registrations held now.
+    pub fn registered(&self) -> usize {
+        self.entries.values().filter(|e| matches!(e, Entry::Registered { .. })).count()
+    }
+
+    /// Registers every range that is not yet (the context must be bound). True when all of them
+    /// are page-locked now; false when the driver refused one (the frame then goes through
+    /// staging). `may_evict` says whether no copy is in flight, so that old registrations may be
+    /// released to respect the capacity.
+    pub fn ensure(&mut self, ranges: &[HostRange], may_evict: bool) -> bool {
+        self.clock += 1;
+        let mut all = true;
+        for &r in ranges {
+            if r.1 == 0 {
+                continue;
+            }
+            match self.entries.get_mut(&r) {
+                Some(Entry::Registered { last_use }) => *last_use = self.clock,
+                Some(Entry::Refused) => all = false,
+                None => {
+                    let n = self.seen.entry(r).or_insert(0);
+                    *n += 1;
+                    if *n < 2 {
+                        all = false;
+                        if self.seen.len() > 4096 {
+                            self.seen.clear();
+                        }
+                        continue;
+                    }
+                    self.seen.remove(&r);
+                    if may_evict {
+                        self.evict_to(self.capacity.saturating_sub(1), ranges);
+                    }
+                    // SAFETY: r is the live allocation of a plane the caller borrows; flags 0 =
+                    // page-locked only (no mapping into the device address space needed).
+                    let rc = unsafe { sys::cuMemHostRegister_v2(r.0 as *mut std::ffi::c_void, r.1, 0) };
+                    if rc == sys::CUresult::CUDA_SUCCESS {
+                        self.entries.insert(r, Entry::Registered { last_use: self.clock });
+                    } else {
+                        tracing::debug!("cuMemHostRegister({:#x}, {}) refused: {rc:?}; staging this plane", r.0, r.1);
+                        self.entries.insert(r, Entry::Refused);
+                        all = false;
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    pub fn is_registered(&self, r: &HostRange) -> bool {
+        matches!(self.entries.get(r), Some(Entry::Registered { .. }))
+    }
+
+    /// Releases least recently used registrations until at most `keep` remain, sparing `spare`.
+    fn evict_to(&mut self, keep: usize, spare: &[HostRange]) {
+        while self.registered() > keep {
+            let victim = self
+                .entries
+                .iter()
+                .filter_map(|(r, e)| match e {
+                    Entry::Registered { last_use } if !spare.contains(r) => Some((*last_use, *r)),
+                    _ => None,
+                })
+                .min();
+            let Some((_, r)) = victim else { break };
+            self.release(r);
+        }
+    }
+
+    fn release(&mut self, r: HostRange) {
+        if let Some(Entry::Registered { .. }) = self.entries.remove(&r) {
+            // SAFETY: registered by `ensure`; the caller guarantees no copy uses it now.
+            let _ = unsafe { sys::cuMemHostUnregister(r.0 as *mut std::ffi::c_void) };
+        }
+    }
+
+    /// Releases everything (no copy may be in flight).
+    pub fn clear(&mut self) {
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        let all: Vec<HostRange> = self.entries.keys().copied().collect();
+        for r in all {
+            self.release(r);
+        }
+        self.entries.clear();
+    }
+}
+
+impl Drop for HostRegistry {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
