@@ -361,7 +361,8 @@ fn run(cli: &Cli) -> Result<()> {
         }
     }
     let container = match (cli.container, output) {
-        (Some(c), _) => Some(c),
+        (Some(c), Some(_)) => Some(c),
+        (Some(_), None) => bail!("--container needs an output (-o FILE, or -o - for y4m on standard output)"),
         (None, Some(out)) => Some(Container::from_path(out)?),
         (None, None) => None,
     };

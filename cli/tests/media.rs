@@ -217,6 +217,10 @@ fn bad_inputs_fail_with_a_message_and_exit_code() {
     check(&["/nonexistent/in.mp4", out.to_str().unwrap()], "cannot open input '/nonexistent/in.mp4'");
     check(&[clips().noisy_mp4.to_str().unwrap(), tmp("out.avi").to_str().unwrap()], "name it .mp4, .mkv or .y4m");
     check(&[clips().noisy_mp4.to_str().unwrap(), out.to_str().unwrap(), "--backend", "reference"], "reference");
+    // A container without an output is refused (it used to panic for mp4/mkv and write y4m to
+    // standard output).
+    check(&[clips().noisy_mp4.to_str().unwrap(), "--container", "mp4"], "--container needs an output");
+    check(&[clips().noisy_mp4.to_str().unwrap(), "--container", "y4m"], "--container needs an output");
 
     // Audio only: no video stream.
     let audio = tmp("audio-only.mka");

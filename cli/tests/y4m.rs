@@ -148,3 +148,29 @@ fn cli_errors_are_reported_with_a_non_zero_exit() {
         assert!(stderr.contains("cuda") && !stderr.contains("panicked"), "{stderr}");
     }
 }
+
+#[test]
+fn cli_chunks_and_device_lists_give_the_frame_at_a_time_output() {
+    let inp = tmp("chunks-in.y4m");
+    std::fs::write(&inp, y4m_stream("420jpeg", 12, 10, 13, 8, 4)).unwrap();
+    let denoise = |extra: &[&str], name: &str| -> Vec<u8> {
+        let out = tmp(name);
+        let result = cli()
+            .args(["-q", "--backend", "cpu", "--threads", "1", "--strength", "15", "--search-radius", "2", "--patch-radius", "1", "-i"])
+            .arg(&inp)
+            .arg("-o")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(result.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&result.stderr));
+        std::fs::read(&out).unwrap()
+    };
+    let plain = denoise(&[], "chunks-plain.y4m");
+    for extra in [&["--chunk-frames", "4"][..], &["--chunk-frames", "0"], &["--chunk-frames", "3", "--device-id", "0,0"], &["--device-id", "all"]] {
+        assert!(denoise(extra, "chunks-out.y4m") == plain, "{extra:?}: output differs from a frame at a time");
+    }
+    let result = cli().arg("-i").arg(&inp).args(["--backend", "cpu", "--device-id", "0,x", "-q"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success() && stderr.contains("--device-id") && !stderr.contains("panicked"), "{stderr}");
+}
