@@ -287,6 +287,11 @@ fn options_parse_and_select_chunking() {
     let d: Denoiser<usize> = denoiser(info, Params { temporal_past: 2, ..base() }, &options(BackendKind::Cpu, ChunkFrames::Off, 1));
     assert_eq!(d.latency_frames(), 0);
     assert!(!d.backend_description().contains("chunked"));
+    // An empty device list (only reachable through the API) is an error, chunked or not.
+    for chunk in [ChunkFrames::Off, ChunkFrames::Frames(2)] {
+        let r = Denoiser::<usize>::new(info, base(), &BackendOptions { kind: BackendKind::Cpu, chunk_frames: chunk, devices: Devices::List(vec![]), ..BackendOptions::default() });
+        assert!(matches!(r, Err(Error::InvalidParameter(_))), "{chunk:?}");
+    }
     for bad in [ChunkFrames::Frames(0), ChunkFrames::Frames(100_000)] {
         let r = Denoiser::<usize>::new(info, base(), &options(BackendKind::Cpu, bad, 1));
         assert!(matches!(r, Err(Error::InvalidParameter(_))), "{bad:?}");

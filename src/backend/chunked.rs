@@ -226,7 +226,14 @@ impl ChunkedBackend {
     /// Starts one worker per device `options` select, each creating its backend in its own thread.
     pub fn new(options: &BackendOptions) -> Result<Self> {
         let ordinals = device_ordinals(options)?;
-        let base = BackendOptions { chunk_frames: ChunkFrames::Off, devices: Devices::Default, ..options.clone() };
+        let mut base = BackendOptions { chunk_frames: ChunkFrames::Off, devices: Devices::Default, ..options.clone() };
+        if base.kind == BackendKind::Auto && ordinals.len() > 1 {
+            // Decide once for every worker: left to each worker, `auto` would quietly put a
+            // listed device that cannot be opened on the CPU next to the GPUs (slower, and not
+            // bit-identical to them). With CUDA usable, a bad ordinal is now a clear error.
+            base.kind = if cuda::available() { BackendKind::Cuda } else { BackendKind::Cpu };
+            tracing::info!("backend auto on devices {ordinals:?}: {} for every worker", base.kind);
+        }
         let ords = ordinals.clone();
         let factory: BackendFactory = Arc::new(move |worker, depth| {
             create_single(&BackendOptions { device_id: ords[worker], pipeline_depth: base.pipeline_depth.max(depth), ..base.clone() })

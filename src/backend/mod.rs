@@ -286,7 +286,7 @@ pub fn create(options: &BackendOptions) -> Result<Box<dyn Backend>> {
     let mut single = options.clone();
     if let Devices::List(v) = &options.devices {
         // One device named: that device, without chunks.
-        single.device_id = v[0];
+        single.device_id = *v.first().ok_or_else(|| Error::InvalidParameter("empty device list".into()))?;
     }
     create_single(&single)
 }
