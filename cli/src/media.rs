@@ -243,21 +243,15 @@ fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<std::io::BufReader<st
                     return;
                 }
             }
-            let Ok(mut buffer) = gst::Buffer::with_size(vinfo.size()) else { return };
-            {
-                let buf = buffer.get_mut().expect("new buffer is writable");
-                buf.set_pts(gst::ClockTime::SECOND.mul_div_floor(n * fps.denom() as u64, fps.numer().max(1) as u64));
-                buf.set_duration(duration);
-                let Ok(mut vf) = gst_video::VideoFrameRef::from_buffer_ref_writable(buf, &vinfo) else { return };
-                for p in 0..frame.planes.len() {
-                    let dst_stride = vf.plane_stride()[p] as usize;
-                    let Ok(dst) = vf.plane_data_mut(p as u32) else { return };
-                    let row = frame.strides[p];
-                    for (r, src) in frame.planes[p].chunks_exact(row).enumerate() {
-                        dst[r * dst_stride..r * dst_stride + row].copy_from_slice(src);
-                    }
+            // Every way out of this loop ends the stream (EOS or an error on the bus): a feeder
+            // that just stopped would leave the pipeline waiting forever.
+            let buffer = match y4m_buffer(&frame, &vinfo, n, duration) {
+                Ok(b) => b,
+                Err(e) => {
+                    post_error(appsrc.upcast_ref(), &shared, format!("input frame {n}: {e}"));
+                    return;
                 }
-            }
+            };
             if appsrc.push_buffer(buffer).is_err() {
                 return; // stopped (error or flushing)
             }
@@ -265,6 +259,28 @@ fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<std::io::BufReader<st
         }
         let _ = appsrc.end_of_stream();
     })
+}
+
+/// Copies a y4m frame into a new buffer of `vinfo` (its own strides) stamped as frame `n`.
+fn y4m_buffer(frame: &OwnedFrame, vinfo: &gst_video::VideoInfo, n: u64, duration: Option<gst::ClockTime>) -> Result<gst::Buffer> {
+    let fps = vinfo.fps();
+    let mut buffer = gst::Buffer::with_size(vinfo.size()).map_err(|_| anyhow!("cannot allocate a {} byte buffer", vinfo.size()))?;
+    {
+        let buf = buffer.get_mut().context("a new buffer is writable")?;
+        buf.set_pts(gst::ClockTime::SECOND.mul_div_floor(n * fps.denom() as u64, fps.numer().max(1) as u64));
+        buf.set_duration(duration);
+        let mut vf = gst_video::VideoFrameRef::from_buffer_ref_writable(buf, vinfo).map_err(|_| anyhow!("cannot map a buffer as {:?}", vinfo.format()))?;
+        for p in 0..frame.planes.len() {
+            let dst_stride = vf.plane_stride().get(p).copied().unwrap_or(0).max(0) as usize;
+            let dst = vf.plane_data_mut(p as u32).map_err(|e| anyhow!("plane {p}: {e}"))?;
+            let row = frame.strides[p];
+            for (r, src) in frame.planes[p].chunks_exact(row).enumerate() {
+                let d = dst.get_mut(r * dst_stride..r * dst_stride + row).ok_or_else(|| anyhow!("plane {p} of the buffer is smaller than the y4m frame"))?;
+                d.copy_from_slice(src);
+            }
+        }
+    }
+    Ok(buffer)
 }
 
 pub fn run(cli: &Cli, input: &str, output: Option<&str>, container: Option<Container>, y4m_in: bool) -> Result<()> {
