@@ -77,7 +77,11 @@ fn configs(args: &Args) -> Vec<Config> {
 }
 
 fn kind(args: &Args) -> BackendKind {
-    args.backend.parse().unwrap_or(BackendKind::Cuda)
+    args.backend.parse().unwrap_or_else(|e| {
+        // A typo must not silently benchmark another backend.
+        eprintln!("bench_chunks: --backend: {e}");
+        std::process::exit(2)
+    })
 }
 
 /// Timings of one run.
@@ -194,6 +198,13 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, frames: usize, mu
     Ok(r)
 }
 
+fn chunk_arg(args: &Args) -> ChunkFrames {
+    args.chunk.parse().unwrap_or_else(|e| {
+        eprintln!("bench_chunks: --chunk: {e}");
+        std::process::exit(2)
+    })
+}
+
 fn parse_size(s: &str) -> Option<(usize, usize)> {
     let (w, h) = s.split_once('x')?;
     Some((w.trim().parse().ok()?, h.trim().parse().ok()?))
@@ -256,7 +267,7 @@ fn devices_table(args: &Args) {
             return;
         }
     };
-    let chunk: ChunkFrames = args.chunk.parse().unwrap_or(ChunkFrames::Auto);
+    let chunk = chunk_arg(args);
     let info = VideoInfo::new(PixelFormat::I420, 1920, 1080).expect("1080p");
     println!("\n### Scaling over devices, 1920x1080 I420, chunk {chunk} ({} backend, {} frames per run)\n", args.backend, args.frames);
     println!("Per output frame, ms. Caller's thread: push (unpack + copy into shared frames + dispatch + waiting for outputs), of which copy and wait, and pop (pack). Workers (summed over workers): upload (host staging + enqueue), launch (enqueue kernels), copy (input planes into the output buffer), finish (waiting for kernels + download, copy out), idle.\n");
@@ -312,7 +323,7 @@ fn long_run(args: &Args) {
             return;
         }
     };
-    let chunk: ChunkFrames = args.chunk.parse().unwrap_or(ChunkFrames::Auto);
+    let chunk = chunk_arg(args);
     let info = VideoInfo::new(PixelFormat::I420, 1920, 1080).expect("1080p");
     let c = configs(args).into_iter().next().expect("a config");
     // Device memory in use, sampled from one probe backend per device (the device-wide figure,
