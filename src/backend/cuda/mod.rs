@@ -640,9 +640,19 @@ impl Backend for CudaBackend {
     }
 
     fn device_memory(&self) -> Option<DeviceMemory> {
-        self.bind().ok()?;
-        let (free, total) = result::mem_get_info().ok()?;
-        Some(DeviceMemory { free: free as u64, total: total as u64 })
+        // cudarc reports an error recorded earlier by an asynchronous release (and clears it) on
+        // the next bind: one retry separates such a stale error from a failing query.
+        let query = || self.ctx.mem_get_info();
+        match query().or_else(|e| {
+            tracing::debug!("cuMemGetInfo on {}: {e}; retrying once", self.device_name);
+            query()
+        }) {
+            Ok((free, total)) => Some(DeviceMemory { free: free as u64, total: total as u64 }),
+            Err(e) => {
+                tracing::warn!("cannot read the free memory of {}: {e}", self.device_name);
+                None
+            }
+        }
     }
 
     fn device_bytes_per_frame(&self, geometry: &Geometry, _plan: &DenoisePlan) -> u64 {
