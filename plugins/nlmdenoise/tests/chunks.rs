@@ -84,3 +84,30 @@ fn chunked_and_multi_worker_runs_match_frame_at_a_time() {
         }
     }
 }
+
+/// The latency query includes the frames chunks hold back: `temporal-future + (D + 1) * N - 1`
+/// frames for chunks of N frames on D devices, and outputs come out exactly that late.
+#[test]
+fn latency_query_includes_the_chunks_in_flight() {
+    let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
+    let format = PixelFormat::I420;
+    for (props, frames) in [(vec![("chunk-frames", "3")], 1 + 2 * 3 - 1), (vec![("chunk-frames", "2"), ("device-id", "0,1")], 1 + 3 * 2 - 1), (vec![], 1)] {
+        let caps = caps(format, 20, 14, (25, 1));
+        let info = video_info(&caps);
+        let mut h = harness(&params);
+        for (k, v) in &props {
+            h.element().unwrap().set_property_from_str(k, v);
+        }
+        h.set_src_caps(caps);
+        let mut out = 0;
+        for i in 0..12u64 {
+            h.push(with_meta(make_buffer(&info, format, 700 + i), i, gst::BufferFlags::empty())).unwrap();
+            if i == 0 {
+                // The engine exists once the first buffer negotiated the caps.
+                assert_eq!(h.query_latency(), Some(gst::ClockTime::from_mseconds(40 * frames as u64)), "{props:?}: {frames} frames at 25 fps");
+            }
+            out += pull_all(&mut h).len();
+            assert_eq!(out, (i as usize + 1).saturating_sub(frames), "{props:?}: outputs after input {i}");
+        }
+    }
+}

@@ -380,7 +380,7 @@ impl ObjectImpl for NlmDenoise {
                     .build(),
                 glib::ParamSpecUInt::builder("chunk-frames")
                     .nick("Chunk frames")
-                    .blurb("Frames per batched launch (chunk along time): 1 = a frame at a time (no added latency), 0 = automatic from free device memory, N = N frames; a chunk adds up to N-1 frames of latency")
+                    .blurb("Frames per batched launch (chunk along time): 1 = a frame at a time (no added latency), 0 = automatic from free device memory, N = N frames; chunks of N frames on D devices add (D+1)*N-1 frames of latency (D+1 chunks in flight). Several devices imply chunks (automatic when left at 1)")
                     .maximum(MAX_CHUNK_FRAMES as u32)
                     .default_value(1)
                     .mutable_ready()
