@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use nlmdenoise::error::{Error, Result};
 use nlmdenoise::plan::DenoisePlan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
 use nlmdenoise::window::Job;
-use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
+use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -391,7 +392,7 @@ fn chunk_size_follows_device_memory() {
     // 2 x (n + 4) frames must fit in FREE_FRACTION of the free memory.
     let free = 40u64 << 20;
     let fits = ((FREE_FRACTION * free as f64 / per_frame as f64) as usize) / 2 - 4;
-    assert_eq!(fits, 11);
+    assert_eq!(fits, 6);
     let spec = FakeSpec { free, per_frame, ..Default::default() };
     let d = chunked_denoiser(info, params, ChunkFrames::Auto, 1, spec.clone()).unwrap();
     assert_eq!(d.latency_frames(), 2 + 2 * fits - 1, "{}", d.backend_description());
@@ -402,7 +403,7 @@ fn chunk_size_follows_device_memory() {
     // Explicit sizes: up to what fits; beyond, a clear error at creation.
     assert!(chunked_denoiser(info, params, ChunkFrames::Frames(fits), 1, spec.clone()).is_ok());
     match chunked_denoiser(info, params, ChunkFrames::Frames(fits + 1), 1, spec.clone()) {
-        Err(Error::InvalidParameter(m)) => assert!(m.contains("does not fit") && m.contains("at most 11"), "{m}"),
+        Err(Error::InvalidParameter(m)) => assert!(m.contains("does not fit") && m.contains("at most 6"), "{m}"),
         Err(e) => panic!("wrong error {e}"),
         Ok(_) => panic!("a chunk of {} frames must not fit", fits + 1),
     }
@@ -478,4 +479,177 @@ fn dropping_the_denoiser_joins_its_workers() {
     // A backend that cannot be created is an error, not a hang.
     let failing: BackendFactory = Arc::new(|i, _| if i == 1 { Err(Error::BackendUnavailable("no such device".into())) } else { Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>) });
     assert!(matches!(ChunkedBackend::with_factory(ChunkFrames::Auto, &[0, 1], failing), Err(Error::BackendUnavailable(_))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pooled host frames.
+
+/// A CPU backend that reads an uploaded frame only when it finishes a job, as a DMA engine may
+/// read page-locked memory after `upload` returned (Backend::upload's promise: the frame stays
+/// alive and unchanged until a job launched after the upload is finished). Had the chunked
+/// backend reused or freed a pooled frame that a worker's chunk still holds, the outputs would
+/// differ from the unchunked ones.
+struct Deferred {
+    inner: CpuBackend,
+    geometry: Option<Geometry>,
+    ops: VecDeque<DeferredOp>,
+    /// Frames read late, and how many different host addresses they came from.
+    reads: Arc<AtomicUsize>,
+}
+
+enum DeferredOp {
+    /// Slot, plane ranges and a checksum of the frame when it was given.
+    Upload(usize, Vec<(usize, usize)>, u64),
+    Launch(Job, DenoisePlan),
+}
+
+impl Backend for Deferred {
+    fn describe(&self) -> String {
+        "deferred-read cpu".into()
+    }
+    fn configure(&mut self, g: &Geometry, p: &DenoisePlan, slots: usize) -> Result<()> {
+        self.ops.clear();
+        self.geometry = Some(g.clone());
+        self.inner.configure(g, p, slots)
+    }
+    fn upload(&mut self, slot: usize, f: &PlanarFrame) -> Result<()> {
+        let ranges = f.planes.iter().map(|p| (p.samples.as_bytes().as_ptr() as usize, p.samples.as_bytes().len())).collect();
+        self.ops.push_back(DeferredOp::Upload(slot, ranges, checksum(f)));
+        Ok(())
+    }
+    fn launch(&mut self, j: &Job, p: &DenoisePlan) -> Result<()> {
+        self.ops.push_back(DeferredOp::Launch(j.clone(), p.clone()));
+        Ok(())
+    }
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+        let g = self.geometry.clone().expect("configured");
+        if self.ops.iter().any(|o| matches!(o, DeferredOp::Upload(..))) {
+            // A slow DMA engine: the caller's thread goes on meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(4));
+        }
+        while let Some(op) = self.ops.pop_front() {
+            match op {
+                DeferredOp::Upload(slot, ranges, sum) => {
+                    let mut f = PlanarFrame::zeroed(&g);
+                    for (p, (addr, len)) in f.planes.iter_mut().zip(ranges) {
+                        let d = p.samples.as_bytes_mut();
+                        assert_eq!(d.len(), len);
+                        // SAFETY: the upload promise (alive and unchanged until a job launched
+                        // after it is finished; this finish is the first such one at the latest).
+                        d.copy_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, len) });
+                    }
+                    assert_eq!(checksum(&f), sum, "an uploaded frame changed before a job launched after its upload was finished");
+                    self.reads.fetch_add(1, Ordering::SeqCst);
+                    self.inner.upload(slot, &f)?;
+                }
+                DeferredOp::Launch(j, p) => self.inner.launch(&j, &p)?,
+            }
+        }
+        self.inner.finish(out)
+    }
+}
+
+fn checksum(f: &PlanarFrame) -> u64 {
+    f.planes.iter().flat_map(|p| p.samples.as_bytes()).fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+fn deferred_factory(reads: Arc<AtomicUsize>) -> BackendFactory {
+    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: CpuBackend::new(1)?, geometry: None, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
+}
+
+#[test]
+fn no_pooled_frame_is_reused_while_a_worker_may_still_read_it() {
+    let info = VideoInfo::new(PixelFormat::I420, 24, 16).unwrap();
+    let inputs = frames(info, 45, 21);
+    let script = [Op::Push(20), Op::Reset, Op::Push(17), Op::Finish, Op::Push(8), Op::Finish];
+    for params in [Params { temporal_past: 2, ..base() }, Params { temporal_past: 2, temporal_future: 2, ..base() }] {
+        let expect = run(&mut denoiser(info, params, &options(BackendKind::Cpu, ChunkFrames::Off, 1)), &inputs, &script);
+        for (n, workers) in [(1, 1), (2, 1), (3, 2), (7, 3), (1, 2)] {
+            let reads = Arc::new(AtomicUsize::new(0));
+            let b = ChunkedBackend::with_factory(ChunkFrames::Frames(n), &vec![0; workers], deferred_factory(reads.clone())).unwrap();
+            let mut d = Denoiser::with_backend(info, params, Box::new(b)).unwrap();
+            let got = run(&mut d, &inputs, &script);
+            let label = format!("chunk {n}, {workers} workers, past {} future {}", params.temporal_past, params.temporal_future);
+            assert_same(&label, &expect, &got, |i| i >= 20);
+            assert!(reads.load(Ordering::SeqCst) >= 45 - 7, "{label}: frames were read late");
+        }
+    }
+}
+
+#[test]
+fn pooled_frames_are_reused_across_chunks() {
+    let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
+    let inputs = frames(info, 200, 5);
+    for (n, workers, params) in [(3, 1, Params { temporal_past: 2, ..base() }), (4, 2, Params { temporal_past: 2, temporal_future: 2, ..base() }), (1, 3, Params { temporal_future: 1, ..base() })] {
+        let b = ChunkedBackend::with_factory(ChunkFrames::Frames(n), &vec![0; workers], Arc::new(|_, _| Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>))).unwrap();
+        let stats = b.stats();
+        let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, Box::new(b)).unwrap();
+        let latency = d.latency_frames();
+        let mut out = OwnedFrame::new(info);
+        let mut after_warmup = 0;
+        let mut popped = 0;
+        for (i, f) in inputs.iter().enumerate() {
+            d.push(&f.as_ref(), i).unwrap();
+            while d.pop(&mut out.as_mut()).unwrap().is_some() {
+                popped += 1;
+            }
+            if i == 4 * latency + 20 {
+                after_warmup = stats.pool_frames.load(Ordering::SeqCst);
+            }
+        }
+        d.finish_stream().unwrap();
+        while d.pop(&mut out.as_mut()).unwrap().is_some() {
+            popped += 1;
+        }
+        let label = format!("chunk {n}, {workers} workers");
+        assert_eq!(popped, inputs.len(), "{label}");
+        let total = stats.pool_frames.load(Ordering::SeqCst);
+        assert!(after_warmup > 0, "{label}: frames are pooled");
+        assert_eq!(total, after_warmup, "{label}: no pooled frame was allocated after the pipeline filled ({} chunks later)", (inputs.len() - 4 * latency) / n);
+        // Inputs: the engine's ring plus the chunks in flight; outputs: the chunks in flight.
+        let window = (params.temporal_past + 1 + params.temporal_future) as usize;
+        let bound = 2 * (window + latency + 1) + (workers + 1) * n;
+        assert!((total as usize) <= bound, "{label}: {total} pooled frames, expected at most {bound}");
+    }
+}
+
+#[test]
+fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
+    let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
+    let geometry = Geometry::from_video_info(&info);
+    let params = Params { planes: PlaneSelection::Luma, ..base() };
+    let plan = DenoisePlan::new(&geometry, &params).unwrap();
+    let inputs = frames(info, 2, 9);
+    let mut planar: Vec<PlanarFrame> = inputs
+        .iter()
+        .map(|f| {
+            let mut p = PlanarFrame::zeroed(&geometry);
+            nlmdenoise::convert::unpack(&f.as_ref(), &mut p).unwrap();
+            p
+        })
+        .collect();
+    // The same job on the reference backend, finished into its own uploaded frame.
+    let mut r = ReferenceBackend::new();
+    r.configure(&geometry, &plan, 2).unwrap();
+    let mut expect = planar[0].clone();
+    r.upload(0, &expect).unwrap();
+    r.launch(&Job { seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
+    r.finish(&mut expect).unwrap();
+    assert!(expect.planes[0] != planar[0].planes[0], "the luma plane is denoised");
+
+    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>))).unwrap();
+    b.configure(&geometry, &plan, 4).unwrap();
+    b.upload(0, &planar[0]).unwrap();
+    b.launch(&Job { seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
+    // Another frame than the uploaded one: the luma plane comes from the pooled output frame,
+    // the chroma planes stay what they were in that frame.
+    let (uploaded, other) = planar.split_at_mut(1);
+    let before = other[0].clone();
+    b.finish(&mut other[0]).unwrap();
+    assert!(other[0].planes[0] == expect.planes[0], "luma denoised into the other frame");
+    assert!(other[0].planes[1..] == before.planes[1..], "the other frame's chroma untouched");
+    // The uploaded frame may have received the output planes (Backend::launch allows it) and
+    // still holds its own chroma.
+    assert!(uploaded[0].planes[1..] == expect.planes[1..]);
+    assert!(b.finish(&mut other[0]).is_err(), "nothing left to finish");
 }

@@ -9,6 +9,23 @@
 //! device does not hold yet, computes the chunk with one [`Backend::launch_batch`] (a grid over z
 //! on CUDA) and sends the output frames back; they come out in order.
 //!
+//! Host frames come from two fixed pools the backend owns, reused and never freed while the
+//! backend lives (nor dropped by a worker: every frame a worker holds is still referenced by its
+//! pool): input frames, into which `upload` copies the engine's frame and from which the workers
+//! upload (shared between chunks through `Arc`; free again once no host slot and no chunk in
+//! flight holds it, which `Arc::get_mut` checks), and output frames, into which a worker's
+//! backend finishes a job and from which `finish` copies the plan's output planes into the
+//! engine's frame (the other planes of that frame are already the input). So a backend that
+//! page-locks host frames in place, cached by address (CUDA direct host I/O), sees only addresses
+//! that stay valid: a pool grows while more frames are in flight than ever before and otherwise
+//! keeps its frames; on a geometry change every worker gets a new backend (releasing what the old
+//! one locked) before the old frames are freed.
+//!
+//! Overlap: the caller's thread fills chunk k+1 (unpack, copy into a pooled input frame) and
+//! empties chunk k-1 (copy out of a pooled output frame, pack) while a worker computes chunk k; it
+//! waits only when a worker is behind. A worker uploads and launches a chunk as soon as it
+//! arrives and finishes jobs whenever no message waits, at most two chunks in flight per worker.
+//!
 //! Output is bit-identical to unchunked processing whatever the chunk size or the number of
 //! workers: every job is the engine's own (its references come from the same `TemporalWindow`,
 //! start and end of the sequence included) and carries the plan it was launched with.
@@ -28,7 +45,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -42,9 +59,13 @@ use crate::planar::{Geometry, PlanarFrame};
 use crate::window::{Job, Reference};
 
 /// Fraction of a device's free memory a worker's ring (two chunks with their overlap) may take.
-pub const FREE_FRACTION: f64 = 0.75;
-/// Largest automatic chunk on a device.
-pub const AUTO_MAX_FRAMES: usize = 32;
+/// Half: the rest is left to working buffers, other streams and the decoder / encoder of the same
+/// pipeline that share the device.
+pub const FREE_FRACTION: f64 = 0.5;
+/// Largest automatic chunk on a device: once the caller's thread and the workers overlap, larger
+/// chunks only save kernel launches (a few microseconds each) while latency (`(workers + 1) x n`
+/// frames) and the host pools grow linearly.
+pub const AUTO_MAX_FRAMES: usize = 16;
 /// Automatic chunk size on host backends (no device memory to size from).
 pub const HOST_CHUNK_FRAMES: usize = 8;
 /// Largest explicit chunk size on any backend.
@@ -84,10 +105,15 @@ pub fn cuda_device_count() -> std::result::Result<usize, String> {
 /// Where the time goes, in nanoseconds summed over the run (benchmarks read it).
 #[derive(Debug, Default)]
 pub struct ChunkStats {
-    /// Caller's thread: copying uploaded frames into shared buffers.
+    /// Caller's thread: copying uploaded frames into pooled input frames.
     pub main_copy_ns: AtomicU64,
+    /// Caller's thread: copying the output planes of pooled output frames into the engine's.
+    pub main_copy_out_ns: AtomicU64,
     /// Caller's thread: waiting for a worker's outputs.
     pub main_wait_ns: AtomicU64,
+    /// Host frames the pools allocated (input + output), ever: stops growing once the pipeline
+    /// is full, since pooled frames are reused and never freed while the backend lives.
+    pub pool_frames: AtomicU64,
     pub workers: Vec<WorkerStats>,
 }
 
@@ -97,10 +123,10 @@ pub struct WorkerStats {
     pub upload_ns: AtomicU64,
     /// `Backend::launch_batch` calls (enqueueing the kernels on CUDA).
     pub launch_ns: AtomicU64,
-    /// Copying each target frame into its output buffer (planes that are not denoised).
-    pub copy_ns: AtomicU64,
-    /// `Backend::finish` calls: waiting for kernels + download, copying the planes out.
+    /// `Backend::finish` calls: waiting for kernels + download into a pooled output frame.
     pub finish_ns: AtomicU64,
+    /// Writing each job's output planes into the caller's frame.
+    pub copy_ns: AtomicU64,
     /// Waiting for work.
     pub idle_ns: AtomicU64,
     pub chunks: AtomicU64,
@@ -116,12 +142,26 @@ fn add(c: &AtomicU64, since: Instant) {
 /// Copies every plane of `src` into `dst` (same geometry), large planes on rayon's pool.
 pub fn copy_planar(dst: &mut PlanarFrame, src: &PlanarFrame) {
     for (d, s) in dst.planes.iter_mut().zip(&src.planes) {
-        let (db, sb) = (d.samples.as_bytes_mut(), s.samples.as_bytes());
-        if db.len() >= 1 << 19 {
-            db.par_chunks_mut(1 << 17).zip(sb.par_chunks(1 << 17)).for_each(|(a, b)| a.copy_from_slice(b));
-        } else {
-            db.copy_from_slice(sb);
+        copy_bytes(d.samples.as_bytes_mut(), s.samples.as_bytes());
+    }
+}
+
+/// Copies the planes `plan`'s groups write from `src` into `dst` (same geometry).
+pub fn copy_planes(dst: &mut PlanarFrame, src: &PlanarFrame, plan: &DenoisePlan) {
+    for g in &plan.groups {
+        for &p in &g.outputs {
+            if let (Some(d), Some(s)) = (dst.planes.get_mut(p), src.planes.get(p)) {
+                copy_bytes(d.samples.as_bytes_mut(), s.samples.as_bytes());
+            }
         }
+    }
+}
+
+fn copy_bytes(d: &mut [u8], s: &[u8]) {
+    if d.len() >= 1 << 19 {
+        d.par_chunks_mut(1 << 17).zip(s.par_chunks(1 << 17)).for_each(|(a, b)| a.copy_from_slice(b));
+    } else {
+        d.copy_from_slice(s);
     }
 }
 
@@ -130,24 +170,31 @@ type FrameId = u64;
 /// Makes a worker's backend: `(worker index, pipeline depth)`.
 pub type BackendFactory = Arc<dyn Fn(usize, usize) -> Result<Box<dyn Backend>> + Send + Sync>;
 
+/// A pooled output frame: the worker's backend finishes into it, the caller's thread copies out
+/// of it; one at a time (the lock is never contended).
+type OutFrame = Arc<Mutex<PlanarFrame>>;
+
 struct ChunkJob {
     seq: u64,
     target: FrameId,
     refs: Vec<(FrameId, i32)>,
     plan: Arc<DenoisePlan>,
+    /// Pooled frame the job is finished into (any content before).
+    output: OutFrame,
+    /// The caller's frame the output planes then go to (see [`HostTarget`]).
+    write_to: HostTarget,
 }
 
 struct ChunkMsg {
     frames: Vec<(FrameId, Arc<PlanarFrame>)>,
     jobs: Vec<ChunkJob>,
-    /// Buffers for the outputs (any content; one per job).
-    outputs: Vec<PlanarFrame>,
 }
 
 enum ToWorker {
     /// Free memory, bytes per frame and bytes this worker holds now.
     Query { geometry: Geometry, plan: DenoisePlan },
-    Configure { geometry: Geometry, plan: DenoisePlan, slots: usize, depth: usize },
+    /// `fresh`: create a new backend first (the pools' frames are about to be replaced).
+    Configure { geometry: Geometry, plan: DenoisePlan, slots: usize, depth: usize, fresh: bool },
     Chunk(ChunkMsg),
     /// Finish every chunk in flight (the caller is about to wait for them).
     Flush,
@@ -159,7 +206,9 @@ enum FromWorker {
     Init(Result<String>),
     Memory(Result<MemoryInfo>),
     Configured(Result<()>),
-    Chunk(Result<Vec<PlanarFrame>>),
+    /// A chunk is finished (its outputs are in its jobs' output frames) and the worker holds
+    /// none of its frames any more.
+    Chunk(Result<()>),
 }
 
 struct WorkerHandle {
@@ -189,11 +238,51 @@ struct HostSlot {
     frame: Arc<PlanarFrame>,
     /// Sequence number, once a dispatched job named the frame.
     seq: Option<u64>,
+    /// The caller's frame uploaded into the slot (where the job of this target may write).
+    target: HostTarget,
+}
+
+/// Address and length of each plane of a caller's frame given to `upload`. Under
+/// [`Backend::launch`]'s promise (from the launch of the job whose target slot the frame was
+/// uploaded into until that job is finished, the backend may write the job's output planes into
+/// that frame and the caller reads nothing of it), the worker writes a job's output planes
+/// straight into it, so that `finish` into that same frame only waits. `finish` into another
+/// frame copies from the pooled output frame instead.
+#[derive(Clone, PartialEq, Eq)]
+struct HostTarget(Vec<(usize, usize)>);
+
+impl HostTarget {
+    fn of(f: &PlanarFrame) -> Self {
+        HostTarget(f.planes.iter().map(|p| (p.samples.as_bytes().as_ptr() as usize, p.samples.as_bytes().len())).collect())
+    }
+
+    /// Writes the planes `plan`'s groups write from `src` into the frame.
+    ///
+    /// # Safety
+    /// The frame is alive and nobody else reads or writes those planes (Backend::launch's
+    /// promise, for a job launched on it and not yet finished), and has the geometry of `src`.
+    unsafe fn write_planes(&self, src: &PlanarFrame, plan: &DenoisePlan) {
+        for g in &plan.groups {
+            for &p in &g.outputs {
+                if let (Some(&(addr, len)), Some(s)) = (self.0.get(p), src.planes.get(p)) {
+                    let s = s.samples.as_bytes();
+                    if len == s.len() {
+                        // SAFETY: see the function's contract.
+                        copy_bytes(unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }, s);
+                    }
+                }
+            }
+        }
+    }
 }
 
 struct Ticket {
     worker: usize,
-    outputs: Option<VecDeque<PlanarFrame>>,
+    /// The chunk's output frames with the plan of their job and the caller's frame the worker
+    /// wrote the output planes into, in order.
+    outputs: VecDeque<(OutFrame, Arc<DenoisePlan>, HostTarget)>,
+    /// The worker answered: the outputs are complete.
+    received: bool,
     /// Whether a later chunk or a flush was sent to this ticket's worker (so it will finish).
     flushed: bool,
 }
@@ -213,12 +302,17 @@ pub struct ChunkedBackend {
     geometry: Option<Geometry>,
     host: Vec<Option<HostSlot>>,
     next_id: FrameId,
-    /// Launched jobs not yet sent to a worker.
-    pending: Vec<(Job, Arc<DenoisePlan>)>,
+    /// Launched jobs not yet sent to a worker, with the frame uploaded into the target's slot.
+    pending: Vec<(Job, Arc<DenoisePlan>, HostTarget)>,
     outstanding: VecDeque<Ticket>,
     next_worker: usize,
     last_plan: Option<Arc<DenoisePlan>>,
-    spare: Vec<PlanarFrame>,
+    /// Pooled input frames (see the module doc); free when only the pool holds one.
+    pool_in: Vec<Arc<PlanarFrame>>,
+    /// Pooled output frames; free when only the pool holds one.
+    pool_out: Vec<OutFrame>,
+    /// Frames of an earlier geometry, kept until every worker has a new backend.
+    retired: Vec<(Vec<Arc<PlanarFrame>>, Vec<OutFrame>)>,
     stats: Arc<ChunkStats>,
 }
 
@@ -297,7 +391,9 @@ impl ChunkedBackend {
             outstanding: VecDeque::new(),
             next_worker: 0,
             last_plan: None,
-            spare: Vec::new(),
+            pool_in: Vec::new(),
+            pool_out: Vec::new(),
+            retired: Vec::new(),
             stats,
         })
     }
@@ -328,19 +424,16 @@ impl ChunkedBackend {
             let _ = w.send(ToWorker::Flush);
         }
         while let Some(t) = self.outstanding.pop_front() {
-            if t.outputs.is_none() {
+            if !t.received {
                 match self.workers[t.worker].recv() {
-                    Ok(FromWorker::Chunk(Ok(v))) => self.spare.extend(v),
-                    Ok(FromWorker::Chunk(Err(_))) => self.dirty = true,
+                    Ok(FromWorker::Chunk(Ok(()))) => {}
                     _ => self.dirty = true,
                 }
-            } else if let Some(v) = t.outputs {
-                self.spare.extend(v);
             }
         }
     }
 
-    fn resolve_and_configure(&mut self, geometry: &Geometry, plan: &DenoisePlan) -> Result<()> {
+    fn resolve_and_configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, fresh: bool) -> Result<()> {
         let overlap = (self.past + self.future) as u64;
         // Largest chunk each worker's device can hold.
         let mut fits: Option<(usize, String)> = None;
@@ -388,7 +481,7 @@ impl ChunkedBackend {
         };
         let slots = 2 * (n + overlap as usize);
         for w in &self.workers {
-            w.send(ToWorker::Configure { geometry: geometry.clone(), plan: plan.clone(), slots, depth: 2 * n - 1 })?;
+            w.send(ToWorker::Configure { geometry: geometry.clone(), plan: plan.clone(), slots, depth: 2 * n - 1, fresh })?;
         }
         let mut first_err = None;
         for w in &self.workers {
@@ -409,17 +502,40 @@ impl ChunkedBackend {
         Ok(())
     }
 
-    fn frame_buffer(&mut self) -> PlanarFrame {
-        let g = self.geometry.as_ref().expect("configured");
-        self.spare.pop().filter(|f| f.matches(g)).unwrap_or_else(|| PlanarFrame::zeroed(g))
-    }
-
-    fn recycle_arc(&mut self, a: Arc<PlanarFrame>) {
-        if let Ok(f) = Arc::try_unwrap(a) {
-            if self.spare.len() < 4 * self.n.max(1) * self.chunks_in_flight() + self.host.len() {
-                self.spare.push(f);
+    /// Index of a free pooled input frame (no host slot, chunk or worker holds it), allocating
+    /// one only when every pooled frame is in use. The first free one: the same few frames
+    /// cycle while the pipeline is not full (warm in the caches).
+    fn free_input(&mut self) -> usize {
+        let len = self.pool_in.len();
+        for i in 0..len {
+            if Arc::get_mut(&mut self.pool_in[i]).is_some() {
+                return i;
             }
         }
+        let g = self.geometry.as_ref().expect("configured");
+        self.pool_in.push(Arc::new(PlanarFrame::zeroed(g)));
+        self.stats.pool_frames.fetch_add(1, Ordering::Relaxed);
+        len
+    }
+
+    /// A free pooled output frame (shared with the chunk that will finish into it).
+    fn free_output(&mut self) -> OutFrame {
+        let len = self.pool_out.len();
+        for i in 0..len {
+            if Arc::get_mut(&mut self.pool_out[i]).is_some() {
+                return self.pool_out[i].clone();
+            }
+        }
+        let g = self.geometry.as_ref().expect("configured");
+        let f = Arc::new(Mutex::new(PlanarFrame::zeroed(g)));
+        self.pool_out.push(f.clone());
+        self.stats.pool_frames.fetch_add(1, Ordering::Relaxed);
+        f
+    }
+
+    /// Host frames in the pools (input + output).
+    pub fn pool_frames(&self) -> usize {
+        self.pool_in.len() + self.pool_out.len()
     }
 
     /// Sends the launched jobs not yet sent as one chunk to the next worker.
@@ -431,7 +547,7 @@ impl ChunkedBackend {
         let mut frames: BTreeMap<FrameId, Arc<PlanarFrame>> = BTreeMap::new();
         let mut jobs = Vec::with_capacity(pending.len());
         let mut keep_from = 0u64;
-        for (job, plan) in &pending {
+        for (job, plan, write_to) in &pending {
             let mut resolve = |slot: usize, dt: i32| -> Result<FrameId> {
                 let h = self.host.get_mut(slot).and_then(|h| h.as_mut()).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))?;
                 h.seq = Some((job.seq as i64 + dt as i64) as u64);
@@ -441,21 +557,22 @@ impl ChunkedBackend {
             let target = resolve(job.slot, 0)?;
             let refs = job.references.iter().map(|r| Ok((resolve(r.slot, r.dt)?, r.dt))).collect::<Result<Vec<_>>>()?;
             keep_from = (job.seq as i64 + job.references.first().map(|r| r.dt.min(0)).unwrap_or(0) as i64) as u64;
-            jobs.push(ChunkJob { seq: job.seq, target, refs, plan: plan.clone() });
+            let output = self.free_output();
+            jobs.push(ChunkJob { seq: job.seq, target, refs, plan: plan.clone(), output, write_to: write_to.clone() });
         }
-        let outputs = (0..jobs.len()).map(|_| self.frame_buffer()).collect();
+        let outputs: VecDeque<_> = jobs.iter().map(|j| (j.output.clone(), j.plan.clone(), j.write_to.clone())).collect();
         let w = self.next_worker;
         self.next_worker = (w + 1) % self.workers.len();
         for t in self.outstanding.iter_mut().filter(|t| t.worker == w) {
             t.flushed = true;
         }
-        self.workers[w].send(ToWorker::Chunk(ChunkMsg { frames: frames.into_iter().collect(), jobs, outputs }))?;
-        self.outstanding.push_back(Ticket { worker: w, outputs: None, flushed: false });
-        // Later jobs read no frame older than the last job's oldest reference.
-        for i in 0..self.host.len() {
-            if matches!(&self.host[i], Some(h) if h.seq.map(|s| s < keep_from).unwrap_or(false)) {
-                let h = self.host[i].take().expect("checked");
-                self.recycle_arc(h.frame);
+        self.workers[w].send(ToWorker::Chunk(ChunkMsg { frames: frames.into_iter().collect(), jobs }))?;
+        self.outstanding.push_back(Ticket { worker: w, outputs, received: false, flushed: false });
+        // Later jobs read no frame older than the last job's oldest reference: its input frame
+        // goes back to the pool once the chunks holding it are finished.
+        for h in self.host.iter_mut() {
+            if matches!(h, Some(x) if x.seq.map(|s| s < keep_from).unwrap_or(false)) {
+                *h = None;
             }
         }
         Ok(())
@@ -497,16 +614,20 @@ impl Backend for ChunkedBackend {
     fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, ring_slots: usize) -> Result<()> {
         self.drain_outstanding();
         self.pending.clear();
-        for h in std::mem::take(&mut self.host).into_iter().flatten() {
-            self.recycle_arc(h.frame);
-        }
+        self.host.clear();
         let structure: Vec<_> = plan.groups.iter().map(|g| (g.outputs.clone(), g.guides.clone(), g.guide_step_x, g.guide_step_y)).collect();
         let key = format!("{geometry:?} {} {} {} {} {structure:?} {:?}", self.past, self.future, plan.search_radius, plan.patch_radius, plan.passthrough);
         if self.dirty || self.key.as_deref() != Some(key.as_str()) {
             self.key = None;
+            let new_geometry = self.geometry.as_ref() != Some(geometry);
+            if new_geometry && self.pool_frames() > 0 {
+                // The old frames live on until every worker's backend is a new one (a backend may
+                // hold them page-locked by address).
+                self.retired.push((std::mem::take(&mut self.pool_in), std::mem::take(&mut self.pool_out)));
+            }
             self.geometry = Some(geometry.clone());
-            self.spare.clear();
-            self.resolve_and_configure(geometry, plan)?;
+            self.resolve_and_configure(geometry, plan, !self.retired.is_empty())?;
+            self.retired.clear();
             self.dirty = false;
             self.key = Some(key);
         }
@@ -524,15 +645,15 @@ impl Backend for ChunkedBackend {
         if !frame.matches(g) {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
+        // The slot's previous frame is no longer needed on the host (later jobs read this one).
+        self.host[slot] = None;
         let t = Instant::now();
-        let mut buf = self.frame_buffer();
-        copy_planar(&mut buf, frame);
+        let i = self.free_input();
+        copy_planar(Arc::get_mut(&mut self.pool_in[i]).expect("a free pooled frame"), frame);
         add(&self.stats.main_copy_ns, t);
         let id = self.next_id;
         self.next_id += 1;
-        if let Some(old) = self.host[slot].replace(HostSlot { id, frame: Arc::new(buf), seq: None }) {
-            self.recycle_arc(old.frame);
-        }
+        self.host[slot] = Some(HostSlot { id, frame: self.pool_in[i].clone(), seq: None, target: HostTarget::of(frame) });
         Ok(())
     }
 
@@ -548,7 +669,8 @@ impl Backend for ChunkedBackend {
                 p
             }
         };
-        self.pending.push((job.clone(), plan));
+        let target = self.host.get(job.slot).and_then(|h| h.as_ref()).map(|h| h.target.clone()).ok_or_else(|| Error::State(format!("ring slot {} is empty", job.slot)))?;
+        self.pending.push((job.clone(), plan, target));
         if self.pending.len() >= self.n {
             self.dispatch()?;
         }
@@ -571,7 +693,7 @@ impl Backend for ChunkedBackend {
             self.dispatch()?;
         }
         let t = self.outstanding.front_mut().expect("dispatched");
-        if t.outputs.is_none() {
+        if !t.received {
             let w = &self.workers[t.worker];
             if !t.flushed {
                 w.send(ToWorker::Flush)?;
@@ -581,7 +703,7 @@ impl Backend for ChunkedBackend {
             let r = w.recv();
             add(&self.stats.main_wait_ns, start);
             match r {
-                Ok(FromWorker::Chunk(Ok(v))) => t.outputs = Some(v.into()),
+                Ok(FromWorker::Chunk(Ok(()))) => t.received = true,
                 Ok(FromWorker::Chunk(Err(e))) => {
                     self.outstanding.pop_front();
                     self.dirty = true;
@@ -598,18 +720,24 @@ impl Backend for ChunkedBackend {
                 }
             }
         }
-        let outputs = t.outputs.as_mut().expect("received");
-        let mut o = outputs.pop_front().ok_or_else(|| Error::State("chunk returned too few frames".into()))?;
-        if outputs.is_empty() {
+        let (o, plan, written) = t.outputs.pop_front().ok_or_else(|| Error::State("chunk without outputs".into()))?;
+        if t.outputs.is_empty() {
             self.outstanding.pop_front();
         }
-        if !self.geometry.as_ref().map(|g| out.matches(g) && o.matches(g)).unwrap_or(false) {
+        if !self.geometry.as_ref().map(|g| out.matches(g)).unwrap_or(false) {
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
         }
-        // The worker's output started as a copy of the target frame, so the planes the plan does
-        // not write are the input's, as the engine expects of `finish`.
-        std::mem::swap(out, &mut o);
-        self.spare.push(o);
+        if HostTarget::of(out) == written {
+            // The engine finishes into the frame it uploaded: the worker wrote the output planes
+            // there already, and the others are the input's.
+            return Ok(());
+        }
+        // Another frame: only the planes the plan writes, as `finish` promises.
+        let t = Instant::now();
+        let o = o.lock().unwrap_or_else(|e| e.into_inner());
+        copy_planes(out, &o, &plan);
+        drop(o);
+        add(&self.stats.main_copy_out_ns, t);
         Ok(())
     }
 
@@ -622,12 +750,14 @@ impl Backend for ChunkedBackend {
 // Worker
 
 struct InFlight {
-    targets: Vec<Arc<PlanarFrame>>,
     /// Every frame of the chunk, held until the chunk is finished: a backend may still read an
     /// uploaded host frame after `upload` returns (DMA from page-locked host memory), and the
-    /// caller's thread reuses a frame's buffer once the last `Arc` is gone.
+    /// caller's thread reuses a pooled frame only once no `Arc` but the pool's is left. Dropped
+    /// before the chunk is answered, so that the caller finds them free.
     frames: Vec<Arc<PlanarFrame>>,
-    outputs: Vec<PlanarFrame>,
+    outputs: Vec<OutFrame>,
+    /// Per job: its plan and the caller's frame its output planes go to.
+    write_to: Vec<(Arc<DenoisePlan>, HostTarget)>,
     slots: Vec<usize>,
     /// Jobs launched on the backend (finish is called exactly that many times).
     launched: usize,
@@ -723,13 +853,14 @@ impl Worker {
                 .map_err(|_| panicked());
                 let _ = self.tx.send(FromWorker::Memory(r));
             }
-            ToWorker::Configure { geometry, plan, slots, depth } => {
-                let r = catch_unwind(AssertUnwindSafe(|| self.configure(&geometry, &plan, slots, depth))).unwrap_or_else(|_| Err(panicked()));
+            ToWorker::Configure { geometry, plan, slots, depth, fresh } => {
+                let r = catch_unwind(AssertUnwindSafe(|| self.configure(&geometry, &plan, slots, depth, fresh))).unwrap_or_else(|_| Err(panicked()));
                 self.dirty = r.is_err();
                 let _ = self.tx.send(FromWorker::Configured(r));
             }
             ToWorker::Chunk(c) => {
                 if self.dirty {
+                    drop(c);
                     let _ = self.tx.send(FromWorker::Chunk(Err(Error::Backend("chunk worker needs reconfiguring after an earlier error".into()))));
                     return;
                 }
@@ -740,7 +871,7 @@ impl Worker {
                     Err(_) => panicked(),
                 };
                 if self.inflight.len() == before {
-                    self.inflight.push_back(InFlight { targets: Vec::new(), frames: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 });
+                    self.inflight.push_back(InFlight { frames: Vec::new(), outputs: Vec::new(), write_to: Vec::new(), slots: Vec::new(), launched: 0, done: 0 });
                 }
                 self.fail(e);
             }
@@ -752,13 +883,15 @@ impl Worker {
         }
     }
 
-    fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, slots: usize, depth: usize) -> Result<()> {
+    fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, slots: usize, depth: usize, fresh: bool) -> Result<()> {
         self.inflight.clear();
         self.resident.clear();
         self.slots.clear();
-        if depth > self.created_depth {
+        if fresh || depth > self.created_depth {
             // A backend that sizes its in-flight outputs from `pipeline_depth` (CUDA) gets room
-            // for two chunks up front.
+            // for two chunks up front; `fresh`: the old one may hold host frames page-locked
+            // that are about to be freed (dropping it releases them).
+            let depth = depth.max(self.created_depth);
             self.backend = (self.factory)(self.index, depth)?;
             self.created_depth = depth;
         }
@@ -796,7 +929,7 @@ impl Worker {
         let st = &stats.workers[self.index];
         let mut used = Vec::with_capacity(c.frames.len());
         let mut slot_of = HashMap::with_capacity(c.frames.len());
-        let mut inflight = InFlight { targets: Vec::new(), frames: Vec::new(), outputs: Vec::new(), slots: Vec::new(), launched: 0, done: 0 };
+        let mut inflight = InFlight { frames: Vec::new(), outputs: Vec::new(), write_to: Vec::new(), slots: Vec::new(), launched: 0, done: 0 };
         let r = (|| {
             for (id, frame) in &c.frames {
                 let slot = match self.resident.get(id) {
@@ -817,13 +950,11 @@ impl Worker {
                 used.push(slot);
                 slot_of.insert(*id, slot);
             }
-            let frame_of: HashMap<FrameId, &Arc<PlanarFrame>> = c.frames.iter().map(|(id, f)| (*id, f)).collect();
             let jobs: Vec<Job> = c
                 .jobs
                 .iter()
                 .map(|j| Job { seq: j.seq, slot: slot_of[&j.target], references: j.refs.iter().map(|(id, dt)| Reference { slot: slot_of[id], dt: *dt }).collect() })
                 .collect();
-            inflight.targets = c.jobs.iter().map(|j| frame_of[&j.target].clone()).collect();
             let t = Instant::now();
             let mut a = 0;
             while a < jobs.len() {
@@ -839,7 +970,8 @@ impl Worker {
             Ok(())
         })();
         inflight.slots = used;
-        inflight.outputs = c.outputs;
+        inflight.outputs = c.jobs.iter().map(|j| j.output.clone()).collect();
+        inflight.write_to = c.jobs.iter().map(|j| (j.plan.clone(), j.write_to.clone())).collect();
         inflight.frames = c.frames.into_iter().map(|(_, f)| f).collect();
         let failed = r.is_err();
         self.inflight.push_back(inflight);
@@ -874,9 +1006,11 @@ impl Worker {
                 slot.1 = slot.1.saturating_sub(1);
             }
         }
+        // The chunk's frames go back to the caller's pools before it hears of the chunk.
+        drop(f);
         match r {
             Ok(()) => {
-                let _ = self.tx.send(FromWorker::Chunk(Ok(std::mem::take(&mut f.outputs))));
+                let _ = self.tx.send(FromWorker::Chunk(Ok(())));
             }
             Err(e) => {
                 let _ = self.tx.send(FromWorker::Chunk(Err(e)));
@@ -889,18 +1023,20 @@ impl Worker {
         if f.launched < f.outputs.len() {
             return Err(Error::State("chunk launched only in part".into()));
         }
-        let i = f.done;
-        let (out, target) = (&mut f.outputs[i], &f.targets[i]);
+        let mut out = f.outputs[f.done].lock().unwrap_or_else(|e| e.into_inner());
         let t = Instant::now();
-        if !same_shape(out, target) {
-            *out = (**target).clone();
-        } else {
-            copy_planar(out, target);
-        }
-        add(&st.copy_ns, t);
-        let t = Instant::now();
-        let e = self.backend.finish(out);
+        let e = self.backend.finish(&mut out);
         add(&st.finish_ns, t);
+        if e.is_ok() {
+            let t = Instant::now();
+            let (plan, to) = &f.write_to[f.done];
+            // SAFETY: the caller's frame of this job's target slot, launched and not finished
+            // (the caller's thread waits for this chunk's answer before `finish` returns), same
+            // geometry (checked at upload) — Backend::launch's promise.
+            unsafe { to.write_planes(&out, plan) };
+            add(&st.copy_ns, t);
+        }
+        drop(out);
         e?;
         f.done += 1;
         Ok(())
@@ -909,9 +1045,9 @@ impl Worker {
     /// Answers every chunk in flight with an error and refuses work until reconfigured.
     fn fail(&mut self, e: Error) {
         // The failing chunk is the newest; older ones are answered first.
-        let newest = self.inflight.pop_back();
+        let newest = self.inflight.pop_back().is_some();
         self.fail_rest();
-        if newest.is_some() {
+        if newest {
             let _ = self.tx.send(FromWorker::Chunk(Err(e)));
         }
     }
@@ -926,8 +1062,3 @@ impl Worker {
     }
 }
 
-/// Same planes, sizes and sample type (a reused output buffer fits the target).
-fn same_shape(a: &PlanarFrame, b: &PlanarFrame) -> bool {
-    a.planes.len() == b.planes.len()
-        && a.planes.iter().zip(&b.planes).all(|(p, q)| p.width == q.width && p.height == q.height && p.samples.len() == q.samples.len() && p.samples_are_u16() == q.samples_are_u16())
-}

@@ -3,15 +3,22 @@
 //!
 //!   R-live:  I420, temporal_past 2, search radius 3, patch radius 2
 //!   offline: I420, temporal_past 2 + temporal_future 2, search radius 3, patch radius 2
+//!   (`--search-radius` / `--patch-radius` change both: small radii show what batching saves)
 //!
 //!   bench_chunks [--backend cuda|cpu] [--frames 600] sizes     frames/s vs chunk size at 720p and 1080p
 //!   bench_chunks [--devices 0,1] devices                       1080p, 1 device vs all listed ones
 //!   bench_chunks --long 18000 [--devices all] long             10 minutes of 1080p30: fps, peak RSS, peak device memory
 //!
+//! `--backend sim` stands in for a device that costs the host nothing (`--sim-us` per job of
+//! device time, jobs computed one after the other in the background, outputs not written): the
+//! caller's thread and the workers then show how they overlap on any machine (`--devices 0,1`
+//! gives two such devices).
+//!
 //! `--chunks` replaces the chunk list (`off` = unchunked at `--depth`, `auto`); `--sizes` the
 //! sizes (e.g. 1280x720,1920x1080); `--config live|offline` keeps one configuration. Frames are
 //! synthetic (src/bin/shared/bench_frames.rs): 8 distinct frames cycled.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,8 +29,11 @@ mod bench_frames;
 use bench_frames::frame;
 
 use clap::Parser;
-use nlmdenoise::backend::chunked::{ChunkStats, ChunkedBackend};
+use nlmdenoise::backend::chunked::{BackendFactory, ChunkStats, ChunkedBackend};
 use nlmdenoise::backend::{self, Backend, BackendKind, BackendOptions, ChunkFrames, Devices};
+use nlmdenoise::plan::DenoisePlan;
+use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::window::Job;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 #[derive(Parser)]
@@ -59,6 +69,59 @@ struct Args {
     /// Frames of the long run (18000 = 10 minutes at 30 fps).
     #[arg(long, default_value_t = 18000)]
     long: usize,
+    /// Search radius of both configurations (default 3).
+    #[arg(long, default_value_t = 3)]
+    search_radius: u32,
+    /// Patch radius of both configurations (default 2).
+    #[arg(long, default_value_t = 2)]
+    patch_radius: u32,
+    /// Device time per job of `--backend sim`, microseconds.
+    #[arg(long, default_value_t = 500)]
+    sim_us: u64,
+}
+
+/// `--backend sim`: an asynchronous device that computes each launched job in `us`
+/// microseconds, one after the other, without the host's CPU; `finish` sleeps until the job is
+/// done. Upload and finish copy nothing (a DMA engine would).
+struct Sim {
+    us: u64,
+    depth: usize,
+    /// Completion time of each launched job, oldest first.
+    done_at: VecDeque<Instant>,
+}
+
+impl Backend for Sim {
+    fn describe(&self) -> String {
+        format!("sim ({} us per job, depth {})", self.us, self.depth)
+    }
+    fn configure(&mut self, _: &Geometry, _: &DenoisePlan, _: usize) -> nlmdenoise::Result<()> {
+        self.done_at.clear();
+        Ok(())
+    }
+    fn upload(&mut self, _: usize, _: &PlanarFrame) -> nlmdenoise::Result<()> {
+        Ok(())
+    }
+    fn launch(&mut self, _: &Job, _: &DenoisePlan) -> nlmdenoise::Result<()> {
+        let now = Instant::now();
+        let start = self.done_at.back().copied().filter(|t| *t > now).unwrap_or(now);
+        self.done_at.push_back(start + Duration::from_micros(self.us));
+        Ok(())
+    }
+    fn finish(&mut self, _: &mut PlanarFrame) -> nlmdenoise::Result<()> {
+        let t = self.done_at.pop_front().ok_or_else(|| nlmdenoise::Error::State("finish without a launched job".into()))?;
+        let now = Instant::now();
+        if t > now {
+            std::thread::sleep(t - now);
+        }
+        Ok(())
+    }
+    fn pipeline_depth(&self) -> usize {
+        self.depth
+    }
+}
+
+fn sim(args: &Args) -> Option<u64> {
+    (args.backend == "sim").then_some(args.sim_us)
 }
 
 struct Config {
@@ -67,7 +130,7 @@ struct Config {
 }
 
 fn configs(args: &Args) -> Vec<Config> {
-    let live = Params { search_radius: 3, patch_radius: 2, temporal_past: 2, temporal_future: 0, ..Params::default() };
+    let live = Params { search_radius: args.search_radius, patch_radius: args.patch_radius, temporal_past: 2, temporal_future: 0, ..Params::default() };
     let all = vec![Config { name: "R-live", params: live }, Config { name: "offline p2 f2", params: Params { temporal_future: 2, ..live } }];
     match args.config.as_deref() {
         Some("live") => all.into_iter().take(1).collect(),
@@ -77,6 +140,10 @@ fn configs(args: &Args) -> Vec<Config> {
 }
 
 fn kind(args: &Args) -> BackendKind {
+    if sim(args).is_some() {
+        // Not used for the backend itself (see `run`); host rules for devices `all`.
+        return BackendKind::Cpu;
+    }
     args.backend.parse().unwrap_or_else(|e| {
         // A typo must not silently benchmark another backend.
         eprintln!("bench_chunks: --backend: {e}");
@@ -97,13 +164,17 @@ struct Run {
     pop_ms: f64,
     /// Chunk counters per frame (ms), summed over workers for the worker columns.
     copy_ms: f64,
+    copy_out_ms: f64,
     wait_ms: f64,
     upload_ms: f64,
     launch_ms: f64,
-    out_copy_ms: f64,
     finish_ms: f64,
+    write_ms: f64,
     idle_ms: f64,
     uploads_per_frame: f64,
+    /// Pooled host frames allocated during the measured run (0: the pools were reused).
+    pool_growth: u64,
+    pool_frames: u64,
 }
 
 fn ms(ns: &AtomicU64, frames: usize) -> f64 {
@@ -111,10 +182,11 @@ fn ms(ns: &AtomicU64, frames: usize) -> f64 {
 }
 
 fn reset_stats(s: &ChunkStats) {
-    s.main_copy_ns.store(0, Ordering::Relaxed);
-    s.main_wait_ns.store(0, Ordering::Relaxed);
+    for c in [&s.main_copy_ns, &s.main_copy_out_ns, &s.main_wait_ns] {
+        c.store(0, Ordering::Relaxed);
+    }
     for w in &s.workers {
-        for c in [&w.upload_ns, &w.launch_ns, &w.copy_ns, &w.finish_ns, &w.idle_ns, &w.chunks, &w.frames, &w.uploads] {
+        for c in [&w.upload_ns, &w.launch_ns, &w.finish_ns, &w.copy_ns, &w.idle_ns, &w.chunks, &w.frames, &w.uploads] {
             c.store(0, Ordering::Relaxed);
         }
     }
@@ -126,8 +198,23 @@ fn options(args: &Args, chunk: ChunkFrames, devices: Devices) -> BackendOptions 
 
 /// Pushes `frames` frames (8 distinct ones cycled) through a denoiser on `opts` and pops
 /// everything; `tick` runs after every push (memory sampling).
-fn run(info: VideoInfo, params: Params, opts: &BackendOptions, frames: usize, mut tick: impl FnMut(usize)) -> nlmdenoise::Result<Run> {
-    let (backend, stats): (Box<dyn Backend>, Option<Arc<ChunkStats>>) = if opts.chunked() {
+fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u64>, frames: usize, mut tick: impl FnMut(usize)) -> nlmdenoise::Result<Run> {
+    let (backend, stats): (Box<dyn Backend>, Option<Arc<ChunkStats>>) = if let Some(us) = sim_us {
+        let make = move |depth: usize| Box::new(Sim { us, depth, done_at: VecDeque::new() }) as Box<dyn Backend>;
+        if opts.chunked() {
+            let ordinals = match &opts.devices {
+                Devices::List(v) => v.clone(),
+                Devices::All => vec![0, 1],
+                Devices::Default => vec![opts.device_id],
+            };
+            let factory: BackendFactory = Arc::new(move |_, depth| Ok(make(depth)));
+            let c = ChunkedBackend::with_factory(opts.chunk_frames, &ordinals, factory)?;
+            let s = c.stats();
+            (Box::new(c), Some(s))
+        } else {
+            (make(opts.pipeline_depth), None)
+        }
+    } else if opts.chunked() {
         let c = ChunkedBackend::new(opts)?;
         let s = c.stats();
         (Box::new(c), Some(s))
@@ -146,6 +233,7 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, frames: usize, mu
     }
     d.finish_stream()?;
     while d.pop(&mut out.as_mut())?.is_some() {}
+    let pool_before = stats.as_ref().map(|s| s.pool_frames.load(Ordering::Relaxed)).unwrap_or(0);
     if let Some(s) = &stats {
         reset_stats(s);
     }
@@ -185,12 +273,15 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, frames: usize, mu
     };
     if let Some(s) = &stats {
         r.copy_ms = ms(&s.main_copy_ns, n);
+        r.copy_out_ms = ms(&s.main_copy_out_ns, n);
         r.wait_ms = ms(&s.main_wait_ns, n);
+        r.pool_frames = s.pool_frames.load(Ordering::Relaxed);
+        r.pool_growth = r.pool_frames - pool_before;
         for w in &s.workers {
             r.upload_ms += ms(&w.upload_ns, n);
             r.launch_ms += ms(&w.launch_ns, n);
-            r.out_copy_ms += ms(&w.copy_ns, n);
             r.finish_ms += ms(&w.finish_ns, n);
+            r.write_ms += ms(&w.copy_ns, n);
             r.idle_ms += ms(&w.idle_ns, n);
             r.uploads_per_frame += w.uploads.load(Ordering::Relaxed) as f64 / n as f64;
         }
@@ -216,8 +307,9 @@ fn flush() {
 
 fn sizes_table(args: &Args) {
     println!("\n### Frames/s against chunk size ({} backend, {} frames per run)\n", args.backend, args.frames);
-    println!("| size | config | chunk | latency (frames) | frames/s | push ms/frame | pop ms/frame | host copy ms/frame | wait ms/frame | uploads/frame | backend |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    println!("Per output frame, ms. Caller's thread: push (unpack, copy in, dispatch, waiting, copy out), pop (pack); of push: copy in (into a pooled input frame), copy out (output planes into the engine's frame when the worker could not write them there), wait (for a worker). Workers, summed: idle (waiting for a chunk). Pool: pooled host frames (allocated during the measured run).\n");
+    println!("| size | config | chunk | latency (frames) | frames/s | push | pop | copy in | copy out | wait | worker idle | uploads/frame | pool | backend |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     flush();
     for size in &args.sizes {
         let Some((w, h)) = parse_size(size) else {
@@ -241,12 +333,12 @@ fn sizes_table(args: &Args) {
                     }
                 };
                 let label = if spec == ChunkFrames::Off { format!("off (depth {})", args.depth) } else { chunk.clone() };
-                match run(info, c.params, &options(args, spec, Devices::Default), args.frames, |_| {}) {
+                match run(info, c.params, &options(args, spec, Devices::Default), sim(args), args.frames, |_| {}) {
                     Ok(r) => println!(
-                        "| {size} | {} | {label} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
-                        c.name, r.latency, r.fps, r.push_ms, r.pop_ms, r.copy_ms, r.wait_ms, r.uploads_per_frame, r.describe
+                        "| {size} | {} | {label} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} (+{}) | {} |",
+                        c.name, r.latency, r.fps, r.push_ms, r.pop_ms, r.copy_ms, r.copy_out_ms, r.wait_ms, r.idle_ms, r.uploads_per_frame, r.pool_frames, r.pool_growth, r.describe
                     ),
-                    Err(e) => println!("| {size} | {} | {label} | error: {e} | | | | | | | |", c.name),
+                    Err(e) => println!("| {size} | {} | {label} | error: {e} | | | | | | | | | | |", c.name),
                 }
                 flush();
             }
@@ -270,9 +362,9 @@ fn devices_table(args: &Args) {
     let chunk = chunk_arg(args);
     let info = VideoInfo::new(PixelFormat::I420, 1920, 1080).expect("1080p");
     println!("\n### Scaling over devices, 1920x1080 I420, chunk {chunk} ({} backend, {} frames per run)\n", args.backend, args.frames);
-    println!("Per output frame, ms. Caller's thread: push (unpack + copy into shared frames + dispatch + waiting for outputs), of which copy and wait, and pop (pack). Workers (summed over workers): upload (host staging + enqueue), launch (enqueue kernels), copy (input planes into the output buffer), finish (waiting for kernels + download, copy out), idle.\n");
-    println!("| config | devices | frames/s | speed-up | latency | push | copy | wait | pop | upload | launch | copy | finish | idle |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("Per output frame, ms. Caller's thread: push (unpack + copy in + dispatch + waiting + copy out), of which copy in (into pooled input frames), wait (for a worker) and copy out (output planes into the engine's frame), and pop (pack). Workers (summed over workers): upload (host staging or DMA enqueue), launch (enqueue kernels), finish (waiting for kernels + download into a pooled output frame), write (output planes into the engine's frame), idle (waiting for a chunk). Pool: pooled host frames (allocated during the measured run).\n");
+    println!("| config | devices | frames/s | speed-up | latency | push | copy in | wait | copy out | pop | upload | launch | finish | write | idle | pool |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     flush();
     let mut sets = vec![vec![all[0]]];
     if all.len() > 1 {
@@ -291,15 +383,15 @@ fn devices_table(args: &Args) {
                     o.chunk_frames = ChunkFrames::Auto;
                 }
             }
-            match run(info, c.params, &o, args.frames, |_| {}) {
+            match run(info, c.params, &o, sim(args), args.frames, |_| {}) {
                 Ok(r) => {
                     let b = *base.get_or_insert(r.fps);
                     println!(
-                        "| {} | {label} | {:.1} | {:.2}x | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
-                        c.name, r.fps, r.fps / b, r.latency, r.push_ms, r.copy_ms, r.wait_ms, r.pop_ms, r.upload_ms, r.launch_ms, r.out_copy_ms, r.finish_ms, r.idle_ms
+                        "| {} | {label} | {:.1} | {:.2}x | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} (+{}) |",
+                        c.name, r.fps, r.fps / b, r.latency, r.push_ms, r.copy_ms, r.wait_ms, r.copy_out_ms, r.pop_ms, r.upload_ms, r.launch_ms, r.finish_ms, r.write_ms, r.idle_ms, r.pool_frames, r.pool_growth
                     );
                 }
-                Err(e) => println!("| {} | {label} | error: {e} | | | | | | | | | | | |", c.name),
+                Err(e) => println!("| {} | {label} | error: {e} | | | | | | | | | | | | | |", c.name),
             }
             flush();
         }
@@ -356,7 +448,7 @@ fn long_run(args: &Args) {
     let o = if devices.len() > 1 { options(args, chunk, Devices::List(devices.clone())) } else { BackendOptions { device_id: devices[0], ..options(args, chunk, Devices::Default) } };
     let mut hwm_at = Vec::new();
     let total = args.long;
-    let r = run(info, c.params, &o, total, |i| {
+    let r = run(info, c.params, &o, sim(args), total, |i| {
         if (i + 1) % (total / 4).max(1) == 0 {
             hwm_at.push((i + 1, vm_hwm_kib().unwrap_or(0)));
         }
