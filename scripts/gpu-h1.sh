@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Kernel helper's GPU run: fused-kernel tests (incl. batched == single), compute-sanitizer
-# memcheck + racecheck on a short filter, ncu on one R-live luma launch, bench_cuda rows.
+# Kernel helper's GPU run: fused-kernel tests (incl. batched == single), the multi-pass and
+# chunked GPU tests, compute-sanitizer memcheck + racecheck on a short filter, ncu on one R-live
+# luma launch, bench_cuda rows, a tile sweep (SWEEP="28,8,7 24,8,7 ...").
 #   here:   bash scripts/gpu-h1.sh --collect      (release binaries -> .devcarry-h1/)
 #   device: bash scripts/gpu-h1.sh                (carry [".devcarry-h1"]; logs -> $OUT)
 # STEPS (env, default "test bench ncu san") picks the parts.
@@ -9,9 +10,11 @@ B=.devcarry-h1
 if [ "${1:-}" = "--collect" ]; then
   set -e
   T=${CARGO_TARGET_DIR:-target}
-  cargo build --release -p nlmdenoise --bin bench_cuda --test cuda_vs_reference
+  cargo build --release -p nlmdenoise --bin bench_cuda --test cuda_vs_reference --test cuda_multipass --test chunked_cuda
   rm -rf "$B"; mkdir -p "$B"
-  cp "$(ls -t $T/release/deps/cuda_vs_reference-* | grep -v '\.d$' | head -1)" "$B/cuda_vs_reference"
+  for t in cuda_vs_reference cuda_multipass chunked_cuda; do
+    cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
+  done
   cp $T/release/bench_cuda "$B/"
   strip --strip-debug "$B"/*
   du -sh "$B"; exit 0
@@ -24,13 +27,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 for s in $STEPS; do case $s in
 test)
   timeout 150 $B/cuda_vs_reference --test-threads=8 > "$OUT/tests.txt" 2>&1
-  echo "tests rc=$?"; grep -E 'FAIL|panicked|test result|batched ==' "$OUT/tests.txt" | cut -c1-300 ;;
+  echo "tests rc=$?"; grep -E 'FAIL|panicked|test result|batched ==' "$OUT/tests.txt" | cut -c1-300
+  for t in cuda_multipass chunked_cuda; do
+    timeout 120 $B/$t --test-threads=4 > "$OUT/$t.txt" 2>&1
+    echo "$t rc=$?"; grep -E 'FAIL|panicked|test result|skip' "$OUT/$t.txt" | cut -c1-300
+  done ;;
 bench)
   timeout ${BENCH_T:-200} $B/bench_cuda --iters 200 --frames 600 ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
   echo "bench rc=$?"; grep -E '^\||^fp32|^host' "$OUT/bench.txt" ;;
 sweep)
   for t in ${SWEEP:-}; do
-    NLMDENOISE_CUDA_TILE=$t timeout 60 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/tile $t /" | tee -a "$OUT/sweep.txt"
+    NLMDENOISE_CUDA_TILE=$t timeout 25 $B/bench_cuda --brief --only kernel --iters 100 2>&1 | grep -E 'kernel' | sed "s/^/tile $t /" | tee -a "$OUT/sweep.txt"
   done ;;
 ncu)
   if [ -x $NCU ]; then

@@ -29,6 +29,8 @@ pub struct Denoiser<T> {
     geometry: Geometry,
     params: Params,
     plan: DenoisePlan,
+    /// Declared before `pending`, so dropped first: an asynchronous backend waits for its copies
+    /// while the frames they read and write still exist (Backend::upload / launch).
     backend: Box<dyn Backend>,
     window: TemporalWindow,
     /// Frames pushed and not yet finished, oldest first.
@@ -192,7 +194,13 @@ impl<T> Denoiser<T> {
                 break;
             }
         }
-        self.window.reset();
+        if self.pending.is_empty() {
+            self.window.reset();
+        } else {
+            // Frames no launched job has read: an asynchronous backend may still be copying from
+            // them (Backend::upload), so it is configured again before they are reused.
+            self.recover_from_backend_error();
+        }
         self.discard_pending();
         for p in self.ready.drain(..) {
             self.spare.push(p.frame);

@@ -209,6 +209,15 @@ impl Default for BackendOptions {
 /// Protocol: `configure` once per stream (and again when the geometry or the plan's structure
 /// changes), then per frame `upload` into the ring slot the window assigned, `launch` jobs in
 /// order and `finish` them in the same order. At most `pipeline_depth() + 1` jobs are in flight.
+///
+/// Host frames and asynchronous copies: a backend may keep using a host frame after the call
+/// that was given it returns (DMA from and to page-locked memory, CUDA), under two promises of
+/// the caller, stated at [`Self::upload`] and [`Self::launch`]. The engine keeps both (a pushed
+/// frame stays in its pending queue, untouched, until its own job is finished into it; a reset
+/// that drops frames no launched job has read configures the backend again); chunked execution
+/// keeps the first (a worker holds every frame of a chunk until the chunk is finished) and uses
+/// `launch_batch`, which asks nothing more. A backend copies synchronously for a caller that
+/// cannot promise them (CUDA: `set_direct_host_io(false)`).
 pub trait Backend: Send {
     /// Human-readable description (backend, device, kernel).
     fn describe(&self) -> String;
@@ -217,9 +226,19 @@ pub trait Backend: Send {
     fn configure(&mut self, geometry: &Geometry, plan: &DenoisePlan, ring_slots: usize) -> Result<()>;
 
     /// Stores `frame` in ring slot `slot`.
+    ///
+    /// The copy may still be reading `frame` when this returns. The caller keeps `frame` alive
+    /// and unchanged until a job launched after this call has been finished, or until the
+    /// backend is configured again or dropped; the backend makes every job it launches wait for
+    /// the uploads before it.
     fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()>;
 
     /// Starts computing `job` with `plan` (strengths may change between launches).
+    ///
+    /// From this call until the job is finished, the backend may write the job's output planes
+    /// (those of `plan`'s groups) into the host frame that was uploaded into `job.slot`, so that
+    /// [`Self::finish`] with that same frame only waits; the caller reads nothing of that frame
+    /// meanwhile. With any other frame `finish` copies as usual.
     fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()>;
 
     /// Completes the oldest launched job, writing the planes of `plan`'s groups into `out`; other
@@ -240,7 +259,8 @@ pub trait Backend: Send {
     /// Starts computing every job of `jobs` (in order) with `plan`: the batched form of
     /// [`Self::launch`] used by chunked processing (one chunk = one batch). The jobs are then
     /// completed one by one, in the same order, with [`Self::finish`]. Every frame a job reads
-    /// must have been uploaded before this call.
+    /// must have been uploaded before this call. Unlike [`Self::launch`], the uploaded frames
+    /// are not written: callers of batches share them between jobs.
     ///
     /// A backend must accept any number of launched-but-unfinished jobs up to the ring size
     /// (growing its output/download buffers on demand). The default launches the jobs one at a

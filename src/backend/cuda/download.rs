@@ -1,7 +1,8 @@
 //! Output frames: each launch writes into a device output frame (grown on demand, so any number
 //! of jobs may be in flight), whose denoised planes are copied back on the download stream,
 //! either straight into the engine's page-locked planar frame (direct host I/O, see
-//! [`super::hostio`]) or into a pinned buffer that `finish` copies from.
+//! [`super::hostio`]: queued at launch into the frame uploaded into the job's target slot, so
+//! that `finish` with that frame only waits) or into a pinned buffer that `finish` copies from.
 
 use std::sync::Arc;
 
@@ -32,6 +33,8 @@ pub struct OutputFrame {
     planes: Vec<usize>,
     /// Direct download: the host ranges (per plane of the frame) the planes were copied into.
     direct: Option<Vec<HostRange>>,
+    /// A copy back was queued at launch and `complete` has not consumed it yet.
+    queued: bool,
 }
 
 impl OutputFrame {
@@ -45,6 +48,7 @@ impl OutputFrame {
             downloaded: Event::new(ctx, false)?,
             planes: Vec::new(),
             direct: None,
+            queued: false,
         })
     }
 
@@ -95,7 +99,13 @@ impl OutputFrame {
         }
         self.planes = planes;
         self.direct = direct;
+        self.queued = true;
         self.downloaded.record(stream)
+    }
+
+    /// Whether a copy back was queued for the job in this frame (at launch).
+    pub fn download_queued(&self) -> bool {
+        self.queued
     }
 
     /// Direct mode: copies the planes straight into `out` (its planes page-locked: `ranges`)
@@ -105,12 +115,24 @@ impl OutputFrame {
         self.start_download_to(layout, planes.to_vec(), Some(ranges.to_vec()), stream)?;
         self.downloaded.synchronize()?;
         self.direct = None;
+        self.queued = false;
+        Ok(())
+    }
+
+    /// Waits for a queued copy back whose job is dropped (the frame is about to be reused).
+    pub fn abandon_download(&mut self) -> CuResult<()> {
+        if self.queued {
+            self.downloaded.synchronize()?;
+            self.queued = false;
+            self.direct = None;
+        }
         Ok(())
     }
 
     /// Waits for the copy back and makes sure the planes are in `out`.
     pub fn complete(&mut self, layout: &FrameLayout, out: &mut PlanarFrame) -> CuResult<()> {
         self.downloaded.synchronize()?;
+        self.queued = false;
         match self.direct.take() {
             Some(ranges) if ranges == frame_ranges(out) => Ok(()),
             Some(_) => {

@@ -4,19 +4,20 @@
 //!
 //! Registrations are cached by (address, length) of each plane, because the engine reuses its
 //! planar frames (pending -> ready -> spare -> pending). The cache is bounded: beyond
-//! `capacity` planes the least recently used registrations are released (only while no copy is
-//! in flight: the caller synchronises first). Memory the driver refuses to register (e.g. a
+//! `capacity` planes the least recently used registrations are released, after the caller's
+//! `quiesce` has waited for every copy in flight. Memory the driver refuses to register (e.g. a
 //! plane sharing a page with another registration) is remembered and goes through staging.
 //!
-//! The copies are synchronous with the call that issues them (`upload` waits for its DMA,
-//! `finish` copies into the frame it holds mutably and waits), so no DMA touches a frame after
-//! the call returns: callers may change or drop frames freely. Only ranges seen twice are
-//! registered (the engine's recycled frames; not one-off allocations), and a registration is
-//! released when the cache evicts it or the backend is dropped. A caller that frees a frame the
-//! backend registered and gets the same address range back for another allocation while the
-//! backend lives would have the DMA use the old pages: `CudaBackend::set_direct_host_io(false)`
-//! (or NLMDENOISE_CUDA_DIRECT_IO=0) turns direct I/O off for such callers; the first
-//! `launch_batch` (chunked execution, whose shared frames come and go) turns it off too.
+//! The copies are asynchronous under the `Backend` trait's promises (src/backend/mod.rs): an
+//! uploaded frame stays alive and unchanged until a job launched after its upload has been
+//! finished, and a frame uploaded into a job's target slot may receive that job's output planes
+//! between `launch` and `finish`. Only ranges seen twice are registered (the engine's recycled
+//! frames; not one-off allocations), and a registration is released when the cache evicts it or
+//! the backend is dropped. A caller that frees a frame the backend registered and gets the same
+//! address range back for another allocation while the backend lives would have the DMA use the
+//! old pages: `CudaBackend::set_direct_host_io(false)` (or NLMDENOISE_CUDA_DIRECT_IO=0) turns
+//! direct I/O off for such callers; the first `launch_batch` (chunked execution, whose shared
+//! frames come and go) turns it off too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,9 +63,11 @@ impl HostRegistry {
 
     /// Registers every range that is not yet (the context must be bound). True when all of them
     /// are page-locked now; false when the driver refused one (the frame then goes through
-    /// staging). `may_evict` says whether no copy is in flight, so that old registrations may be
-    /// released to respect the capacity.
-    pub fn ensure(&mut self, ranges: &[HostRange], may_evict: bool) -> bool {
+    /// staging). Before the first release of an old registration (to respect the capacity)
+    /// `quiesce` is called once: it waits for every copy in flight and says whether that worked
+    /// (when not, nothing is released and the capacity is exceeded for now).
+    pub fn ensure(&mut self, ranges: &[HostRange], quiesce: &mut dyn FnMut() -> bool) -> bool {
+        let mut may_evict: Option<bool> = None;
         self.clock += 1;
         let mut all = true;
         for &r in ranges {
@@ -85,7 +88,7 @@ impl HostRegistry {
                         continue;
                     }
                     self.seen.remove(&r);
-                    if may_evict {
+                    if self.registered() >= self.capacity && *may_evict.get_or_insert_with(&mut *quiesce) {
                         self.evict_to(self.capacity.saturating_sub(1), ranges);
                     }
                     // SAFETY: r is the live allocation of a plane the caller borrows; flags 0 =

@@ -1,7 +1,10 @@
 //! CUDA backend: a device-resident frame ring, the fused temporal NLM kernel
-//! (kernels/nlm_fused.cu, compiled at run time with NVRTC for the device's own architecture) and
-//! three streams so that the upload of frame n+1, the kernels of frame n and the download of
-//! frame n-1 overlap.
+//! (kernels/nlm_fused.cu, compiled at run time with NVRTC for the device's own architecture), the
+//! exact f64 pass (kernels/nlm_exact.cu) and four streams (upload, compute, exact, download) so
+//! that the upload of frame n+1, the kernels of frame n and the download of frame n-1 overlap.
+//! Host frames are copied by asynchronous DMA straight from and into the engine's page-locked
+//! planar frames (see [`hostio`] and the `Backend` trait's promises); docs/design.md describes
+//! the data flow.
 //!
 //! Submodules: [`loader`] (finding libcuda/libnvrtc without letting cudarc panic), [`module`]
 //! (NVRTC + caches), [`launch`] (geometry and arguments), [`ring`] (device ring + upload),
@@ -16,7 +19,7 @@ pub mod multipass;
 pub mod raw;
 pub mod ring;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
@@ -28,7 +31,7 @@ use crate::planar::{Geometry, PlanarFrame};
 use crate::window::Job;
 
 use download::OutputFrame;
-use hostio::{frame_ranges, HostRegistry};
+use hostio::{frame_ranges, HostRange, HostRegistry};
 use launch::{Batch, FrameLayout, NlmArgs, NlmJob, TileConfig, MAX_FRAMES};
 use module::{KernelVariant, Kernels};
 use raw::{DeviceBuffer, Event, PinnedBuffer, Stream};
@@ -44,6 +47,10 @@ pub const EXACT_TIES_ENV: &str = "NLMDENOISE_CUDA_EXACT_TIES";
 /// "0" turns off direct host I/O (page-locking the engine's planar frames in place and copying
 /// between them and the device by DMA); frames then go through pinned staging memory.
 pub const DIRECT_IO_ENV: &str = "NLMDENOISE_CUDA_DIRECT_IO";
+
+/// "0" makes direct host I/O synchronous again (benchmarks): `upload` waits for its DMA and the
+/// copy back is issued and waited for in `finish`, instead of being queued at launch.
+pub const ASYNC_IO_ENV: &str = "NLMDENOISE_CUDA_ASYNC_IO";
 
 /// Caller-thread time spent in the backend's calls, summed over all CUDA backends of the process
 /// (nanoseconds: upload, launch, finish; and calls of each): `bench_cuda` prints it per frame.
@@ -103,8 +110,18 @@ struct Configured {
     batches: Vec<Batch>,
     /// Job table of batched launches (device copy, pinned source, its copy's event).
     job_table: Option<(DeviceBuffer, PinnedBuffer, Event)>,
+    /// Recorded on the exact stream after the exact launches of a batched launch: they read the
+    /// device job table too, so the next table's copy (compute stream) waits for it.
+    table_read: Event,
     /// Output planes of the plan's groups (what a launch writes), per launch.
     planes_written: VecDeque<Vec<usize>>,
+    /// Per ring slot: the page-locked host frame its content was copied from by direct DMA (until
+    /// the job whose target the slot is has been launched: that job's output planes are copied
+    /// back into this frame right after its kernels).
+    slot_host: Vec<Option<Vec<HostRange>>>,
+    /// The slot of the newest upload: every launch waits for it (the upload stream is in order),
+    /// so a finished job implies every upload before its launch is complete (Backend::upload).
+    last_upload: Option<usize>,
 }
 
 pub struct CudaBackend {
@@ -119,7 +136,13 @@ pub struct CudaBackend {
     poison_outputs: bool,
     exact_ties: bool,
     direct_io: bool,
+    /// Direct host I/O without waiting: uploads return before their DMA completes and the copy
+    /// back is queued at launch (ASYNC_IO_ENV).
+    async_io: bool,
     registry: HostRegistry,
+    /// Host frames (plane ranges) that `finish` has written into: the caller finishes into its
+    /// uploaded frames (the engine does), so the copy back may go there at launch.
+    finish_targets: HashSet<Vec<HostRange>>,
     // Declared before the streams and buffers are dropped: fields drop in order, and `Drop`
     // synchronises the streams first.
     state: Option<Configured>,
@@ -170,7 +193,9 @@ impl CudaBackend {
             poison_outputs: false,
             exact_ties: std::env::var(EXACT_TIES_ENV).map(|v| v != "0").unwrap_or(true),
             direct_io: std::env::var(DIRECT_IO_ENV).map(|v| v != "0").unwrap_or(true),
+            async_io: std::env::var(ASYNC_IO_ENV).map(|v| v != "0").unwrap_or(true),
             registry,
+            finish_targets: HashSet::new(),
             state: None,
             functions: HashMap::new(),
         })
@@ -196,6 +221,11 @@ impl CudaBackend {
     /// page-locked in place and copied by DMA, without staging copies on the caller's thread.
     pub fn set_direct_host_io(&mut self, on: bool) {
         self.direct_io = on;
+    }
+
+    /// Asynchronous direct host I/O (default on, see ASYNC_IO_ENV).
+    pub fn set_async_host_io(&mut self, on: bool) {
+        self.async_io = on;
     }
 
     /// Tests: fill output frames with 0xA7 before every launch, so unwritten samples show.
@@ -366,6 +396,9 @@ impl CudaBackend {
             unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (128, 1, 1), 0, self.exact.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
         }
+        if table_ptr != 0 {
+            self.state.as_ref().expect("configured").table_read.record(&self.exact).map_err(backend_err)?;
+        }
         Ok(())
     }
 
@@ -379,6 +412,7 @@ impl CudaBackend {
             if let Some(t) = &state.job_table {
                 t.2.synchronize().map_err(backend_err)?;
                 self.compute.synchronize().map_err(backend_err)?;
+                state.table_read.synchronize().map_err(backend_err)?;
             }
             let n = bytes.next_power_of_two().max(4096);
             state.job_table = Some((
@@ -387,6 +421,8 @@ impl CudaBackend {
                 Event::new(&self.ctx, false).map_err(backend_err)?,
             ));
         }
+        // The previous batch's exact launches (exact stream) have read the device table.
+        self.compute.wait(&state.table_read).map_err(backend_err)?;
         let (dev, host, copied) = state.job_table.as_mut().expect("allocated");
         copied.synchronize().map_err(backend_err)?; // the previous table's copy has read the pinned buffer
         let table: Vec<NlmJob> = windows
@@ -417,7 +453,9 @@ impl CudaBackend {
     }
 
     /// Launches `jobs` (one batched launch per plane group) and queues what each needs after.
-    fn launch_jobs(&mut self, jobs: &[Job], plan: &DenoisePlan) -> Result<()> {
+    /// `to_target_frame`: the caller gave `launch`'s promise that the host frame uploaded into a
+    /// job's target slot may receive the job's output planes before `finish` (not `launch_batch`).
+    fn launch_jobs(&mut self, jobs: &[Job], plan: &DenoisePlan, to_target_frame: bool) -> Result<()> {
         if jobs.is_empty() {
             return Ok(());
         }
@@ -426,7 +464,7 @@ impl CudaBackend {
         for _ in jobs {
             outs.push(self.take_output()?);
         }
-        let r = self.launch_into(jobs, plan, &outs);
+        let r = self.launch_into(jobs, plan, &outs, to_target_frame);
         if r.is_err() {
             // Nothing of these jobs counts as in flight.
             let state = self.state.as_mut().expect("configured");
@@ -435,7 +473,7 @@ impl CudaBackend {
         r
     }
 
-    fn launch_into(&mut self, jobs: &[Job], plan: &DenoisePlan, outs: &[usize]) -> Result<()> {
+    fn launch_into(&mut self, jobs: &[Job], plan: &DenoisePlan, outs: &[usize], to_target_frame: bool) -> Result<()> {
         let state = self.state.as_ref().expect("configured");
         let mut slots: Vec<usize> = Vec::new();
         for job in jobs {
@@ -447,6 +485,9 @@ impl CudaBackend {
                     slots.push(s);
                 }
             }
+        }
+        if let Some(s) = state.last_upload.filter(|s| !slots.contains(s)) {
+            slots.push(s);
         }
         for &s in &slots {
             self.compute.wait(state.ring.arrived(s)).map_err(backend_err)?;
@@ -468,7 +509,14 @@ impl CudaBackend {
             for s in std::iter::once(job.slot).chain(job.references.iter().map(|r| r.slot)) {
                 state.ring.last_reader[s] = Some(o);
             }
-            if !direct {
+            // Direct and asynchronous: the output planes go straight back into the host frame
+            // the target was uploaded from, when the caller finishes into that frame (the
+            // engine); `finish` then only waits. The download stream waits for `computed`
+            // (recorded on the exact stream, after every group's fused and exact launches).
+            let host = state.slot_host[job.slot].take().filter(|r| to_target_frame && self.async_io && self.finish_targets.contains(r));
+            if let Some(ranges) = host {
+                out.start_download_to(&state.ring.layout, planes.clone(), Some(ranges), &self.download).map_err(backend_err)?;
+            } else if !direct {
                 out.start_download(&state.ring.layout, planes.clone(), &self.download).map_err(backend_err)?;
             }
             state.in_flight.push_back(o);
@@ -589,8 +637,12 @@ impl Backend for CudaBackend {
             in_flight: VecDeque::new(),
             batches: batches.clone(),
             job_table: None,
+            table_read: Event::new(&self.ctx, false).map_err(backend_err)?,
             planes_written: VecDeque::new(),
+            slot_host: vec![None; ring_slots.max(1)],
+            last_upload: None,
         });
+        self.finish_targets.clear();
         // Compile now rather than on the first frame.
         for b in &batches {
             let v = self.variant(plan, b, geometry.bytes_per_sample);
@@ -609,7 +661,7 @@ impl Backend for CudaBackend {
 
     fn launch(&mut self, job: &Job, plan: &DenoisePlan) -> Result<()> {
         let t = std::time::Instant::now();
-        let r = self.launch_jobs(std::slice::from_ref(job), plan);
+        let r = self.launch_jobs(std::slice::from_ref(job), plan, true);
         count_ns(1, t);
         r
     }
@@ -627,7 +679,7 @@ impl Backend for CudaBackend {
         }
         // One launch per plane group covers at most u16::MAX jobs x groups in z.
         for chunk in jobs.chunks(16384) {
-            self.launch_jobs(chunk, plan)?;
+            self.launch_jobs(chunk, plan, false)?;
         }
         Ok(())
     }
@@ -675,17 +727,30 @@ impl CudaBackend {
         if !frame.matches(&state.geometry) {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
-        let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
+        state.slot_host[slot] = None;
         if self.direct_io {
             let ranges = frame_ranges(frame);
-            // Direct copies are waited for before returning, so no DMA is in flight here.
-            if self.registry.ensure(&ranges, true) {
+            let streams = [&self.upload, &self.compute, &self.exact, &self.download];
+            // Releasing a registration needs every copy in flight done.
+            let mut quiesce = || streams.iter().all(|s| s.synchronize().is_ok());
+            if self.registry.ensure(&ranges, &mut quiesce) {
+                let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
                 state.ring.upload_direct(slot, &ranges, &self.upload, reader).map_err(backend_err)?;
-                // The caller may change the frame once we return: wait for the copy.
-                return state.ring.arrived(slot).synchronize().map_err(backend_err);
+                state.last_upload = Some(slot);
+                if !self.async_io {
+                    // The caller may change the frame once we return: wait for the copy.
+                    return state.ring.arrived(slot).synchronize().map_err(backend_err);
+                }
+                // Backend::upload's promise: `frame` stays unchanged until a job launched after
+                // this call has been finished (every launch waits for the newest upload).
+                state.slot_host[slot] = Some(ranges);
+                return Ok(());
             }
         }
-        state.ring.upload(slot, frame, &self.upload, reader).map_err(backend_err)
+        let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
+        state.ring.upload(slot, frame, &self.upload, reader).map_err(backend_err)?;
+        state.last_upload = Some(slot);
+        Ok(())
     }
 
     fn finish_job(&mut self, out: &mut PlanarFrame) -> Result<()> {
@@ -694,16 +759,30 @@ impl CudaBackend {
         let o = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
         let planes = state.planes_written.pop_front().unwrap_or_default();
         state.free.push(o);
+        let layout = state.ring.layout.clone();
         if !out.matches(&state.geometry) {
+            // The output frame is free again: its queued copy back must be done first.
+            state.outputs[o].abandon_download().map_err(backend_err)?;
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
         }
-        if !self.direct_io {
-            return state.outputs[o].complete(&state.ring.layout, out).map_err(backend_err);
+        let ranges = if self.direct_io { Some(frame_ranges(out)) } else { None };
+        if let Some(r) = &ranges {
+            if self.finish_targets.len() >= 1024 {
+                self.finish_targets.clear();
+            }
+            self.finish_targets.insert(r.clone());
         }
-        let ranges = frame_ranges(out);
-        let layout = state.ring.layout.clone();
-        if self.registry.ensure(&ranges, true) {
-            return state.outputs[o].complete_direct(&layout, &planes, &ranges, &self.download).map_err(backend_err);
+        if state.outputs[o].download_queued() {
+            // Staged, or direct into the target's host frame: waits, and copies only when `out`
+            // is not the frame the planes went to.
+            return state.outputs[o].complete(&layout, out).map_err(backend_err);
+        }
+        if let Some(ranges) = ranges {
+            let streams = [&self.upload, &self.compute, &self.exact, &self.download];
+            let mut quiesce = || streams.iter().all(|s| s.synchronize().is_ok());
+            if self.registry.ensure(&ranges, &mut quiesce) {
+                return state.outputs[o].complete_direct(&layout, &planes, &ranges, &self.download).map_err(backend_err);
+            }
         }
         // Not page-locked (yet): wait for the kernels, then a plain copy.
         let of = &state.outputs[o];
@@ -717,6 +796,4 @@ impl CudaBackend {
         }
         Ok(())
     }
-
 }
-
