@@ -96,9 +96,21 @@ impl<T> Denoiser<T> {
             )));
         }
         let mut planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
-        convert::unpack(frame, &mut planar)?;
-        let slot = self.window.push();
-        if let Err(e) = self.backend.upload(slot, &planar) {
+        let uploaded = if let Some(own) = self.backend.input_frame() {
+            // Straight into the backend's own frame (chunked execution: no copy); `planar`
+            // only receives the output (Backend::upload_filled).
+            if let Err(e) = convert::unpack(frame, own) {
+                self.spare.push(planar);
+                return Err(e);
+            }
+            let slot = self.window.push();
+            self.backend.upload_filled(slot, &planar)
+        } else {
+            convert::unpack(frame, &mut planar)?;
+            let slot = self.window.push();
+            self.backend.upload(slot, &planar)
+        };
+        if let Err(e) = uploaded {
             // The window counted a frame the ring does not hold: start over from the next frame.
             self.spare.push(planar);
             self.recover_from_backend_error();

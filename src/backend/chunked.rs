@@ -181,8 +181,10 @@ struct ChunkJob {
     plan: Arc<DenoisePlan>,
     /// Pooled frame the job is finished into (any content before).
     output: OutFrame,
-    /// The caller's frame the output planes then go to (see [`HostTarget`]).
+    /// The caller's frame the output planes then go to (see [`HostTarget`]), and whether the
+    /// other planes go there too (from the target's input frame).
     write_to: HostTarget,
+    whole: bool,
 }
 
 struct ChunkMsg {
@@ -240,6 +242,8 @@ struct HostSlot {
     seq: Option<u64>,
     /// The caller's frame uploaded into the slot (where the job of this target may write).
     target: HostTarget,
+    /// `target` holds nothing of the input (`upload_filled`): every plane is written into it.
+    whole: bool,
 }
 
 /// Address and length of each plane of a caller's frame given to `upload`. Under
@@ -256,20 +260,21 @@ impl HostTarget {
         HostTarget(f.planes.iter().map(|p| (p.samples.as_bytes().as_ptr() as usize, p.samples.as_bytes().len())).collect())
     }
 
-    /// Writes the planes `plan`'s groups write from `src` into the frame.
+    /// Writes the planes `plan`'s groups write from `src` into the frame, and the other planes
+    /// from `input` when given.
     ///
     /// # Safety
-    /// The frame is alive and nobody else reads or writes those planes (Backend::launch's
-    /// promise, for a job launched on it and not yet finished), and has the geometry of `src`.
-    unsafe fn write_planes(&self, src: &PlanarFrame, plan: &DenoisePlan) {
-        for g in &plan.groups {
-            for &p in &g.outputs {
-                if let (Some(&(addr, len)), Some(s)) = (self.0.get(p), src.planes.get(p)) {
-                    let s = s.samples.as_bytes();
-                    if len == s.len() {
-                        // SAFETY: see the function's contract.
-                        copy_bytes(unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }, s);
-                    }
+    /// The frame is alive and nobody else reads or writes it (Backend::launch's and
+    /// Backend::upload_filled's promise, for a job launched on it and not yet finished), and has
+    /// the geometry of `src`.
+    unsafe fn write_planes(&self, src: &PlanarFrame, plan: &DenoisePlan, input: Option<&PlanarFrame>) {
+        for (p, &(addr, len)) in self.0.iter().enumerate() {
+            let from = if plan.groups.iter().any(|g| g.outputs.contains(&p)) { Some(src) } else { input };
+            if let Some(s) = from.and_then(|f| f.planes.get(p)) {
+                let s = s.samples.as_bytes();
+                if len == s.len() {
+                    // SAFETY: see the function's contract.
+                    copy_bytes(unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }, s);
                 }
             }
         }
@@ -279,8 +284,11 @@ impl HostTarget {
 struct Ticket {
     worker: usize,
     /// The chunk's output frames with the plan of their job and the caller's frame the worker
-    /// wrote the output planes into, in order.
+    /// wrote the output planes into, in order; the first one's input frame when that caller's
+    /// frame holds nothing of the input (`upload_filled`), so that a failed chunk's frame comes
+    /// out as its input.
     outputs: VecDeque<(OutFrame, Arc<DenoisePlan>, HostTarget)>,
+    first_input: Option<Arc<PlanarFrame>>,
     /// The worker answered: the outputs are complete.
     received: bool,
     /// Whether a later chunk or a flush was sent to this ticket's worker (so it will finish).
@@ -303,7 +311,9 @@ pub struct ChunkedBackend {
     host: Vec<Option<HostSlot>>,
     next_id: FrameId,
     /// Launched jobs not yet sent to a worker, with the frame uploaded into the target's slot.
-    pending: Vec<(Job, Arc<DenoisePlan>, HostTarget)>,
+    pending: Vec<(Job, Arc<DenoisePlan>, HostTarget, bool)>,
+    /// The pooled input frame lent through `input_frame`, until `upload_filled`.
+    filling: Option<usize>,
     outstanding: VecDeque<Ticket>,
     next_worker: usize,
     last_plan: Option<Arc<DenoisePlan>>,
@@ -391,6 +401,7 @@ impl ChunkedBackend {
             outstanding: VecDeque::new(),
             next_worker: 0,
             last_plan: None,
+            filling: None,
             pool_in: Vec::new(),
             pool_out: Vec::new(),
             retired: Vec::new(),
@@ -547,7 +558,7 @@ impl ChunkedBackend {
         let mut frames: BTreeMap<FrameId, Arc<PlanarFrame>> = BTreeMap::new();
         let mut jobs = Vec::with_capacity(pending.len());
         let mut keep_from = 0u64;
-        for (job, plan, write_to) in &pending {
+        for (job, plan, write_to, whole) in &pending {
             let mut resolve = |slot: usize, dt: i32| -> Result<FrameId> {
                 let h = self.host.get_mut(slot).and_then(|h| h.as_mut()).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))?;
                 h.seq = Some((job.seq as i64 + dt as i64) as u64);
@@ -558,16 +569,17 @@ impl ChunkedBackend {
             let refs = job.references.iter().map(|r| Ok((resolve(r.slot, r.dt)?, r.dt))).collect::<Result<Vec<_>>>()?;
             keep_from = (job.seq as i64 + job.references.first().map(|r| r.dt.min(0)).unwrap_or(0) as i64) as u64;
             let output = self.free_output();
-            jobs.push(ChunkJob { seq: job.seq, target, refs, plan: plan.clone(), output, write_to: write_to.clone() });
+            jobs.push(ChunkJob { seq: job.seq, target, refs, plan: plan.clone(), output, write_to: write_to.clone(), whole: *whole });
         }
         let outputs: VecDeque<_> = jobs.iter().map(|j| (j.output.clone(), j.plan.clone(), j.write_to.clone())).collect();
+        let first_input = jobs.first().filter(|j| j.whole).and_then(|j| frames.get(&j.target).cloned());
         let w = self.next_worker;
         self.next_worker = (w + 1) % self.workers.len();
         for t in self.outstanding.iter_mut().filter(|t| t.worker == w) {
             t.flushed = true;
         }
         self.workers[w].send(ToWorker::Chunk(ChunkMsg { frames: frames.into_iter().collect(), jobs }))?;
-        self.outstanding.push_back(Ticket { worker: w, outputs, received: false, flushed: false });
+        self.outstanding.push_back(Ticket { worker: w, outputs, first_input, received: false, flushed: false });
         // Later jobs read no frame older than the last job's oldest reference: its input frame
         // goes back to the pool once the chunks holding it are finished.
         for h in self.host.iter_mut() {
@@ -615,6 +627,7 @@ impl Backend for ChunkedBackend {
         self.drain_outstanding();
         self.pending.clear();
         self.host.clear();
+        self.filling = None;
         let structure: Vec<_> = plan.groups.iter().map(|g| (g.outputs.clone(), g.guides.clone(), g.guide_step_x, g.guide_step_y)).collect();
         let key = format!("{geometry:?} {} {} {} {} {structure:?} {:?}", self.past, self.future, plan.search_radius, plan.patch_radius, plan.passthrough);
         if self.dirty || self.key.as_deref() != Some(key.as_str()) {
@@ -653,7 +666,35 @@ impl Backend for ChunkedBackend {
         add(&self.stats.main_copy_ns, t);
         let id = self.next_id;
         self.next_id += 1;
-        self.host[slot] = Some(HostSlot { id, frame: self.pool_in[i].clone(), seq: None, target: HostTarget::of(frame) });
+        self.host[slot] = Some(HostSlot { id, frame: self.pool_in[i].clone(), seq: None, target: HostTarget::of(frame), whole: false });
+        Ok(())
+    }
+
+    fn input_frame(&mut self) -> Option<&mut PlanarFrame> {
+        self.geometry.as_ref()?;
+        let i = match self.filling {
+            Some(i) => i,
+            None => {
+                let i = self.free_input();
+                self.filling = Some(i);
+                i
+            }
+        };
+        Arc::get_mut(&mut self.pool_in[i])
+    }
+
+    fn upload_filled(&mut self, slot: usize, target: &PlanarFrame) -> Result<()> {
+        let i = self.filling.take().ok_or_else(|| Error::State("upload_filled without input_frame".into()))?;
+        let g = self.geometry.as_ref().ok_or_else(|| Error::State("upload before configure".into()))?;
+        if slot >= self.host.len() {
+            return Err(Error::State(format!("ring slot {slot} out of range (ring of {})", self.host.len())));
+        }
+        if !target.matches(g) {
+            return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.host[slot] = Some(HostSlot { id, frame: self.pool_in[i].clone(), seq: None, target: HostTarget::of(target), whole: true });
         Ok(())
     }
 
@@ -669,8 +710,8 @@ impl Backend for ChunkedBackend {
                 p
             }
         };
-        let target = self.host.get(job.slot).and_then(|h| h.as_ref()).map(|h| h.target.clone()).ok_or_else(|| Error::State(format!("ring slot {} is empty", job.slot)))?;
-        self.pending.push((job.clone(), plan, target));
+        let (target, whole) = self.host.get(job.slot).and_then(|h| h.as_ref()).map(|h| (h.target.clone(), h.whole)).ok_or_else(|| Error::State(format!("ring slot {} is empty", job.slot)))?;
+        self.pending.push((job.clone(), plan, target, whole));
         if self.pending.len() >= self.n {
             self.dispatch()?;
         }
@@ -705,7 +746,12 @@ impl Backend for ChunkedBackend {
             match r {
                 Ok(FromWorker::Chunk(Ok(()))) => t.received = true,
                 Ok(FromWorker::Chunk(Err(e))) => {
-                    self.outstanding.pop_front();
+                    if let Some(input) = self.outstanding.pop_front().and_then(|t| t.first_input) {
+                        // As on other backends, the frame whose job failed holds its input.
+                        if self.geometry.as_ref().map(|g| out.matches(g)).unwrap_or(false) {
+                            copy_planar(out, &input);
+                        }
+                    }
                     self.dirty = true;
                     return Err(e);
                 }
@@ -721,6 +767,7 @@ impl Backend for ChunkedBackend {
             }
         }
         let (o, plan, written) = t.outputs.pop_front().ok_or_else(|| Error::State("chunk without outputs".into()))?;
+        t.first_input = None;
         if t.outputs.is_empty() {
             self.outstanding.pop_front();
         }
@@ -756,8 +803,9 @@ struct InFlight {
     /// before the chunk is answered, so that the caller finds them free.
     frames: Vec<Arc<PlanarFrame>>,
     outputs: Vec<OutFrame>,
-    /// Per job: its plan and the caller's frame its output planes go to.
-    write_to: Vec<(Arc<DenoisePlan>, HostTarget)>,
+    /// Per job: its plan, the caller's frame its output planes go to and, when every plane goes
+    /// there, the job's input frame.
+    write_to: Vec<(Arc<DenoisePlan>, HostTarget, Option<Arc<PlanarFrame>>)>,
     slots: Vec<usize>,
     /// Jobs launched on the backend (finish is called exactly that many times).
     launched: usize,
@@ -971,7 +1019,9 @@ impl Worker {
         })();
         inflight.slots = used;
         inflight.outputs = c.jobs.iter().map(|j| j.output.clone()).collect();
-        inflight.write_to = c.jobs.iter().map(|j| (j.plan.clone(), j.write_to.clone())).collect();
+        let input_of: HashMap<FrameId, &Arc<PlanarFrame>> = c.frames.iter().map(|(id, f)| (*id, f)).collect();
+        inflight.write_to = c.jobs.iter().map(|j| (j.plan.clone(), j.write_to.clone(), j.whole.then(|| input_of.get(&j.target).map(|f| (*f).clone())).flatten())).collect();
+        drop(input_of);
         inflight.frames = c.frames.into_iter().map(|(_, f)| f).collect();
         let failed = r.is_err();
         self.inflight.push_back(inflight);
@@ -1029,11 +1079,11 @@ impl Worker {
         add(&st.finish_ns, t);
         if e.is_ok() {
             let t = Instant::now();
-            let (plan, to) = &f.write_to[f.done];
+            let (plan, to, input) = &f.write_to[f.done];
             // SAFETY: the caller's frame of this job's target slot, launched and not finished
             // (the caller's thread waits for this chunk's answer before `finish` returns), same
-            // geometry (checked at upload) — Backend::launch's promise.
-            unsafe { to.write_planes(&out, plan) };
+            // geometry (checked at upload) — Backend::launch's / upload_filled's promise.
+            unsafe { to.write_planes(&out, plan, input.as_deref()) };
             add(&st.copy_ns, t);
         }
         drop(out);

@@ -216,7 +216,9 @@ impl Default for BackendOptions {
 /// frame stays in its pending queue, untouched, until its own job is finished into it; a reset
 /// that drops frames no launched job has read configures the backend again); chunked execution
 /// keeps the first (a worker holds every frame of a chunk until the chunk is finished) and uses
-/// `launch_batch`, which asks nothing more. A backend copies synchronously for a caller that
+/// `launch_batch`, which asks nothing more; every host frame its workers' backends see comes from
+/// its fixed pools, reused and never freed while it lives, so addresses a backend page-locked stay
+/// valid (`chunked` module doc). A backend copies synchronously for a caller that
 /// cannot promise them (CUDA: `set_direct_host_io(false)`).
 pub trait Backend: Send {
     /// Human-readable description (backend, device, kernel).
@@ -254,6 +256,25 @@ pub trait Backend: Send {
     /// Chunked execution sizes its chunks and device rings from it; other backends ignore it.
     fn set_window(&mut self, past: u32, future: u32) {
         let _ = (past, future);
+    }
+
+    /// A host frame of the backend's own to unpack the next input into, for a backend that
+    /// would otherwise copy the frame given to [`Self::upload`] (chunked execution: a pooled
+    /// frame its workers upload from). A caller that gets one fills every sample of it and then
+    /// calls [`Self::upload_filled`] instead of `upload`. Default `None`: use `upload`.
+    fn input_frame(&mut self) -> Option<&mut PlanarFrame> {
+        None
+    }
+
+    /// Stores the frame last filled through [`Self::input_frame`] in ring slot `slot`. `target`
+    /// is the caller's frame that the job of this slot will be finished into: its content does
+    /// not matter, and from the launch of that job until it is finished the backend writes all
+    /// of it (output planes computed, the others copied from the input), so that `finish` into
+    /// `target` only waits; the caller keeps it alive and reads nothing of it meanwhile (as
+    /// [`Self::launch`] states). `finish` into another frame writes the output planes only.
+    fn upload_filled(&mut self, slot: usize, target: &PlanarFrame) -> Result<()> {
+        let _ = (slot, target);
+        Err(Error::State("upload_filled without input_frame".into()))
     }
 
     /// Starts computing every job of `jobs` (in order) with `plan`: the batched form of
