@@ -458,15 +458,15 @@ fn long_run(args: &Args) {
     println!("\n### Long run: {total} frames of 1920x1080 I420 ({}, chunk {chunk}, {} backend, devices {:?})\n", c.name, args.backend, devices);
     match r {
         Ok(r) => {
-            println!("| frames | seconds | frames/s | latency | peak RSS (VmHWM) | VmHWM after 1/4, 2/4, 3/4, 4/4 | peak device memory used (device-wide; idle baseline) |");
-            println!("| ---: | ---: | ---: | ---: | ---: | --- | --- |");
+            println!("| frames | seconds | frames/s | latency | peak RSS (VmHWM) | VmHWM after 1/4, 2/4, 3/4, 4/4 | pooled host frames (allocated during the run) | peak device memory used (device-wide, `Backend::device_memory` every 50 ms; idle baseline) |");
+            println!("| ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |");
             let dev = devices
                 .iter()
                 .enumerate()
                 .map(|(i, d)| {
                     let p = peak_used[i].load(Ordering::Relaxed);
                     if p == 0 {
-                        format!("dev {d}: n/a")
+                        format!("dev {d}: n/a (device_memory() reported nothing)")
                     } else {
                         format!("dev {d}: {} MiB ({} MiB)", p >> 20, base.get(i).copied().unwrap_or(0).min(p) >> 20)
                     }
@@ -475,13 +475,15 @@ fn long_run(args: &Args) {
                 .join("; ");
             let marks = hwm_at.iter().map(|(_, k)| format!("{} MiB", k >> 10)).collect::<Vec<_>>().join(", ");
             println!(
-                "| {} | {:.1} | {:.1} | {} | {} MiB (before the run {} MiB) | {marks} | {dev} |",
+                "| {} | {:.1} | {:.1} | {} | {} MiB (before the run {} MiB) | {marks} | {} (+{}) | {dev} |",
                 r.frames,
                 r.secs,
                 r.fps,
                 r.latency,
                 vm_hwm_kib().unwrap_or(0) >> 10,
-                hwm_before >> 10
+                hwm_before >> 10,
+                r.pool_frames,
+                r.pool_growth
             );
             println!("\nbackend: {}", r.describe);
         }
