@@ -655,3 +655,54 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
     assert!(uploaded[0].planes[1..] == expect.planes[1..]);
     assert!(b.finish(&mut other[0]).is_err(), "nothing left to finish");
 }
+
+#[test]
+fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
+    // A backend may hold pooled frames page-locked by address: before the pools are replaced
+    // (new geometry) every worker drops its backend and makes a new one.
+    let created = Arc::new(AtomicUsize::new(0));
+    let live = Arc::new(AtomicUsize::new(0));
+    let (c, l) = (created.clone(), live.clone());
+    let factory: BackendFactory = Arc::new(move |_, _| {
+        c.fetch_add(1, Ordering::SeqCst);
+        l.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(Fake { inner: Box::new(ReferenceBackend::new()), free: 0, per_frame: 0, finishes: Arc::default(), fail_at: None, panic_at: None, slots: 0, live: l.clone() }) as Box<dyn Backend>)
+    });
+    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(2), &[0, 0], factory).unwrap();
+    let params = Params { temporal_past: 1, ..base() };
+    let mut outputs = Vec::new();
+    for (w, h) in [(16, 12), (16, 12), (20, 10)] {
+        let info = VideoInfo::new(PixelFormat::I420, w, h).unwrap();
+        let geometry = Geometry::from_video_info(&info);
+        let plan = DenoisePlan::new(&geometry, &params).unwrap();
+        b.set_window(1, 0);
+        b.configure(&geometry, &plan, 8).unwrap();
+        let before = created.load(Ordering::SeqCst);
+        let inputs = frames(info, 3, 4);
+        let mut planar: Vec<PlanarFrame> = inputs
+            .iter()
+            .map(|f| {
+                let mut p = PlanarFrame::zeroed(&geometry);
+                nlmdenoise::convert::unpack(&f.as_ref(), &mut p).unwrap();
+                p
+            })
+            .collect();
+        for (i, p) in planar.iter().enumerate() {
+            b.upload(i, p).unwrap();
+            let references = if i > 0 { vec![nlmdenoise::window::Reference { slot: i - 1, dt: -1 }] } else { vec![] };
+            b.launch(&Job { seq: i as u64, slot: i, references }, &plan).unwrap();
+        }
+        for p in planar.iter_mut() {
+            b.finish(p).unwrap();
+        }
+        assert_eq!(created.load(Ordering::SeqCst), before, "no backend is made while the stream runs");
+        assert!(b.pool_frames() > 0);
+        outputs.push((created.load(Ordering::SeqCst), planar));
+    }
+    assert_eq!(outputs[0].0, outputs[1].0, "same geometry again: the workers keep their backends");
+    assert_eq!(outputs[2].0, outputs[1].0 + 2, "new geometry: one new backend per worker");
+    assert_eq!(live.load(Ordering::SeqCst), 2, "the old backends are gone");
+    assert!(outputs[0].1 == outputs[1].1, "same input, same output after a reconfigure");
+    drop(b);
+    assert_eq!(live.load(Ordering::SeqCst), 0);
+}
