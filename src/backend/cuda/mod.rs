@@ -667,16 +667,9 @@ impl Backend for CudaBackend {
     }
 
     fn launch_batch(&mut self, jobs: &[Job], plan: &DenoisePlan) -> Result<()> {
-        if self.direct_io {
-            // Batches come from chunked execution, whose frames are shared and may be freed and
-            // reallocated while this backend lives: page-locked ranges could then go stale
-            // (see hostio). Its frames go through staging instead.
-            self.bind()?;
-            self.synchronize()?;
-            self.registry.clear();
-            self.direct_io = false;
-            tracing::debug!("CUDA backend: batched launches; direct host I/O off");
-        }
+        // Batches come from chunked execution (src/backend/chunked.rs), whose host frames come from
+        // fixed pools that are reused and never freed while this backend lives (the `Backend`
+        // trait's promise): page-locked ranges stay valid, so direct host I/O stays on.
         // One launch per plane group covers at most u16::MAX jobs x groups in z.
         for chunk in jobs.chunks(16384) {
             self.launch_jobs(chunk, plan, false)?;
