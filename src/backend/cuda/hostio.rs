@@ -16,11 +16,17 @@
 //! the backend is dropped. A caller that frees a frame the backend registered and gets the same
 //! address range back for another allocation while the backend lives would have the DMA use the
 //! old pages: `CudaBackend::set_direct_host_io(false)` (or NLMDENOISE_CUDA_DIRECT_IO=0) turns
-//! direct I/O off for such callers; the first `launch_batch` (chunked execution, whose shared
-//! frames come and go) turns it off too.
+//! direct I/O off for such callers. Chunked execution (src/backend/chunked.rs) keeps its frames
+//! in fixed pools that live as long as its backends, so direct I/O stays on there.
+//!
+//! Several devices: the chunked workers of several GPUs share the same pooled frames, and a range
+//! can be page-locked only once per process. Registrations are therefore process-wide
+//! (`CU_MEMHOSTREGISTER_PORTABLE`: pinned for every context) and reference-counted across
+//! backends: each backend holds a reference per range it uses, and the range is unregistered when
+//! the last reference goes, i.e. after every backend that used it has waited for its copies.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cudarc::driver::{sys, CudaContext};
 
@@ -34,6 +40,40 @@ pub fn frame_ranges(frame: &PlanarFrame) -> Vec<HostRange> {
         let b = p.samples.as_bytes();
         (b.as_ptr() as usize, b.len())
     }).collect()
+}
+
+/// Process-wide page-locked ranges and how many backends hold each.
+static PROCESS_REGISTRATIONS: LazyLock<Mutex<HashMap<HostRange, usize>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Takes a reference to `r`'s process-wide registration, registering it when it is the first
+/// (a context must be bound). Err: the driver's refusal.
+fn acquire(r: HostRange) -> Result<(), sys::CUresult> {
+    let mut map = PROCESS_REGISTRATIONS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = map.get_mut(&r) {
+        *n += 1;
+        return Ok(());
+    }
+    // SAFETY: r is the live allocation of a plane the caller borrows; PORTABLE = page-locked for
+    // every CUDA context of the process (no mapping into a device address space needed).
+    let rc = unsafe { sys::cuMemHostRegister_v2(r.0 as *mut std::ffi::c_void, r.1, sys::CU_MEMHOSTREGISTER_PORTABLE) };
+    if rc != sys::CUresult::CUDA_SUCCESS {
+        return Err(rc);
+    }
+    map.insert(r, 1);
+    Ok(())
+}
+
+/// Gives back a reference taken by `acquire`; the last one unregisters the range (the caller has
+/// waited for its own copies; every other holder released its reference after waiting for its).
+fn release_reference(r: HostRange) {
+    let mut map = PROCESS_REGISTRATIONS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(n) = map.get_mut(&r) else { return };
+    *n -= 1;
+    if *n == 0 {
+        map.remove(&r);
+        // SAFETY: registered by `acquire`; no holder has a copy in flight.
+        let _ = unsafe { sys::cuMemHostUnregister(r.0 as *mut std::ffi::c_void) };
+    }
 }
 
 enum Entry {
@@ -91,15 +131,15 @@ impl HostRegistry {
                     if self.registered() >= self.capacity && *may_evict.get_or_insert_with(&mut *quiesce) {
                         self.evict_to(self.capacity.saturating_sub(1), ranges);
                     }
-                    // SAFETY: r is the live allocation of a plane the caller borrows; flags 0 =
-                    // page-locked only (no mapping into the device address space needed).
-                    let rc = unsafe { sys::cuMemHostRegister_v2(r.0 as *mut std::ffi::c_void, r.1, 0) };
-                    if rc == sys::CUresult::CUDA_SUCCESS {
-                        self.entries.insert(r, Entry::Registered { last_use: self.clock });
-                    } else {
-                        tracing::debug!("cuMemHostRegister({:#x}, {}) refused: {rc:?}; staging this plane", r.0, r.1);
-                        self.entries.insert(r, Entry::Refused);
-                        all = false;
+                    match acquire(r) {
+                        Ok(()) => {
+                            self.entries.insert(r, Entry::Registered { last_use: self.clock });
+                        }
+                        Err(rc) => {
+                            tracing::debug!("cuMemHostRegister({:#x}, {}) refused: {rc:?}; staging this plane", r.0, r.1);
+                            self.entries.insert(r, Entry::Refused);
+                            all = false;
+                        }
                     }
                 }
             }
@@ -129,8 +169,8 @@ impl HostRegistry {
 
     fn release(&mut self, r: HostRange) {
         if let Some(Entry::Registered { .. }) = self.entries.remove(&r) {
-            // SAFETY: registered by `ensure`; the caller guarantees no copy uses it now.
-            let _ = unsafe { sys::cuMemHostUnregister(r.0 as *mut std::ffi::c_void) };
+            // The caller guarantees that no copy of this backend uses it now.
+            release_reference(r);
         }
     }
 
