@@ -1,4 +1,6 @@
-// Fused temporal non-local means: one launch computes one output plane group of one frame.
+// Fused temporal non-local means: one launch computes the weight groups of one kernel shape (all
+// planes of I420, say: each group's tiles in turn along blockIdx.x, see nlm_args.cuh) of one frame
+// (or, batched, of one job per blockIdx.z).
 //
 // The definition is src/backend/reference.rs. Per block, a TILE_W x TILE_H tile of output
 // samples; per frame u of the window the block stages in shared memory (as float, borders
@@ -119,9 +121,9 @@ __device__ __forceinline__ void box_sums(const float (&in)[LEN], float (&out)[N]
 {
     static_assert(STEP * (N - 1) + PATCH_D <= LEN, "box sum reads past its input");
     if constexpr (SLIDING_SUMS && STEP == 1) {
-        float s = 0.f;
+        float s = in[0];
 #pragma unroll
-        for (int k = 0; k < PATCH_D; ++k) s += in[k];
+        for (int k = 1; k < PATCH_D; ++k) s += in[k];
         out[0] = s;
 #pragma unroll
         for (int c = 1; c < N; ++c) {
@@ -131,9 +133,9 @@ __device__ __forceinline__ void box_sums(const float (&in)[LEN], float (&out)[N]
     } else {
 #pragma unroll
         for (int c = 0; c < N; ++c) {
-            float s = 0.f;
+            float s = in[STEP * c];
 #pragma unroll
-            for (int k = 0; k < PATCH_D; ++k) s += in[STEP * c + k];
+            for (int k = 1; k < PATCH_D; ++k) s += in[STEP * c + k];
             out[c] = s;
         }
     }
@@ -230,19 +232,26 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
     float* refo = ref + R_FLOATS;         // [N_OUTPUTS][O_H][O_PITCH]        frame u's outputs
     if (SMEM_FLOATS * sizeof(float) > args.smem_bytes) __trap();   // host and kernel disagree
 
-    const int zg = blockIdx.z % args.n_groups;
-    const JobView jv{args.jobs ? args.jobs + blockIdx.z / args.n_groups : nullptr, args};
+    // This block's group and tile: groups' tiles follow each other along x (nlm_args.cuh).
+    int zg = 0;
+#pragma unroll
+    for (int g = 1; g < NLM_MAX_BATCH; ++g)
+        if (g < args.n_groups && (int)blockIdx.x >= args.group[g].first_block) zg = g;
+    const JobView jv{args.jobs ? args.jobs + blockIdx.z : nullptr, args};
     const int n_frames = jv.n_frames(), tgt_index = jv.target();
     const NlmGroup& grp = args.group[zg];
-    const int px0 = blockIdx.x * TILE_W, py0 = blockIdx.y * TILE_H;
+    const int tile = (int)blockIdx.x - grp.first_block;
+    const int tile_y = tile / grp.tiles_x;
+    const int px0 = (tile - tile_y * grp.tiles_x) * TILE_W, py0 = tile_y * TILE_H;
+    const int out_w = grp.out_w, out_h = grp.out_h, guide_w = grp.guide_w, guide_h = grp.guide_h;
     const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
     const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
     const unsigned char* target = args.ring + (unsigned long long)jv.slot(tgt_index) * args.frame_bytes;
 
 #pragma unroll
     for (int g = 0; g < N_GUIDES; ++g)
-        stage_window(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, GUIDE_ROWS, T_W, target + grp.guide[g], args.guide_w,
-                     args.guide_h, STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
+        stage_window(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, GUIDE_ROWS, T_W, target + grp.guide[g], guide_w, guide_h,
+                     STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
 
     PixelAcc<N_OUTPUTS> acc[ROWS];
 #pragma unroll
@@ -254,11 +263,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
         __syncthreads();   // the previous frame's tiles are no longer read
 #pragma unroll
         for (int g = 0; g < N_GUIDES; ++g)
-            stage_window(ref + g * R_H * R_PITCH, R_PITCH, R_H, R_W, frame + grp.guide[g], args.guide_w, args.guide_h,
+            stage_window(ref + g * R_H * R_PITCH, R_PITCH, R_H, R_W, frame + grp.guide[g], guide_w, guide_h,
                          STEP_X * (px0 - SEARCH_R) - PATCH_R, STEP_Y * (py0 - SEARCH_R) - PATCH_R);
 #pragma unroll
         for (int o = 0; o < N_OUTPUTS; ++o)
-            stage_window(refo + o * O_H * O_PITCH, O_PITCH, O_H, O_W, frame + grp.output[o], args.out_w, args.out_h,
+            stage_window(refo + o * O_H * O_PITCH, O_PITCH, O_H, O_W, frame + grp.output[o], out_w, out_h,
                          px0 - SEARCH_R, py0 - SEARCH_R);
         __syncthreads();
 
@@ -279,6 +288,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
                     box_sums<ROWS, STEP_Y>(hv, d);
 #pragma unroll
                     for (int i = 0; i < ROWS; ++i) dist[i][j] = d[i];
+                }
+                bool follow = false;
+#pragma unroll
+                for (int i = 0; i < ROWS; ++i) follow |= acc[i].track(dist[i], grp.k_dist, grp.k_bias);
+                if (follow) {
+#pragma unroll
+                    for (int i = 0; i < ROWS; ++i) acc[i].follow(grp.k_dist, grp.k_bias);
                 }
 #pragma unroll
                 for (int i = 0; i < ROWS; ++i) {
@@ -302,8 +318,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const int py = py0 + row0 + i;
-        if (px < args.out_w && py < args.out_h) {
-            const unsigned long long at = (unsigned long long)py * args.out_w + px;
+        if (px < out_w && py < out_h) {
+            const unsigned long long at = (unsigned long long)py * out_w + px;
             bool exact = acc[i].needs_exact(grp.k_dist, grp.k_bias);
             sample_t q[N_OUTPUTS];
 #pragma unroll
@@ -315,9 +331,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
                 q[o] = (sample_t)fminf(fmaxf(fl + (v - fl >= 0.5f ? 1.f : 0.f), 0.f), MAX_VALUE);
             }
             if (exact) {
-                unsigned long long* list = jv.exact() + args.exact_offset;
+                unsigned long long* list = jv.exact() + grp.exact_offset;
                 const unsigned long long n = atomicAdd(list, 1ull);
-                if (n < args.exact_capacity) list[1 + n] = ((unsigned long long)zg << 32) | at;
+                if (n < grp.exact_capacity) list[1 + n] = ((unsigned long long)grp.exact_group << 32) | at;
             }
 #pragma unroll
             for (int o = 0; o < N_OUTPUTS; ++o) reinterpret_cast<sample_t*>(jv.dst() + grp.output[o])[at] = q[o];

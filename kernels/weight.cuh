@@ -2,11 +2,14 @@
 // accumulator. Strength h and the distance offset arrive at run time folded into two constants
 // (k_dist, k_bias, see src/backend/cuda/launch.rs), so a strength change needs no recompile.
 //
-// Welsch: exp(-max(d - offset, 0) / h^2). Weights are kept relative to the smallest distance
-// seen so far (a running "level", in log2 units), as in an online softmax: the largest weight is
-// then exactly 1, nothing underflows in float, and the result equals the f64 definition even
-// where every absolute weight would be below float's range. Below f64's range (level > 1075,
-// i.e. exp(-745)) the definition's weight sum is zero and the input sample is kept.
+// Welsch: exp(-max(d - offset, 0) / h^2). Weights are kept relative to a reference level `ref`
+// (log2 units) that follows the smallest distance seen so far lazily, as in an online softmax:
+// ref stays between the level of the smallest distance and NLM_REF_LAG above it, so the largest
+// relative weight lies in [1, 2^NLM_REF_LAG], nothing under- or overflows in float, and the result
+// equals the f64 definition even where every absolute weight would be below float's range. The
+// sums are rescaled only when a round's closest patch is more than NLM_REF_LAG below ref (rare:
+// one compare per round instead of a rescale). Below f64's range (level > 1075, i.e. exp(-745))
+// the definition's weight sum is zero and the input sample is kept.
 //
 // Bisquare: (max(1 - max(d - offset, 0) / h^2, 0))^2, with the largest weight tracked directly.
 #pragma once
@@ -25,13 +28,20 @@
 // f64's smallest positive number is 2^-1074: a level above this means every weight is zero.
 #define NLM_LEVEL_UNDERFLOW (745.5f * 1.4426950f)
 
+// Largest log2 distance between the reference level and the level of the closest patch. Small,
+// so that the exponents' float rounding stays far below the rounding-tie window (nlm_fused.cu).
+#define NLM_REF_LAG 8.f
+
 template <int N_OUT>
 struct PixelAcc {
     float wsum;
     // welsch: smallest patch-distance sum seen so far (the level is derived from it, see
-    // level()); bisquare: largest weight.
+    // welsch_level()); bisquare: largest weight.
     float level;
     float acc[N_OUT];
+#if WEIGHTING == WEIGHTING_WELSCH
+    float ref;      // reference level of wsum and acc (log2 units)
+#endif
 
     __device__ __forceinline__ void init()
     {
@@ -39,6 +49,9 @@ struct PixelAcc {
         level = (WEIGHTING == WEIGHTING_WELSCH) ? NLM_LEVEL_NONE : 0.f;
 #pragma unroll
         for (int o = 0; o < N_OUT; ++o) acc[o] = 0.f;
+#if WEIGHTING == WEIGHTING_WELSCH
+        ref = NLM_LEVEL_NONE;
+#endif
     }
 
     // welsch: the log2 reference level, -log2 of the largest absolute weight so far.
@@ -47,29 +60,59 @@ struct PixelAcc {
         return fmaxf(fmaf(level, k_dist, -k_bias), 0.f);
     }
 
-    // Adds G offsets at once: dist[j] are patch-distance sums, val[o][j] the
-    // samples they point at.
+    // welsch: the level is more than NLM_REF_LAG below the reference (the first round: always).
+    __device__ __forceinline__ bool below_ref(float k_dist, float k_bias) const
+    {
+        return fmaxf(fmaf(level, k_dist, NLM_REF_LAG - k_bias), NLM_REF_LAG) < ref;
+    }
+
+    // Before add(): takes a round's G patch-distance sums into the level. True where the
+    // reference must move first (follow()); a caller with several pixels calls follow() on all
+    // of them when any needs it, so that the common path has no branch per pixel.
+    template <int G>
+    __device__ __forceinline__ bool track(const float (&dist)[G], float k_dist, float k_bias)
+    {
+#if WEIGHTING == WEIGHTING_WELSCH
+        // x = max(d k - b, 0) is monotone in d: the minimum is taken on the raw sums.
+        float lo = dist[0];
+#pragma unroll
+        for (int j = 1; j < G; ++j) lo = fminf(lo, dist[j]);
+        level = fminf(level, lo);
+        return below_ref(k_dist, k_bias);
+#else
+        return false;
+#endif
+    }
+
+    // Moves the reference to the current level where a patch much closer than it appeared (the
+    // sums scale by a power of two, exactly); the next move comes when a level below
+    // ref - NLM_REF_LAG appears.
+    __device__ __forceinline__ void follow(float k_dist, float k_bias)
+    {
+#if WEIGHTING == WEIGHTING_WELSCH
+        if (below_ref(k_dist, k_bias)) {
+            const float lv = welsch_level(k_dist, k_bias);
+            const float rescale = exp2f(lv - ref);
+            wsum *= rescale;
+#pragma unroll
+            for (int o = 0; o < N_OUT; ++o) acc[o] *= rescale;
+            ref = lv;
+        }
+#endif
+    }
+
+    // Adds G offsets at once (after track() and, where it asked, follow()): dist[j] are
+    // patch-distance sums, val[o][j] the samples they point at.
     template <int G>
     __device__ __forceinline__ void add(const float (&dist)[G], const float (&val)[N_OUT][G], float k_dist, float k_bias)
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        // The level follows the smallest distance (x = max(d k - b, 0) is monotone in d), so the
-        // minimum is taken on the raw sums; each exponent is then one FMA and one min:
-        // level - max(d k - b, 0) = min(level + b - d k, level).
-        float lo = level;
-#pragma unroll
-        for (int j = 0; j < G; ++j) lo = fminf(lo, dist[j]);
-        const float old_level = welsch_level(k_dist, k_bias);
-        level = lo;
-        const float lv = welsch_level(k_dist, k_bias);
-        const float rescale = exp2f(lv - old_level);   // 1 unless a closer patch appeared
-        wsum *= rescale;
-#pragma unroll
-        for (int o = 0; o < N_OUT; ++o) acc[o] *= rescale;
-        const float lb = lv + k_bias;
+        // Each exponent is one FMA and one min:
+        // ref - max(d k - b, 0) = min(ref + b - d k, ref)
+        const float ref_b = ref + k_bias;
 #pragma unroll
         for (int j = 0; j < G; ++j) {
-            const float w = exp2f(fminf(fmaf(-dist[j], k_dist, lb), lv));
+            const float w = exp2f(fminf(fmaf(-dist[j], k_dist, ref_b), ref));
             wsum += w;
 #pragma unroll
             for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
@@ -105,8 +148,9 @@ struct PixelAcc {
     {
 #if WEIGHTING == WEIGHTING_WELSCH
         // No offset at all, or all weights 0 in f64.
-        if (welsch_level(k_dist, k_bias) > NLM_LEVEL_UNDERFLOW) return centre;
-        const float wc = wref;                            // largest relative weight is 1
+        const float lv = welsch_level(k_dist, k_bias);
+        if (lv > NLM_LEVEL_UNDERFLOW) return centre;
+        const float wc = wref * exp2f(ref - lv);          // largest relative weight: 2^(ref - lv)
 #else
         const float wc = wref * level;
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kernel helper's GPU run: fused-kernel tests (incl. batched == single), the multi-pass and
 # chunked GPU tests, compute-sanitizer memcheck + racecheck on a short filter, ncu on one R-live
-# luma launch, bench_cuda rows, a tile sweep (SWEEP="28,8,7 24,8,7 ...").
+# luma launch, bench_cuda rows, a tile sweep (SWEEP="28,8,7 24,8,7 ..."), `nomerge`: kernel-only rows
+# with one fused launch per plane size (NLMDENOISE_CUDA_MERGE_PLANES=0).
 #   here:   bash scripts/gpu-h1.sh --collect      (release binaries -> .devcarry-h1/)
 #   device: bash scripts/gpu-h1.sh                (carry [".devcarry-h1"]; logs -> $OUT)
 # STEPS (env, default "test bench ncu san") picks the parts.
@@ -35,6 +36,8 @@ test)
 bench)
   timeout ${BENCH_T:-200} $B/bench_cuda --iters 200 --frames 600 ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
   echo "bench rc=$?"; grep -E '^\||^fp32|^host' "$OUT/bench.txt" ;;
+nomerge)
+  NLMDENOISE_CUDA_MERGE_PLANES=0 timeout 60 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed 's/^/one launch per plane size: /' | tee "$OUT/nomerge.txt" ;;
 sweep)
   for t in ${SWEEP:-}; do
     NLMDENOISE_CUDA_TILE=$t timeout 25 $B/bench_cuda --brief --only kernel --iters 100 2>&1 | grep -E 'kernel' | sed "s/^/tile $t /" | tee -a "$OUT/sweep.txt"

@@ -87,7 +87,20 @@ pub struct NlmGroup {
     pub k_dist: f32,
     pub k_bias: f32,
     pub h: f32,
-    pub pad: f32,
+    pub out_w: i32,
+    pub out_h: i32,
+    pub guide_w: i32,
+    pub guide_h: i32,
+    /// Fused launch: tiles per row of this group.
+    pub tiles_x: i32,
+    /// Fused launch: blockIdx.x of this group's first tile.
+    pub first_block: i32,
+    /// Fused launch: words from each exact list's start to this group's list.
+    pub exact_offset: u32,
+    /// Fused launch: this group's index in its exact launch.
+    pub exact_group: i32,
+    /// Fused launch: entries that list holds.
+    pub exact_capacity: u32,
 }
 
 /// The kernel's by-value argument (kernels/nlm_args.cuh, NlmArgs).
@@ -190,9 +203,33 @@ pub struct Batch {
 }
 
 impl Batch {
-    pub fn grid(&self, tile: &TileConfig) -> (u32, u32, u32) {
-        ((self.out_w as u32).div_ceil(TILE_W), (self.out_h as u32).div_ceil(tile.tile_h), self.groups.len() as u32)
+    /// Tiles of one group: (across, down).
+    pub fn tiles(&self, tile: &TileConfig) -> (u32, u32) {
+        ((self.out_w as u32).div_ceil(TILE_W), (self.out_h as u32).div_ceil(tile.tile_h))
     }
+
+    /// Shape of the fused kernel variant: batches with the same key can share a launch.
+    fn shape(&self) -> (u32, u32, u32, u32) {
+        (self.guides, self.outputs, self.step_x, self.step_y)
+    }
+}
+
+/// Groups the batches into fused launches: batches of one kernel shape (plane counts and guide
+/// step), whatever their plane sizes, share a launch while its groups fit (MAX_BATCH), so that
+/// e.g. I420's luma and chroma tiles fill the GPU as one grid instead of two, each with a
+/// partly idle last wave. Each batch keeps its own exact-path launch. `merge` false: one launch
+/// per batch (NLMDENOISE_CUDA_MERGE_PLANES=0, for comparisons).
+pub fn fused_launches(batches: &[Batch], merge: bool) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, b) in batches.iter().enumerate() {
+        let groups = |l: &Vec<usize>| l.iter().map(|&j| batches[j].groups.len()).sum::<usize>();
+        let fits = |l: &Vec<usize>| batches[l[0]].shape() == b.shape() && groups(l) + b.groups.len() <= MAX_BATCH;
+        match out.iter_mut().find(|l| merge && fits(l)) {
+            Some(l) => l.push(i),
+            None => out.push(vec![i]),
+        }
+    }
+    out
 }
 
 /// Splits the plan's groups into launches: groups with the same plane counts, guide step and
@@ -231,9 +268,9 @@ mod tests {
 
     #[test]
     fn args_block_has_the_kernels_size() {
-        assert_eq!(NLM_ARGS_BYTES, 352);
+        assert_eq!(NLM_ARGS_BYTES, 448);
         assert_eq!(std::mem::size_of::<NlmJob>(), 88);
-        assert_eq!(std::mem::size_of::<NlmGroup>(), 64);
+        assert_eq!(std::mem::size_of::<NlmGroup>(), 96);
     }
 
     #[test]
@@ -242,10 +279,16 @@ mod tests {
         let plan = DenoisePlan::new(&g, &Params::default()).unwrap();
         let b = batches(&g, &plan);
         assert_eq!(b.iter().map(|b| b.groups.clone()).collect::<Vec<_>>(), vec![vec![0], vec![1, 2]]);
-        assert_eq!(b[1].grid(&TileConfig::choose(3, 2, 1, 1, 1)), (1, 1, 2));
+        assert_eq!(b[1].tiles(&TileConfig::choose(3, 2, 1, 1, 1)), (1, 1));
+        assert_eq!(b[0].tiles(&TileConfig::choose(3, 2, 1, 1, 1)), (2, 2));
+        // Luma and chroma share one fused launch (three groups), or not when merging is off.
+        assert_eq!(fused_launches(&b, true), vec![vec![0, 1]]);
+        assert_eq!(fused_launches(&b, false), vec![vec![0], vec![1]]);
         let guided = DenoisePlan::new(&g, &Params { chroma_mode: ChromaMode::LumaGuided, ..Params::default() }).unwrap();
         let b = batches(&g, &guided);
         assert_eq!((b[1].step_x, b[1].guides, b[1].outputs, b[1].guide_w), (2, 1, 2, 64));
+        // Different shapes (luma-guided chroma: step 2, two outputs) keep separate launches.
+        assert_eq!(fused_launches(&b, true), vec![vec![0], vec![1]]);
     }
 
     #[test]

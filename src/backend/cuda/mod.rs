@@ -39,6 +39,8 @@ use ring::DeviceRing;
 
 /// Overrides the tile shape of every launch: "tile_h,run_w,dx_group" (benchmark sweeps).
 pub const TILE_ENV: &str = "NLMDENOISE_CUDA_TILE";
+/// `0`: one fused launch per plane size instead of one per kernel shape (measurements).
+pub const MERGE_ENV: &str = "NLMDENOISE_CUDA_MERGE_PLANES";
 
 /// "0" turns off the exact f64 recomputation of rounding ties (faster; results then differ from
 /// the reference by at most 1 code value at ties instead of matching it).
@@ -131,6 +133,9 @@ pub struct CudaBackend {
     max_shared: usize,
     depth: usize,
     tile_override: Option<TileConfig>,
+    /// One fused launch for the batches of one kernel shape (launch::fused_launches); off with
+    /// NLMDENOISE_CUDA_MERGE_PLANES=0.
+    merge_planes: bool,
     /// Fill each output frame with a byte pattern before its kernels (tests: unwritten samples
     /// then show).
     poison_outputs: bool,
@@ -177,8 +182,10 @@ impl CudaBackend {
             Ok(s) => Some(TileConfig::parse(&s).filter(|t| t.is_valid()).ok_or_else(|| Error::InvalidParameter(format!("{TILE_ENV}='{s}' is not a valid tile_h,run_w,dx_group")))?),
             Err(_) => None,
         };
+        let merge_planes = std::env::var(MERGE_ENV).map(|v| v != "0").unwrap_or(true);
         let registry = HostRegistry::new(&ctx, 64);
         Ok(CudaBackend {
+            merge_planes,
             upload: Stream::new(&ctx).map_err(backend_err)?,
             compute: Stream::new(&ctx).map_err(backend_err)?,
             exact: Stream::new(&ctx).map_err(backend_err)?,
@@ -328,9 +335,24 @@ impl CudaBackend {
             self.compute.wait(&state.outputs[o].computed).map_err(backend_err)?;
         }
         let table_ptr = if jobs.len() > 1 { self.upload_job_table(&windows, outs)? } else { 0 };
+        // Each batch (groups of one plane size) has its part of each exact list: a count word and
+        // room for every output sample of its groups. Cleared before any kernel of this call.
+        let mut exact_parts = Vec::with_capacity(batches.len());
         let mut exact_offset = 0usize;
-        for (bi, batch) in batches.iter().enumerate() {
-            let v = self.variant(plan, batch, sample_bytes);
+        for batch in &batches {
+            let capacity = batch.out_w * batch.out_h * batch.groups.len();
+            let state = self.state.as_ref().expect("configured");
+            for &o in outs {
+                let list = state.outputs[o].exact.ptr + 8 * exact_offset as u64;
+                // SAFETY: the count word lies in the list's allocation (exact_offset + 1 + capacity
+                // <= samples + EXACT_PARTS words); stream-ordered before the kernels.
+                unsafe { result::memset_d8_async(list, 0, 8, self.compute.raw) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
+            }
+            exact_parts.push((exact_offset, capacity));
+            exact_offset += 1 + capacity;
+        }
+        for (li, launch_batches) in launch::fused_launches(&batches, self.merge_planes).iter().enumerate() {
+            let v = self.variant(plan, &batches[launch_batches[0]], sample_bytes);
             let f = self.function(&v)?;
             let state = self.state.as_ref().expect("configured");
             let layout = &state.ring.layout;
@@ -339,62 +361,82 @@ impl CudaBackend {
                 ring: state.ring.frames.ptr,
                 dst: o0.device.ptr,
                 frame_bytes: layout.frame_bytes as u64,
-                out_w: batch.out_w as i32,
-                out_h: batch.out_h as i32,
-                guide_w: batch.guide_w as i32,
-                guide_h: batch.guide_h as i32,
                 wref: plan.wref,
                 smem_bytes: Self::shared_bytes(&v) as u32,
                 slot: windows[0].0,
                 target: windows[0].1,
                 n_frames: windows[0].2,
                 jobs: table_ptr,
-                n_groups: batch.groups.len() as i32,
+                distance_offset: plan.distance_offset,
+                scale_to_8bit: plan.scale_to_8bit,
+                exact: o0.exact.ptr,
                 ..Default::default()
             };
-            for (z, &gi) in batch.groups.iter().enumerate() {
-                let g = plan.groups.get(gi).ok_or_else(|| Error::State("plan changed structure without configure".into()))?;
-                let (k_dist, k_bias) = launch::weight_constants(plan, g);
-                let ng = &mut args.group[z];
-                for (i, &p) in g.guides.iter().enumerate() {
-                    ng.guide[i] = layout.offsets[p] as u64;
+            // The launch's groups, batch after batch; blockIdx.x runs over their tiles in turn.
+            let mut blocks = 0u32;
+            let mut z = 0usize;
+            for &bi in launch_batches {
+                let batch = &batches[bi];
+                let (tiles_x, tiles_y) = batch.tiles(&v.tile);
+                for (k, &gi) in batch.groups.iter().enumerate() {
+                    let g = plan.groups.get(gi).ok_or_else(|| Error::State("plan changed structure without configure".into()))?;
+                    let (k_dist, k_bias) = launch::weight_constants(plan, g);
+                    let ng = &mut args.group[z];
+                    for (i, &p) in g.guides.iter().enumerate() {
+                        ng.guide[i] = layout.offsets[p] as u64;
+                    }
+                    for (i, &p) in g.outputs.iter().enumerate() {
+                        ng.output[i] = layout.offsets[p] as u64;
+                    }
+                    ng.k_dist = k_dist;
+                    ng.k_bias = k_bias;
+                    ng.h = g.h;
+                    ng.out_w = batch.out_w as i32;
+                    ng.out_h = batch.out_h as i32;
+                    ng.guide_w = batch.guide_w as i32;
+                    ng.guide_h = batch.guide_h as i32;
+                    ng.tiles_x = tiles_x as i32;
+                    ng.first_block = blocks as i32;
+                    ng.exact_offset = exact_parts[bi].0 as u32;
+                    ng.exact_group = k as i32;
+                    ng.exact_capacity = exact_parts[bi].1 as u32;
+                    blocks += tiles_x * tiles_y;
+                    z += 1;
                 }
-                for (i, &p) in g.outputs.iter().enumerate() {
-                    ng.output[i] = layout.offsets[p] as u64;
-                }
-                ng.k_dist = k_dist;
-                ng.k_bias = k_bias;
-                ng.h = g.h;
             }
-            args.distance_offset = plan.distance_offset;
-            args.scale_to_8bit = plan.scale_to_8bit;
-            // This group's part of each exact list: a count word and room for every output sample.
-            let capacity = batch.out_w * batch.out_h * batch.groups.len();
-            args.exact = o0.exact.ptr;
-            args.exact_capacity = capacity as u64;
-            args.exact_offset = exact_offset as u32;
-            for &o in outs {
-                let list = state.outputs[o].exact.ptr + 8 * exact_offset as u64;
-                // SAFETY: the count word lies in the list's allocation (exact_offset + 1 + capacity
-                // <= samples + EXACT_PARTS words); stream-ordered before the kernels.
-                unsafe { result::memset_d8_async(list, 0, 8, self.compute.raw) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
-            }
-            exact_offset += 1 + capacity;
-            let (gx, gy, gz) = batch.grid(&v.tile);
-            let grid = (gx, gy, gz * jobs.len() as u32);
+            args.n_groups = z as i32;
+            let grid = (blocks, 1, jobs.len() as u32);
             let mut params = [&mut args as *mut NlmArgs as *mut std::ffi::c_void];
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
             // time); every pointer in it (and in the job table) lies in this backend's allocations.
             unsafe { result::launch_kernel(f.fused.cu_function(), grid, (v.tile.threads, 1, 1), args.smem_bytes, self.compute.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching {v:?} on grid {grid:?}: {e}")))?;
-            // The exact path for the samples the fused kernel queued (a grid-stride loop over a
-            // count only the device knows; a few microseconds when it is zero), on its own stream.
-            self.fused_done[bi].record(&self.compute).map_err(backend_err)?;
-            self.exact.wait(&self.fused_done[bi]).map_err(backend_err)?;
-            let exact_grid = ((EXACT_BLOCKS / jobs.len() as u32).max(132), 1, jobs.len() as u32);
-            // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
-            unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (128, 1, 1), 0, self.exact.raw, &mut params) }
-                .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
+            // The exact path for the samples the fused kernel queued, one launch per batch (a
+            // grid-stride loop over a count only the device knows; a few microseconds when it is
+            // zero), on its own stream.
+            self.fused_done[li].record(&self.compute).map_err(backend_err)?;
+            self.exact.wait(&self.fused_done[li]).map_err(backend_err)?;
+            let mut z0 = 0usize;
+            for &bi in launch_batches {
+                let batch = &batches[bi];
+                let n = batch.groups.len();
+                let mut eargs = args;
+                eargs.group = [launch::NlmGroup::default(); launch::MAX_BATCH];
+                eargs.group[..n].copy_from_slice(&args.group[z0..z0 + n]);
+                eargs.n_groups = n as i32;
+                eargs.out_w = batch.out_w as i32;
+                eargs.out_h = batch.out_h as i32;
+                eargs.guide_w = batch.guide_w as i32;
+                eargs.guide_h = batch.guide_h as i32;
+                eargs.exact_offset = exact_parts[bi].0 as u32;
+                eargs.exact_capacity = exact_parts[bi].1 as u64;
+                z0 += n;
+                let mut params = [&mut eargs as *mut NlmArgs as *mut std::ffi::c_void];
+                let exact_grid = ((EXACT_BLOCKS / jobs.len() as u32).max(132), 1, jobs.len() as u32);
+                // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
+                unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (128, 1, 1), 0, self.exact.raw, &mut params) }
+                    .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
+            }
         }
         if table_ptr != 0 {
             self.state.as_ref().expect("configured").table_read.record(&self.exact).map_err(backend_err)?;
