@@ -5,8 +5,8 @@
 //! "SKIPPED" line and passes.
 //!
 //! Tolerance as for the CPU backend: 8-bit outputs differ by at most 1 code value, deeper formats
-//! by at most one 8-bit code value in stored units. On smooth content differences must also be
-//! rare (<= 1%). On uniform random content they need not be: there the best offset and the centre
+//! by at most one 8-bit code value in stored units. On smooth content differences (for 16-bit
+//! formats: of more than 1/32 of an 8-bit code value) must also be rare (<= 1%). On uniform random content they need not be: there the best offset and the centre
 //! often dominate with equal weights, the average lands on an exact .5, and the f64 reference
 //! rounds it by weights below 1e-7 of the total, which float accumulation (the kernel's) cannot
 //! resolve. The count is printed; the tolerance still holds for every sample.
@@ -43,12 +43,18 @@ fn check(c: &Case, rng: &mut SmallRng) -> u32 {
     let inputs = inputs(c, WAVES, rng);
     let reference = run(Box::new(ReferenceBackend::new()), c, &inputs);
     let gpu = run(cuda_backend(c.depth), c, &inputs);
-    // Every difference counts.
-    let diff = compare(c, "cuda", &reference, &gpu, &inputs, tolerance(c.format), 0);
+    // Counted as differing, as in tests/cpu_vs_reference.rs: any difference for 8- and 10-bit
+    // formats; for 16-bit formats more than 1/32 of an 8-bit code value (float accumulation carries
+    // about 1e-7 relative error, so a result within that of an exact .5 may round either way: on a
+    // 17x9 GRAY16 frame 5 of 459 samples once differed by one 16-bit unit). The tolerance still
+    // holds for every sample.
+    let tol = tolerance(c.format);
+    let notable = if tol <= 4 { 0 } else { tol / 32 };
+    let diff = compare(c, "cuda", &reference, &gpu, &inputs, tol, notable);
     assert_padding_kept(c, &reference, &gpu, POISON);
     let (total, differing) = (diff.total, diff.differing);
     if matches!(c.content, Content::Smooth { .. }) {
-        assert!(differing * 100 <= total.max(100), "{c:?}: {differing} of {total} samples differ (more than 1%)");
+        assert!(differing * 100 <= total.max(100), "{c:?}: {differing} of {total} samples differ by more than {notable} (more than 1%)");
     }
     eprintln!("{:?} {}x{} {:?}: {differing}/{total} differ, max {}", c.format, c.width, c.height, c.content, diff.max);
     diff.max
