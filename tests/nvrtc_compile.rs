@@ -4,7 +4,7 @@
 //! NLMDENOISE_NVRTC_DIR (or LD_LIBRARY_PATH) at it. Without it the test prints a visible
 //! "SKIPPED" line and passes.
 
-use nlmdenoise::backend::cuda::launch::{self, TileConfig};
+use nlmdenoise::backend::cuda::launch;
 use nlmdenoise::backend::cuda::loader;
 use nlmdenoise::backend::cuda::module::{compile_ptx, KernelVariant};
 use nlmdenoise::format::PixelFormat;
@@ -33,19 +33,7 @@ fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
     let plan = DenoisePlan::new(&g, params).unwrap();
     launch::batches(&g, &plan)
         .iter()
-        .map(|b| KernelVariant {
-            search_radius: plan.search_radius,
-            patch_radius: plan.patch_radius,
-            guides: b.guides,
-            outputs: b.outputs,
-            step_x: b.step_x,
-            step_y: b.step_y,
-            sample_bytes: g.bytes_per_sample as u32,
-            scale_to_8bit: plan.scale_to_8bit as u32,
-            exact_ties: true,
-            weighting: plan.weighting,
-            tile: TileConfig::choose(plan.search_radius, plan.patch_radius, b.guides, b.step_x, b.step_y),
-        })
+        .map(|b| KernelVariant::for_batch(&plan, b, g.bytes_per_sample, true, None))
         .collect()
 }
 

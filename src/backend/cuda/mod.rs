@@ -249,20 +249,7 @@ impl CudaBackend {
     }
 
     fn variant(&self, plan: &DenoisePlan, batch: &Batch, sample_bytes: usize) -> KernelVariant {
-        let tile = self.tile_override.unwrap_or_else(|| TileConfig::choose(plan.search_radius, plan.patch_radius, batch.guides, batch.step_x, batch.step_y));
-        KernelVariant {
-            search_radius: plan.search_radius,
-            patch_radius: plan.patch_radius,
-            guides: batch.guides,
-            outputs: batch.outputs,
-            step_x: batch.step_x,
-            step_y: batch.step_y,
-            sample_bytes: sample_bytes as u32,
-            scale_to_8bit: plan.scale_to_8bit as u32,
-            exact_ties: self.exact_ties,
-            weighting: plan.weighting,
-            tile,
-        }
+        KernelVariant::for_batch(plan, batch, sample_bytes, self.exact_ties, self.tile_override)
     }
 
     fn shared_bytes(v: &KernelVariant) -> usize {

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
-use super::launch::{TileConfig, NLM_ARGS_BYTES};
+use super::launch::{Batch, TileConfig, NLM_ARGS_BYTES};
 use super::loader;
 use crate::params::Weighting;
+use crate::plan::DenoisePlan;
 
 /// The kernel sources, in the order they are concatenated into one program.
 pub const SOURCES: &[(&str, &str)] = &[
@@ -58,6 +59,26 @@ pub struct KernelVariant {
 }
 
 impl KernelVariant {
+    /// The variant that computes `batch` of `plan` for samples of `sample_bytes`; `tile` None =
+    /// the default tile for the shape (`TileConfig::choose`). The fused backend, the multi-pass
+    /// backend (for its exact companion) and the compile test build variants only through here, so
+    /// that equal shapes share the NVRTC and module caches.
+    pub fn for_batch(plan: &DenoisePlan, batch: &Batch, sample_bytes: usize, exact_ties: bool, tile: Option<TileConfig>) -> Self {
+        KernelVariant {
+            search_radius: plan.search_radius,
+            patch_radius: plan.patch_radius,
+            guides: batch.guides,
+            outputs: batch.outputs,
+            step_x: batch.step_x,
+            step_y: batch.step_y,
+            sample_bytes: sample_bytes as u32,
+            scale_to_8bit: plan.scale_to_8bit as u32,
+            exact_ties,
+            weighting: plan.weighting,
+            tile: tile.unwrap_or_else(|| TileConfig::choose(plan.search_radius, plan.patch_radius, batch.guides, batch.step_x, batch.step_y)),
+        }
+    }
+
     /// Dynamic shared memory of one fused block of this variant, in bytes.
     pub fn shared_bytes(&self) -> usize {
         self.tile.shared_bytes(self.search_radius, self.patch_radius, self.guides, self.outputs, self.step_x, self.step_y)

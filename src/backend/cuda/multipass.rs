@@ -18,7 +18,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, CudaContext, CudaFunction};
 
 use super::download::OutputFrame;
-use super::launch::{self, Batch, FrameLayout, NlmArgs, TileConfig, MAX_BATCH, MAX_FRAMES, MAX_PLANES};
+use super::launch::{self, Batch, FrameLayout, NlmArgs, MAX_BATCH, MAX_FRAMES, MAX_PLANES};
 use super::module::KernelVariant;
 use super::raw::{self, DeviceBuffer, Event, Stream};
 use super::ring::DeviceRing;
@@ -458,19 +458,7 @@ impl MultipassBackend {
     /// The fused program's variant whose `nlm_exact` serves batch `b` (the variant the fused backend
     /// would build, so both share the NVRTC and module caches).
     fn exact_variant(&self, plan: &DenoisePlan, b: &Batch, sample_bytes: usize) -> KernelVariant {
-        KernelVariant {
-            search_radius: plan.search_radius,
-            patch_radius: plan.patch_radius,
-            guides: b.guides,
-            outputs: b.outputs,
-            step_x: b.step_x,
-            step_y: b.step_y,
-            sample_bytes: sample_bytes as u32,
-            scale_to_8bit: plan.scale_to_8bit as u32,
-            exact_ties: self.exact_ties,
-            weighting: plan.weighting,
-            tile: TileConfig::choose(plan.search_radius, plan.patch_radius, b.guides, b.step_x, b.step_y),
-        }
+        KernelVariant::for_batch(plan, b, sample_bytes, self.exact_ties, None)
     }
 
     fn exact_kernel(&self, plan: &DenoisePlan, b: &Batch, sample_bytes: usize) -> Result<CudaFunction> {
