@@ -18,6 +18,10 @@ use clap::Parser;
 use nlmdenoise::y4m::{Y4mReader, Y4mWriter};
 use nlmdenoise::OwnedFrame;
 
+#[path = "shared/gaussian.rs"]
+mod gaussian;
+use gaussian::SplitMix64;
+
 /// Adds white Gaussian noise with a fixed seed to a YUV4MPEG2 clip.
 #[derive(Debug, Parser)]
 #[command(name = "addnoise", version)]
@@ -37,30 +41,6 @@ struct Cli {
     /// Add noise to luma only (chroma copied).
     #[arg(long)]
     luma_only: bool,
-}
-
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A pair of independent standard normal variates.
-    fn normal_pair(&mut self) -> (f64, f64) {
-        let r = (-2.0 * self.uniform().ln()).sqrt();
-        let t = 2.0 * std::f64::consts::PI * self.uniform();
-        (r * t.cos(), r * t.sin())
-    }
 }
 
 fn main() {

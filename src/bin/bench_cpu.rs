@@ -17,6 +17,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+#[path = "shared/gaussian.rs"]
+mod gaussian;
+use gaussian::SplitMix64;
 use nlmdenoise::{BackendKind, BackendOptions, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo, Weighting};
 
 #[derive(Debug, Parser)]
@@ -111,29 +114,6 @@ fn read_clip(path: &str, w: usize, h: usize) -> Result<Vec<u8>> {
     Ok(data)
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    /// Two independent N(0, 1) values (Box-Muller).
-    fn normal2(&mut self) -> (f64, f64) {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        let r = (-2.0 * u1.ln()).sqrt();
-        let t = 2.0 * std::f64::consts::PI * u2;
-        (r * t.cos(), r * t.sin())
-    }
-}
-
 fn to_frame(info: VideoInfo, bytes: &[u8]) -> OwnedFrame {
     let mut f = OwnedFrame::new(info);
     let (l, _) = frame_bytes(info.width, info.height);
@@ -148,9 +128,9 @@ fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Noise { input, output, width, height, sigma, seed } => {
             let mut data = read_clip(&input, width, height)?;
-            let mut rng = Rng(seed);
+            let mut rng = SplitMix64(seed);
             for pair in data.chunks_mut(2) {
-                let (a, b) = rng.normal2();
+                let (a, b) = rng.normal_pair();
                 for (v, n) in pair.iter_mut().zip([a, b]) {
                     *v = (*v as f64 + sigma * n).round().clamp(0.0, 255.0) as u8;
                 }
