@@ -49,6 +49,14 @@
 #ifndef THREADS
 #define THREADS 128
 #endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1    // __launch_bounds__ minimum resident blocks per SM (caps registers)
+#endif
+// 1 when every output plane is its own guide plane, at the same size (independent planes, joint
+// RGB): frame u's output tile is then part of its staged guide window and is not staged again.
+#ifndef OUTPUTS_ARE_GUIDES
+#define OUTPUTS_ARE_GUIDES 0
+#endif
 
 #define TILE_W 32       // output columns per block: one warp across in phase 2
 
@@ -92,26 +100,67 @@ constexpr int R_H = GUIDE_ROWS + 2 * STEP_Y * SEARCH_R;
 constexpr int R_PITCH = R_W | 1;
 constexpr int O_W = TILE_W + DX_SPAN - 1;
 constexpr int O_H = TILE_H + 2 * SEARCH_R;
+#if OUTPUTS_ARE_GUIDES
+static_assert(STEP_X == 1 && STEP_Y == 1 && N_OUTPUTS == N_GUIDES, "outputs must be the guides");
+static_assert(R_W == O_W + 2 * PATCH_R && R_H == O_H + 2 * PATCH_R, "output window = guide window less the patch halo");
+constexpr int O_PITCH = R_PITCH;                       // the output tile is read inside ref[]
+constexpr int O_PLANE = R_H * R_PITCH;
+constexpr int O_ORIGIN = PATCH_R * R_PITCH + PATCH_R;  // ref[] position of the output tile's first sample
+#else
 constexpr int O_PITCH = O_W | 1;
+constexpr int O_PLANE = O_H * O_PITCH;
+#endif
 
 constexpr int H_FLOATS = DX_GROUP * GUIDE_ROWS * H_PITCH;
 constexpr int T_FLOATS = N_GUIDES * GUIDE_ROWS * T_PITCH;
 constexpr int R_FLOATS = N_GUIDES * R_H * R_PITCH;
-constexpr int O_FLOATS = N_OUTPUTS * O_H * O_PITCH;
+constexpr int O_FLOATS = OUTPUTS_ARE_GUIDES ? 0 : N_OUTPUTS * O_PLANE;
 constexpr int SMEM_FLOATS = H_FLOATS + T_FLOATS + R_FLOATS + O_FLOATS;
 
 static_assert(THREADS % TILE_W == 0 && TILE_H % ROW_GROUPS == 0, "tile rows must split evenly");
 static_assert(TILE_W % RUN_W == 0, "runs must tile a row");
 static_assert(N_GUIDES <= NLM_MAX_PLANES && N_OUTPUTS <= NLM_MAX_PLANES, "too many planes");
 
-// Copies a rows x cols window of a plane, whose top-left sample is (x0, y0), into shared memory.
-__device__ __forceinline__ void stage_window(float* dst, int pitch, int rows, int cols, const unsigned char* plane, int w,
-                                             int h, int x0, int y0)
+// Copies a ROWS_ x COLS_ window of a plane, whose top-left sample is (x0, y0), into shared memory
+// as floats. A thread issues STAGE_BATCH loads before it stores any of them, so it waits for
+// global memory once per batch instead of once per sample (a small batch keeps the registers the
+// loads hold in check); a window inside the plane (all but the border tiles) skips the mirror
+// arithmetic.
+// (16 covers a whole R-live or R-knlm window per thread; 8 where more offsets or guide planes
+// already hold many registers: larger batches spill there.)
+constexpr int STAGE_BATCH = (N_GUIDES == 1 && N_DX_GROUPS == 1) ? 16 : 8;
+template <int ROWS_, int COLS_>
+__device__ __forceinline__ void stage_window(float* dst, int pitch, const unsigned char* plane, int w, int h, int x0,
+                                             int y0)
 {
+    constexpr int N = ROWS_ * COLS_;
+    constexpr int PER_THREAD = (N + THREADS - 1) / THREADS;
     const sample_t* p = reinterpret_cast<const sample_t*>(plane);
-    for (int i = threadIdx.x; i < rows * cols; i += THREADS) {
-        const int r = i / cols, c = i - r * cols;
-        dst[r * pitch + c] = (float)p[mirror_index(y0 + r, h) * w + mirror_index(x0 + c, w)];
+    if (x0 < 0 || y0 < 0 || x0 + COLS_ > w || y0 + ROWS_ > h) {
+        // Border tiles: one sample at a time (few blocks; keeps the unrolled code small).
+#pragma unroll 1
+        for (int i = threadIdx.x; i < N; i += THREADS) {
+            const int r = i / COLS_, c = i - r * COLS_;
+            dst[r * pitch + c] = (float)p[mirror_index(y0 + r, h) * w + mirror_index(x0 + c, w)];
+        }
+        return;
+    }
+    const sample_t* origin = p + (long long)y0 * w + x0;
+#pragma unroll 1
+    for (int k0 = 0; k0 < PER_THREAD; k0 += STAGE_BATCH) {
+        sample_t v[STAGE_BATCH];
+#pragma unroll
+        for (int k = 0; k < STAGE_BATCH; ++k) {
+            const int i = threadIdx.x + (k0 + k) * THREADS;
+            const int r = i / COLS_, c = i - r * COLS_;
+            if (k0 + k < PER_THREAD && i < N) v[k] = origin[r * w + c];
+        }
+#pragma unroll
+        for (int k = 0; k < STAGE_BATCH; ++k) {
+            const int i = threadIdx.x + (k0 + k) * THREADS;
+            const int r = i / COLS_, c = i - r * COLS_;
+            if (k0 + k < PER_THREAD && i < N) dst[r * pitch + c] = (float)v[k];
+        }
     }
 }
 
@@ -223,14 +272,22 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs args)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(const NlmArgs args)
 {
     extern __shared__ __align__(16) float smem[];
     float* h_sums = smem;                 // [DX_GROUP][GUIDE_ROWS][H_PITCH]
     float* tgt = h_sums + H_FLOATS;       // [N_GUIDES][GUIDE_ROWS][T_PITCH]  target guides
     float* ref = tgt + T_FLOATS;          // [N_GUIDES][R_H][R_PITCH]         frame u's guides
+#if OUTPUTS_ARE_GUIDES
+    const float* refo = ref + O_ORIGIN;   // frame u's outputs: inside its guide window
+#else
     float* refo = ref + R_FLOATS;         // [N_OUTPUTS][O_H][O_PITCH]        frame u's outputs
+#endif
     if (SMEM_FLOATS * sizeof(float) > args.smem_bytes) __trap();   // host and kernel disagree
+#if !DIST_OFFSET
+    for (int g = 0; g < args.n_groups; ++g)
+        if (args.group[g].k_bias != 0.f) __trap();                   // built without the offset
+#endif
 
     // This block's group and tile: groups' tiles follow each other along x (nlm_args.cuh).
     int zg = 0;
@@ -250,8 +307,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
 
 #pragma unroll
     for (int g = 0; g < N_GUIDES; ++g)
-        stage_window(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, GUIDE_ROWS, T_W, target + grp.guide[g], guide_w, guide_h,
-                     STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
+        stage_window<GUIDE_ROWS, T_W>(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, target + grp.guide[g], guide_w, guide_h,
+                                      STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
 
     PixelAcc<N_OUTPUTS> acc[ROWS];
 #pragma unroll
@@ -263,12 +320,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
         __syncthreads();   // the previous frame's tiles are no longer read
 #pragma unroll
         for (int g = 0; g < N_GUIDES; ++g)
-            stage_window(ref + g * R_H * R_PITCH, R_PITCH, R_H, R_W, frame + grp.guide[g], guide_w, guide_h,
-                         STEP_X * (px0 - SEARCH_R) - PATCH_R, STEP_Y * (py0 - SEARCH_R) - PATCH_R);
+            stage_window<R_H, R_W>(ref + g * R_H * R_PITCH, R_PITCH, frame + grp.guide[g], guide_w, guide_h,
+                                   STEP_X * (px0 - SEARCH_R) - PATCH_R, STEP_Y * (py0 - SEARCH_R) - PATCH_R);
+#if !OUTPUTS_ARE_GUIDES
 #pragma unroll
         for (int o = 0; o < N_OUTPUTS; ++o)
-            stage_window(refo + o * O_H * O_PITCH, O_PITCH, O_H, O_W, frame + grp.output[o], out_w, out_h,
-                         px0 - SEARCH_R, py0 - SEARCH_R);
+            stage_window<O_H, O_W>(refo + o * O_PLANE, O_PITCH, frame + grp.output[o], out_w, out_h, px0 - SEARCH_R,
+                                   py0 - SEARCH_R);
+#endif
         __syncthreads();
 
         for (int dy = -SEARCH_R; dy <= SEARCH_R; ++dy) {
@@ -303,7 +362,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) nlm_fused(const NlmArgs ar
                     for (int o = 0; o < N_OUTPUTS; ++o)
 #pragma unroll
                         for (int j = 0; j < DX_GROUP; ++j)
-                            val[o][j] = refo[(o * O_H + row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
+                            val[o][j] = refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
                     acc[i].add(dist[i], val, grp.k_dist, grp.k_bias);
                 }
                 __syncthreads();   // h_sums is rewritten by the next round

@@ -32,6 +32,13 @@
 // so that the exponents' float rounding stays far below the rounding-tie window (nlm_fused.cu).
 #define NLM_REF_LAG 8.f
 
+// 1: the plan subtracts a distance offset (sigma set, k_bias > 0) and welsch exponents are
+// clamped at the largest weight; 0: k_bias is 0, the clamp can never act and is left out (one
+// instruction less per pair; nlm_fused traps if the host passes a nonzero k_bias to such a build).
+#ifndef DIST_OFFSET
+#define DIST_OFFSET 1
+#endif
+
 template <int N_OUT>
 struct PixelAcc {
     float wsum;
@@ -107,12 +114,13 @@ struct PixelAcc {
     __device__ __forceinline__ void add(const float (&dist)[G], const float (&val)[N_OUT][G], float k_dist, float k_bias)
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        // Each exponent is one FMA and one min:
-        // ref - max(d k - b, 0) = min(ref + b - d k, ref)
+        // Each exponent is one FMA and (with a distance offset) one min:
+        // ref - max(d k - b, 0) = min(ref + b - d k, ref); without an offset, ref - d k <= ref.
         const float ref_b = ref + k_bias;
 #pragma unroll
         for (int j = 0; j < G; ++j) {
-            const float w = exp2f(fminf(fmaf(-dist[j], k_dist, ref_b), ref));
+            const float x = fmaf(-dist[j], k_dist, ref_b);
+            const float w = exp2f(DIST_OFFSET ? fminf(x, ref) : x);
             wsum += w;
 #pragma unroll
             for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);

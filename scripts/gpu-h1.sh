@@ -17,6 +17,8 @@ if [ "${1:-}" = "--collect" ]; then
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done
   cp $T/release/bench_cuda "$B/"
+  # Optional baseline for the `ab` step: BASE_BENCH=path/to/another/bench_cuda.
+  if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   strip --strip-debug "$B"/*
   du -sh "$B"; exit 0
 fi
@@ -38,6 +40,28 @@ bench)
   echo "bench rc=$?"; grep -E '^\||^fp32|^host' "$OUT/bench.txt" ;;
 nomerge)
   NLMDENOISE_CUDA_MERGE_PLANES=0 timeout 60 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed 's/^/one launch per plane size: /' | tee "$OUT/nomerge.txt" ;;
+ab)
+  # Kernel-only rows, same lease: the committed kernel ($B/bench_cuda_base, built from another
+  # checkout, when carried) against this build, and this build under each VARIANTS entry
+  # (config:tile, e.g. "live:28,8,7,5 knlm:24,8,5,6"; the tile's 4th field is MIN_BLOCKS).
+  for rep in 1 2; do
+    if [ -x $B/bench_cuda_base ]; then
+      timeout 40 $B/bench_cuda_base --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/base #$rep: /" | tee -a "$OUT/ab.txt"
+    fi
+    timeout 40 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/new #$rep: /" | tee -a "$OUT/ab.txt"
+  done
+  for v in ${VARIANTS:-}; do
+    NLMDENOISE_CUDA_TILE=${v#*:} timeout 30 $B/bench_cuda --brief --only kernel --iters 200 --config ${v%%:*} 2>&1 | grep -E 'kernel' | sed "s/^/tile $v: /" | tee -a "$OUT/ab.txt"
+  done ;;
+ncuw)
+  # Where the warps wait: one R-live launch (the second timed one), warp-state and scheduler sections.
+  if [ -x $NCU ]; then
+    timeout 150 $NCU --kernel-name regex:nlm_fused --launch-skip 40 --launch-count 1 --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum' \
+      $B/bench_cuda --brief --only kernel --config live --iters 20 > "$OUT/ncuw.txt" 2>&1
+    echo "ncuw rc=$?"; grep -E 'Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots|Issued Ipc|Stall|Warp Cycles|Eligible|No Eligible|Block Limit|Pipe|inst_executed|bank|wavefronts' "$OUT/ncuw.txt" | head -40
+    grep -E 'issue_stalled' "$OUT/ncuw.txt" | awk '$NF+0 > 0.05' | sort -k3 -g -r | head -14
+  else echo "no ncu"; fi ;;
 sweep)
   for t in ${SWEEP:-}; do
     NLMDENOISE_CUDA_TILE=$t timeout 25 $B/bench_cuda --brief --only kernel --iters 100 2>&1 | grep -E 'kernel' | sed "s/^/tile $t /" | tee -a "$OUT/sweep.txt"

@@ -33,7 +33,7 @@ fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
     let plan = DenoisePlan::new(&g, params).unwrap();
     launch::batches(&g, &plan)
         .iter()
-        .map(|b| KernelVariant::for_batch(&plan, b, g.bytes_per_sample, true, None))
+        .map(|b| KernelVariant::for_batch(&plan, b, g.bytes_per_sample, true, None, launch::SHARED_PER_SM_H100))
         .collect()
 }
 
@@ -49,6 +49,8 @@ fn variant_cases() -> Vec<(PixelFormat, Params)> {
         (PixelFormat::Y444, Params { chroma_mode: ChromaMode::Joint, ..base }),
         (PixelFormat::RGBA, Params { weighting: Weighting::Bisquare, ..base }),
         (PixelFormat::P010_10LE, base),
+        // A distance offset (sigma set): the welsch clamp is built in (DIST_OFFSET).
+        (PixelFormat::I420, Params { sigma: Some(10.0), ..base }),
         (PixelFormat::GRAY16_LE, Params { planes: PlaneSelection::Luma, ..base }),
         // R-knlm and the radius extremes.
         (PixelFormat::I420, Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base }),

@@ -22,6 +22,26 @@ pub struct TileConfig {
     /// Search offsets per round.
     pub dx_group: u32,
     pub threads: u32,
+    /// Blocks per SM the compiler must leave registers for (`__launch_bounds__`, MIN_BLOCKS);
+    /// 0 = automatic (`auto_min_blocks`, resolved by `KernelVariant::for_batch`).
+    pub min_blocks: u32,
+}
+
+/// Shared memory per SM of an H100 / H200 (bytes), for callers without a device (the compile test).
+pub const SHARED_PER_SM_H100: usize = 228 * 1024;
+/// Shared memory the driver reserves per resident block (bytes, compute capability 8.0 and up).
+const SHARED_RESERVED_PER_BLOCK: usize = 1024;
+/// Most blocks per SM the automatic register cap plans for: 5 blocks of 128 threads leave 96
+/// registers per thread, which every single-guide variant up to search radius 8 fits without
+/// spilling (ptxas, sm_90); with 4 blocks (128 registers) R-live ran as fast, with 6 (80) R-knlm
+/// spilled and ran no faster (H100 runs 28-29, docs/benchmarks.md).
+const MAX_AUTO_MIN_BLOCKS: u32 = 5;
+
+/// The register cap that lets as many blocks stay resident as shared memory allows: without one
+/// ptxas gives the fused kernel 140-180 registers, i.e. 2-3 blocks per SM, and R-live ran 19%
+/// slower than with 5.
+pub fn auto_min_blocks(shared_bytes: usize, shared_per_sm: usize) -> u32 {
+    ((shared_per_sm / (shared_bytes + SHARED_RESERVED_PER_BLOCK)) as u32).clamp(1, MAX_AUTO_MIN_BLOCKS)
 }
 
 impl TileConfig {
@@ -35,14 +55,15 @@ impl TileConfig {
         let offsets = 2 * search_radius + 1;
         let rounds = offsets.div_ceil(max_group);
         let dx_group = offsets.div_ceil(rounds);
-        TileConfig { tile_h, run_w, dx_group, threads }
+        TileConfig { tile_h, run_w, dx_group, threads, min_blocks: 0 }
     }
 
-    /// Parses "tile_h,run_w,dx_group" (benchmark sweeps; see NLMDENOISE_CUDA_TILE).
+    /// Parses "tile_h,run_w,dx_group[,min_blocks]" (benchmark sweeps; see NLMDENOISE_CUDA_TILE).
     pub fn parse(s: &str) -> Option<Self> {
         let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
         match v[..] {
-            [tile_h, run_w, dx_group] => Some(TileConfig { tile_h, run_w, dx_group, threads: 128 }),
+            [tile_h, run_w, dx_group] => Some(TileConfig { tile_h, run_w, dx_group, threads: 128, min_blocks: 0 }),
+            [tile_h, run_w, dx_group, min_blocks] => Some(TileConfig { tile_h, run_w, dx_group, threads: 128, min_blocks }),
             _ => None,
         }
     }
@@ -56,10 +77,13 @@ impl TileConfig {
             && self.run_w > 0
             && TILE_W % self.run_w == 0
             && self.dx_group > 0
+            && self.min_blocks <= 32
     }
 
-    /// Dynamic shared memory of one block, in bytes (kernels/nlm_fused.cu, SMEM_FLOATS).
-    pub fn shared_bytes(&self, search_radius: u32, patch_radius: u32, guides: u32, outputs: u32, step_x: u32, step_y: u32) -> usize {
+    /// Dynamic shared memory of one block, in bytes (kernels/nlm_fused.cu, SMEM_FLOATS);
+    /// `staged_outputs`: output planes staged besides the guides (0 where the outputs are the
+    /// guides, OUTPUTS_ARE_GUIDES).
+    pub fn shared_bytes(&self, search_radius: u32, patch_radius: u32, guides: u32, staged_outputs: u32, step_x: u32, step_y: u32) -> usize {
         let (a, s) = (search_radius as usize, patch_radius as usize);
         let (sx, sy) = (step_x as usize, step_y as usize);
         let (th, dxg) = (self.tile_h as usize, self.dx_group as usize);
@@ -73,7 +97,7 @@ impl TileConfig {
         let r_h = guide_rows + 2 * sy * a;
         let o_pitch = (tw + dx_span - 1) | 1;
         let o_h = th + 2 * a;
-        let floats = h_floats + guides as usize * (guide_rows * t_pitch + r_h * r_pitch) + outputs as usize * o_h * o_pitch;
+        let floats = h_floats + guides as usize * (guide_rows * t_pitch + r_h * r_pitch) + staged_outputs as usize * o_h * o_pitch;
         floats * 4
     }
 }
@@ -200,6 +224,9 @@ pub struct Batch {
     pub out_h: usize,
     pub guide_w: usize,
     pub guide_h: usize,
+    /// Every group's output planes are its guide planes, at step 1 (independent planes, joint
+    /// RGB): the kernel reads the output tile from the staged guide window.
+    pub outputs_are_guides: bool,
 }
 
 impl Batch {
@@ -209,8 +236,8 @@ impl Batch {
     }
 
     /// Shape of the fused kernel variant: batches with the same key can share a launch.
-    fn shape(&self) -> (u32, u32, u32, u32) {
-        (self.guides, self.outputs, self.step_x, self.step_y)
+    fn shape(&self) -> (u32, u32, u32, u32, bool) {
+        (self.guides, self.outputs, self.step_x, self.step_y, self.outputs_are_guides)
     }
 }
 
@@ -249,6 +276,7 @@ pub fn batches(geometry: &Geometry, plan: &DenoisePlan) -> Vec<Batch> {
             out_h: o.height,
             guide_w: gp.width,
             guide_h: gp.height,
+            outputs_are_guides: g.outputs == g.guides && g.guide_step_x == 1 && g.guide_step_y == 1,
         };
         let same = |x: &Batch| Batch { groups: vec![i], ..x.clone() } == b;
         match out.iter_mut().find(|x| x.groups.len() < MAX_BATCH && same(x)) {

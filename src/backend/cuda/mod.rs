@@ -131,6 +131,8 @@ pub struct CudaBackend {
     device_name: String,
     compute_capability: (i32, i32),
     max_shared: usize,
+    /// Shared memory per SM: sets the fused kernel's automatic register cap (launch::auto_min_blocks).
+    shared_per_sm: usize,
     depth: usize,
     tile_override: Option<TileConfig>,
     /// One fused launch for the batches of one kernel shape (launch::fused_launches); off with
@@ -175,7 +177,8 @@ impl CudaBackend {
             let max_shared = ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
                 .map_err(|e| e.to_string())?;
-            Ok((name, cc, max_shared as usize))
+            let per_sm = module::shared_per_sm(&ctx)?;
+            Ok((name, cc, max_shared as usize, per_sm))
         })
         .map_err(unavailable)?;
         let tile_override = match std::env::var(TILE_ENV) {
@@ -195,6 +198,7 @@ impl CudaBackend {
             device_name: info.0,
             compute_capability: info.1,
             max_shared: info.2,
+            shared_per_sm: info.3,
             depth: options.pipeline_depth,
             tile_override,
             poison_outputs: false,
@@ -249,7 +253,7 @@ impl CudaBackend {
     }
 
     fn variant(&self, plan: &DenoisePlan, batch: &Batch, sample_bytes: usize) -> KernelVariant {
-        KernelVariant::for_batch(plan, batch, sample_bytes, self.exact_ties, self.tile_override)
+        KernelVariant::for_batch(plan, batch, sample_bytes, self.exact_ties, self.tile_override, self.shared_per_sm)
     }
 
     fn shared_bytes(v: &KernelVariant) -> usize {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
-use super::launch::{Batch, TileConfig, NLM_ARGS_BYTES};
+use super::launch::{self, Batch, TileConfig, NLM_ARGS_BYTES};
 use super::loader;
 use crate::params::Weighting;
 use crate::plan::DenoisePlan;
@@ -55,16 +55,22 @@ pub struct KernelVariant {
     /// reference; costs throughput). Samples whose weights float cannot represent always go.
     pub exact_ties: bool,
     pub weighting: Weighting,
+    /// The plan subtracts a distance offset (`sigma` set): welsch exponents need their clamp
+    /// (kernels/weight.cuh, DIST_OFFSET); without one the clamp is left out of the build.
+    pub distance_offset: bool,
+    /// The output planes are the guide planes (`Batch::outputs_are_guides`).
+    pub outputs_are_guides: bool,
     pub tile: TileConfig,
 }
 
 impl KernelVariant {
     /// The variant that computes `batch` of `plan` for samples of `sample_bytes`; `tile` None =
-    /// the default tile for the shape (`TileConfig::choose`). The fused backend, the multi-pass
-    /// backend (for its exact companion) and the compile test build variants only through here, so
-    /// that equal shapes share the NVRTC and module caches.
-    pub fn for_batch(plan: &DenoisePlan, batch: &Batch, sample_bytes: usize, exact_ties: bool, tile: Option<TileConfig>) -> Self {
-        KernelVariant {
+    /// the default tile for the shape (`TileConfig::choose`); an automatic register cap
+    /// (`min_blocks` 0) is resolved for a device with `shared_per_sm` bytes of shared memory per
+    /// SM. The fused backend, the multi-pass backend (for its exact companion) and the compile test
+    /// build variants only through here, so that equal shapes share the NVRTC and module caches.
+    pub fn for_batch(plan: &DenoisePlan, batch: &Batch, sample_bytes: usize, exact_ties: bool, tile: Option<TileConfig>, shared_per_sm: usize) -> Self {
+        let mut v = KernelVariant {
             search_radius: plan.search_radius,
             patch_radius: plan.patch_radius,
             guides: batch.guides,
@@ -75,13 +81,20 @@ impl KernelVariant {
             scale_to_8bit: plan.scale_to_8bit as u32,
             exact_ties,
             weighting: plan.weighting,
+            distance_offset: plan.distance_offset != 0.0,
+            outputs_are_guides: batch.outputs_are_guides,
             tile: tile.unwrap_or_else(|| TileConfig::choose(plan.search_radius, plan.patch_radius, batch.guides, batch.step_x, batch.step_y)),
+        };
+        if v.tile.min_blocks == 0 {
+            v.tile.min_blocks = launch::auto_min_blocks(v.shared_bytes(), shared_per_sm);
         }
+        v
     }
 
     /// Dynamic shared memory of one fused block of this variant, in bytes.
     pub fn shared_bytes(&self) -> usize {
-        self.tile.shared_bytes(self.search_radius, self.patch_radius, self.guides, self.outputs, self.step_x, self.step_y)
+        let staged_outputs = if self.outputs_are_guides { 0 } else { self.outputs };
+        self.tile.shared_bytes(self.search_radius, self.patch_radius, self.guides, staged_outputs, self.step_x, self.step_y)
     }
 
     /// The `-D` definitions of this variant.
@@ -99,10 +112,13 @@ impl KernelVariant {
             ("STEP_Y", self.step_y),
             ("SAMPLE_BYTES", self.sample_bytes),
             ("WEIGHTING", weighting),
+            ("DIST_OFFSET", self.distance_offset as u32),
+            ("OUTPUTS_ARE_GUIDES", self.outputs_are_guides as u32),
             ("TILE_H", self.tile.tile_h),
             ("RUN_W", self.tile.run_w),
             ("DX_GROUP", self.tile.dx_group),
             ("THREADS", self.tile.threads),
+            ("MIN_BLOCKS", self.tile.min_blocks),
             ("NLM_ARGS_BYTES", NLM_ARGS_BYTES as u32),
         ]
         .iter()
@@ -121,6 +137,13 @@ pub fn program_source() -> String {
         s.push('\n');
     }
     s
+}
+
+/// Shared memory per SM of the context's device, in bytes.
+pub fn shared_per_sm(ctx: &CudaContext) -> Result<usize, String> {
+    ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+        .map(|v| v as usize)
+        .map_err(|e| e.to_string())
 }
 
 /// Compiles `variant` to PTX for the virtual architecture `arch` (e.g. "compute_90") with NVRTC.

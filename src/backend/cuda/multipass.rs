@@ -390,6 +390,8 @@ pub struct MultipassBackend {
     ctx: Arc<CudaContext>,
     device_name: String,
     compute_capability: (i32, i32),
+    /// Shared memory per SM (the exact companion's variant, see CudaBackend).
+    shared_per_sm: usize,
     depth: usize,
     per_pass: u32,
     inter: Intermediate,
@@ -408,10 +410,10 @@ impl MultipassBackend {
         validate_offsets_per_pass(options.offsets_per_pass)?;
         loader::ensure_nvrtc().map_err(unavailable)?;
         let ctx = open_context(options.device_id).map_err(unavailable)?;
-        let (name, cc) = loader::guarded("CUDA driver", || {
+        let (name, cc, shared_per_sm) = loader::guarded("CUDA driver", || {
             let name = ctx.name().map_err(|e| e.to_string())?;
             let cc = ctx.compute_capability().map_err(|e| e.to_string())?;
-            Ok((name, cc))
+            Ok((name, cc, module::shared_per_sm(&ctx)?))
         })
         .map_err(unavailable)?;
         Ok(MultipassBackend {
@@ -421,6 +423,7 @@ impl MultipassBackend {
             ctx,
             device_name: name,
             compute_capability: cc,
+            shared_per_sm,
             depth: options.pipeline_depth,
             per_pass: options.offsets_per_pass,
             inter: options.intermediate,
@@ -458,7 +461,7 @@ impl MultipassBackend {
     /// The fused program's variant whose `nlm_exact` serves batch `b` (the variant the fused backend
     /// would build, so both share the NVRTC and module caches).
     fn exact_variant(&self, plan: &DenoisePlan, b: &Batch, sample_bytes: usize) -> KernelVariant {
-        KernelVariant::for_batch(plan, b, sample_bytes, self.exact_ties, None)
+        KernelVariant::for_batch(plan, b, sample_bytes, self.exact_ties, None, self.shared_per_sm)
     }
 
     fn exact_kernel(&self, plan: &DenoisePlan, b: &Batch, sample_bytes: usize) -> Result<CudaFunction> {
