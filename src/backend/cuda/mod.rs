@@ -182,7 +182,7 @@ impl CudaBackend {
         })
         .map_err(unavailable)?;
         let tile_override = match std::env::var(TILE_ENV) {
-            Ok(s) => Some(TileConfig::parse(&s).filter(|t| t.is_valid()).ok_or_else(|| Error::InvalidParameter(format!("{TILE_ENV}='{s}' is not a valid tile_h,run_w,dx_group")))?),
+            Ok(s) => Some(TileConfig::parse(&s).filter(|t| t.is_valid()).ok_or_else(|| Error::InvalidParameter(format!("{TILE_ENV}='{s}' is not a valid tile_h,run_w,dx_group[,min_blocks]")))?),
             Err(_) => None,
         };
         let merge_planes = std::env::var(MERGE_ENV).map(|v| v != "0").unwrap_or(true);
