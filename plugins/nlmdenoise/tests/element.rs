@@ -398,6 +398,10 @@ fn caps_with_future_frames_post_a_latency_message() {
     h.element().unwrap().set_property("temporal-future", 1u32);
     assert!(bus.pop_filtered(&[gst::MessageType::Latency]).is_some(), "latency message after a temporal-future change");
     h.push(with_meta(make_buffer(&info, format, 2), 1, gst::BufferFlags::empty())).unwrap();
+    // Once the engine has taken the change (at the next frame) the element says so again: its
+    // delay also depends on what the engine chose (pipeline depth, automatic chunk size).
+    assert!(bus.pop_filtered(&[gst::MessageType::Latency]).is_some(), "latency message once the engine applied the change");
+    assert!(bus.pop_filtered(&[gst::MessageType::Latency]).is_none(), "one message per change");
     assert_eq!(h.query_latency(), Some(gst::ClockTime::from_mseconds(40)));
 }
 

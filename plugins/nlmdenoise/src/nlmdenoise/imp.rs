@@ -207,35 +207,40 @@ impl NlmDenoise {
         frame_duration.checked_mul(frames).unwrap_or(gst::ClockTime::MAX)
     }
 
-    /// Applies property changes made since the last frame.
-    fn apply_settings(&self, state: &mut State) -> Result<(), gst::FlowError> {
+    /// Applies property changes made since the last frame. True where the frames of delay the
+    /// engine adds changed (future frames, or an automatic chunk size sized from the new window):
+    /// the caller posts a latency message once the state lock is released.
+    fn apply_settings(&self, state: &mut State) -> Result<bool, gst::FlowError> {
         let (params, generation) = {
             let s = lock(&self.settings);
             if s.generation == state.generation {
-                return Ok(());
+                return Ok(false);
             }
             (s.params, s.generation)
         };
         state.generation = generation;
         if params == *state.denoiser.params() {
-            return Ok(());
+            return Ok(false);
         }
+        let before = state.denoiser.latency_frames();
         match with_engine_logs(self.dispatch(), || state.denoiser.set_params(params)) {
             Ok(()) => {
                 gst::debug!(CAT, imp = self, "parameters changed to {params:?}");
-                Ok(())
+                Ok(state.denoiser.latency_frames() != before)
             }
             Err(nlmdenoise::Error::InvalidParameter(msg)) | Err(nlmdenoise::Error::Unsupported(msg)) => {
                 // The engine keeps the previous parameters.
                 gst::element_imp_warning!(self, gst::LibraryError::Settings, ("Ignoring the new parameters: {msg}"));
-                Ok(())
+                Ok(false)
             }
             Err(e) => Err(engine_error(self, "Changing parameters failed", &e)),
         }
     }
 
-    fn process_input(&self, state: &mut State, inbuf: &gst::Buffer) -> Result<(), gst::FlowError> {
-        self.apply_settings(state)?;
+    /// Pushes one input frame into the engine; true where applying pending property changes
+    /// changed the element's latency (see `apply_settings`).
+    fn process_input(&self, state: &mut State, inbuf: &gst::Buffer) -> Result<bool, gst::FlowError> {
+        let latency_changed = self.apply_settings(state)?;
         if inbuf.duration().is_some() {
             state.last_duration = inbuf.duration();
         }
@@ -249,7 +254,8 @@ impl NlmDenoise {
         })?;
         let meta = FrameMeta::of(inbuf);
         let denoiser = &mut state.denoiser;
-        with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)).map_err(|e| engine_error(self, "Denoising failed", &e))
+        with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)).map_err(|e| engine_error(self, "Denoising failed", &e))?;
+        Ok(latency_changed)
     }
 
     /// An output buffer from the negotiated pool, or a plain system-memory buffer.
@@ -934,7 +940,12 @@ impl BaseTransformImpl for NlmDenoise {
                 }
                 return Ok(GenerateOutputSuccess::NoOutput);
             }
-            self.process_input(state, &inbuf)?;
+            if self.process_input(state, &inbuf)? {
+                drop(guard);
+                gst::debug!(CAT, imp = self, "latency now {}", self.added_latency());
+                let obj = self.obj();
+                let _ = obj.post_message(gst::message::Latency::builder().src(&*obj).build());
+            }
         }
         match self.pop_output()? {
             Some(buf) => Ok(GenerateOutputSuccess::Buffer(buf)),
