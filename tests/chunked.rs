@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{make_frame, Content, Waves};
-use nlmdenoise::backend::chunked::{BackendFactory, ChunkedBackend, AUTO_MAX_FRAMES, FREE_FRACTION, HOST_CHUNK_FRAMES};
+use nlmdenoise::backend::chunked::{host_threads_per_worker, BackendFactory, ChunkedBackend, AUTO_MAX_FRAMES, FREE_FRACTION, HOST_CHUNK_FRAMES};
 use nlmdenoise::backend::cpu::CpuBackend;
 use nlmdenoise::backend::reference::ReferenceBackend;
 use nlmdenoise::backend::{Backend, ChunkFrames, DeviceMemory, Devices};
@@ -297,6 +297,20 @@ fn options_parse_and_select_chunking() {
         let r = Denoiser::<usize>::new(info, base(), &options(BackendKind::Cpu, bad, 1));
         assert!(matches!(r, Err(Error::InvalidParameter(_))), "{bad:?}");
     }
+}
+
+#[test]
+fn host_workers_share_the_cores() {
+    let info = VideoInfo::new(PixelFormat::GRAY8, 8, 8).unwrap();
+    // threads 0 (all cores) over two host workers: each gets half, not all of them.
+    let d: Denoiser<usize> = denoiser(info, base(), &BackendOptions { threads: 0, ..options(BackendKind::Cpu, ChunkFrames::Frames(2), 2) });
+    let each = format!("cpu ({} threads)", host_threads_per_worker(2));
+    assert_eq!(d.backend_description().matches(&each).count(), 2, "{}", d.backend_description());
+    assert!(host_threads_per_worker(2) >= 1);
+    assert_eq!(host_threads_per_worker(2), (std::thread::available_parallelism().unwrap().get() / 2).max(1));
+    // An explicit thread count is each worker's own.
+    let d: Denoiser<usize> = denoiser(info, base(), &BackendOptions { threads: 3, ..options(BackendKind::Cpu, ChunkFrames::Frames(2), 2) });
+    assert_eq!(d.backend_description().matches("cpu (3 threads)").count(), 2, "{}", d.backend_description());
 }
 
 // ---------------------------------------------------------------------------------------------

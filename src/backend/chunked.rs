@@ -94,6 +94,13 @@ pub fn device_ordinals(options: &BackendOptions) -> Result<Vec<usize>> {
     }
 }
 
+/// Threads of each of `workers` CPU workers when the caller asked for all cores: the cores split
+/// evenly (at least one each).
+pub fn host_threads_per_worker(workers: usize) -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (cores / workers.max(1)).max(1)
+}
+
 /// Number of CUDA devices (never panics: the driver is probed first).
 pub fn cuda_device_count() -> std::result::Result<usize, String> {
     cuda::loader::ensure_driver()?;
@@ -337,6 +344,10 @@ impl ChunkedBackend {
             // bit-identical to them). With CUDA usable, a bad ordinal is now a clear error.
             base.kind = if cuda::available() { BackendKind::Cuda } else { BackendKind::Cpu };
             tracing::info!("backend auto on devices {ordinals:?}: {} for every worker", base.kind);
+        }
+        if base.kind == BackendKind::Cpu && base.threads == 0 && ordinals.len() > 1 {
+            // Host workers share the cores instead of each starting a pool of all of them.
+            base.threads = host_threads_per_worker(ordinals.len());
         }
         let ords = ordinals.clone();
         let factory: BackendFactory = Arc::new(move |worker, depth| {
