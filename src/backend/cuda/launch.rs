@@ -317,6 +317,22 @@ mod tests {
         assert_eq!((b[1].step_x, b[1].guides, b[1].outputs, b[1].guide_w), (2, 1, 2, 64));
         // Different shapes (luma-guided chroma: step 2, two outputs) keep separate launches.
         assert_eq!(fused_launches(&b, true), vec![vec![0], vec![1]]);
+        // Luma denoises itself (its output tile is read from its guide window); guided chroma
+        // reads the luma plane and writes two others.
+        assert!(b[0].outputs_are_guides && !b[1].outputs_are_guides);
+    }
+
+    #[test]
+    fn register_cap_follows_shared_memory() {
+        let per_sm = SHARED_PER_SM_H100;
+        // R-live's block (43.5 KB) leaves room for 5 per H100 SM, R-knlm's (34.8 KB) for 6: capped at 5.
+        assert_eq!(auto_min_blocks(43_528, per_sm), 5);
+        assert_eq!(auto_min_blocks(34_816, per_sm), 5);
+        assert_eq!(auto_min_blocks(60_000, per_sm), 3);
+        assert_eq!(auto_min_blocks(200_000, per_sm), 1);
+        assert_eq!(auto_min_blocks(300_000, per_sm), 1, "at least one block");
+        // A smaller SM (100 KB) gets a smaller cap for the same block.
+        assert_eq!(auto_min_blocks(43_528, 100 * 1024), 2);
     }
 
     #[test]
