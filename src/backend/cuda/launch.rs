@@ -192,6 +192,17 @@ impl FrameLayout {
         }
         FrameLayout { offsets, plane_bytes, frame_bytes: at.max(256) }
     }
+
+    /// Byte offsets of `planes` inside a frame, as the kernels' group arguments hold them
+    /// (unused entries 0).
+    pub fn plane_offsets(&self, planes: &[usize]) -> [u64; MAX_PLANES] {
+        assert!(planes.len() <= MAX_PLANES, "{} planes in a weight group; at most {MAX_PLANES}", planes.len());
+        let mut out = [0u64; MAX_PLANES];
+        for (o, &p) in out.iter_mut().zip(planes) {
+            *o = self.offsets[p] as u64;
+        }
+        out
+    }
 }
 
 /// Weight constants of a group: the kernel computes welsch weights as

@@ -373,12 +373,8 @@ impl CudaBackend {
                     let g = plan.groups.get(gi).ok_or_else(|| Error::State("plan changed structure without configure".into()))?;
                     let (k_dist, k_bias) = launch::weight_constants(plan, g);
                     let ng = &mut args.group[z];
-                    for (i, &p) in g.guides.iter().enumerate() {
-                        ng.guide[i] = layout.offsets[p] as u64;
-                    }
-                    for (i, &p) in g.outputs.iter().enumerate() {
-                        ng.output[i] = layout.offsets[p] as u64;
-                    }
+                    ng.guide = layout.plane_offsets(&g.guides);
+                    ng.output = layout.plane_offsets(&g.outputs);
                     ng.k_dist = k_dist;
                     ng.k_bias = k_bias;
                     ng.h = g.h;

@@ -535,12 +535,8 @@ impl MultipassBackend {
                 let (k_dist, k_bias) = launch::weight_constants(plan, g);
                 let (v_scale, v_cut) = distance_cut(plan.weighting, self.inter, k_dist, k_bias);
                 let mg = &mut args.group[z];
-                for (i, &p) in g.guides.iter().enumerate() {
-                    mg.guide[i] = layout.offsets[p] as u64;
-                }
-                for (i, &p) in g.outputs.iter().enumerate() {
-                    mg.output[i] = layout.offsets[p] as u64;
-                }
+                mg.guide = layout.plane_offsets(&g.guides);
+                mg.output = layout.plane_offsets(&g.outputs);
                 mg.k_dist = k_dist;
                 mg.k_bias = k_bias;
                 mg.v_scale = v_scale;
