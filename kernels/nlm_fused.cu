@@ -90,14 +90,28 @@ constexpr int RUN_T = STEP_X * (RUN_W - 1) + PATCH_D;                      // ta
 constexpr int RUN_R = STEP_X * (RUN_W - 1 + DX_GROUP - 1) + PATCH_D;      // reference window
 constexpr int H_ROWS_PER_THREAD = STEP_Y * (ROWS - 1) + PATCH_D;
 
-// Shared-memory arrays (floats). Odd pitches keep phase-1 runs of one warp on distinct banks;
+// Phase 1 reads its target run and reference window as 16-byte vectors where every run starts on
+// a 4-float boundary (unit step, runs of a multiple of 4, one offset group or groups of a
+// multiple of 4): 8 loads instead of 30 per R-live run. The run's reads then reach up to the
+// next multiple of 4 (the rounded extents below).
+constexpr bool VEC_LOADS = STEP_X == 1 && RUN_W % 4 == 0 && (N_DX_GROUPS == 1 || DX_GROUP % 4 == 0);
+__host__ __device__ constexpr int round4(int n) { return (n + 3) / 4 * 4; }
+constexpr int T_READ = TILE_W - RUN_W + round4(RUN_T);                                 // per row
+constexpr int R_READ = TILE_W - RUN_W + (N_DX_GROUPS - 1) * DX_GROUP + round4(RUN_R);
+// Shared-memory arrays (floats). Pitches keep phase-1 runs of one warp on distinct banks: odd for
+// scalar loads; 4 mod 8 for vector loads (a quarter warp, whose 16-byte loads are served
+// together, reads two rows of 4 runs: the second row's banks fall between the first's).
 // H rows are padded by 4 so that 16-byte stores of neighbouring rows do not collide.
+__host__ __device__ constexpr int max_int(int a, int b) { return a > b ? a : b; }
+__host__ __device__ constexpr int run_pitch(int width, int read) { return VEC_LOADS ? (max_int(width, read) + 3) / 8 * 8 + 4 : width | 1; }
 constexpr int H_PITCH = TILE_W + 4;
 constexpr int T_W = STEP_X * (TILE_W - 1) + PATCH_D;
-constexpr int T_PITCH = T_W | 1;
+constexpr int T_PITCH = run_pitch(T_W, T_READ);
 constexpr int R_W = STEP_X * (TILE_W + DX_SPAN - 2) + PATCH_D;
 constexpr int R_H = GUIDE_ROWS + 2 * STEP_Y * SEARCH_R;
-constexpr int R_PITCH = R_W | 1;
+constexpr int R_PITCH = run_pitch(R_W, R_READ);
+static_assert(!VEC_LOADS || (T_PITCH % 8 == 4 && R_PITCH % 8 == 4 && T_PITCH >= T_READ && R_PITCH >= R_READ),
+              "vector loads need 4-mod-8 pitches that hold the rounded reads");
 constexpr int O_W = TILE_W + DX_SPAN - 1;
 constexpr int O_H = TILE_H + 2 * SEARCH_R;
 #if OUTPUTS_ARE_GUIDES
@@ -117,6 +131,9 @@ constexpr int R_FLOATS = N_GUIDES * R_H * R_PITCH;
 constexpr int O_FLOATS = OUTPUTS_ARE_GUIDES ? 0 : N_OUTPUTS * O_PLANE;
 constexpr int SMEM_FLOATS = H_FLOATS + T_FLOATS + R_FLOATS + O_FLOATS;
 
+#ifdef SMEM_BYTES
+static_assert(SMEM_FLOATS * 4 == SMEM_BYTES, "host (TileConfig::shared_bytes) and kernel disagree on the shared-memory layout");
+#endif
 static_assert(THREADS % TILE_W == 0 && TILE_H % ROW_GROUPS == 0, "tile rows must split evenly");
 static_assert(TILE_W % RUN_W == 0, "runs must tile a row");
 static_assert(N_GUIDES <= NLM_MAX_PLANES && N_OUTPUTS <= NLM_MAX_PLANES, "too many planes");
@@ -209,10 +226,32 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
         const int ref_col = STEP_X * (c0 + first_dx + SEARCH_R);
 #pragma unroll
         for (int g = 0; g < N_GUIDES; ++g) {
+            const float* trow = tgt + (g * GUIDE_ROWS + r) * T_PITCH + STEP_X * c0;
+            const float* rrow = ref + (g * R_H + ref_row) * R_PITCH + ref_col;
+            if constexpr (VEC_LOADS) {
+                // Both rows start on a 16-byte boundary (pitches, c0 and ref_col are multiples of 4).
 #pragma unroll
-            for (int k = 0; k < RUN_T; ++k) t[g][k] = tgt[(g * GUIDE_ROWS + r) * T_PITCH + STEP_X * c0 + k];
+                for (int k = 0; k < RUN_T; k += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(trow + k);
+                    const float q[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-            for (int k = 0; k < RUN_R; ++k) rv[g][k] = ref[(g * R_H + ref_row) * R_PITCH + ref_col + k];
+                    for (int m = 0; m < 4; ++m)
+                        if (k + m < RUN_T) t[g][k + m] = q[m];
+                }
+#pragma unroll
+                for (int k = 0; k < RUN_R; k += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(rrow + k);
+                    const float q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int m = 0; m < 4; ++m)
+                        if (k + m < RUN_R) rv[g][k + m] = q[m];
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < RUN_T; ++k) t[g][k] = trow[k];
+#pragma unroll
+                for (int k = 0; k < RUN_R; ++k) rv[g][k] = rrow[k];
+            }
         }
 #pragma unroll
         for (int j = 0; j < DX_GROUP; ++j) {

@@ -92,8 +92,17 @@ impl TileConfig {
         let dx_span = (2 * a + 1).div_ceil(dxg) * dxg;
         let guide_rows = sy * (th - 1) + patch_d;
         let h_floats = dxg * guide_rows * (tw + 4);
-        let t_pitch = (sx * (tw - 1) + patch_d) | 1;
-        let r_pitch = (sx * (tw + dx_span - 2) + patch_d) | 1;
+        // Pitches of the phase-1 arrays: odd for scalar loads, 4 mod 8 and wide enough for the
+        // runs' rounded 16-byte reads where the kernel uses vector loads (VEC_LOADS, run_pitch).
+        let run_w = self.run_w as usize;
+        let dx_groups = dx_span / dxg;
+        let vec_loads = sx == 1 && run_w % 4 == 0 && (dx_groups == 1 || dxg % 4 == 0);
+        let round4 = |n: usize| n.div_ceil(4) * 4;
+        let run_pitch = |width: usize, read: usize| if vec_loads { (width.max(read) + 3) / 8 * 8 + 4 } else { width | 1 };
+        let t_read = tw - run_w + round4(run_w - 1 + patch_d);
+        let r_read = tw - run_w + (dx_groups - 1) * dxg + round4(run_w - 1 + dxg - 1 + patch_d);
+        let t_pitch = run_pitch(sx * (tw - 1) + patch_d, t_read);
+        let r_pitch = run_pitch(sx * (tw + dx_span - 2) + patch_d, r_read);
         let r_h = guide_rows + 2 * sy * a;
         let o_pitch = (tw + dx_span - 1) | 1;
         let o_h = th + 2 * a;

@@ -120,6 +120,8 @@ impl KernelVariant {
             ("THREADS", self.tile.threads),
             ("MIN_BLOCKS", self.tile.min_blocks),
             ("NLM_ARGS_BYTES", NLM_ARGS_BYTES as u32),
+            // The kernel checks at compile time that its layout needs exactly this much.
+            ("SMEM_BYTES", self.shared_bytes() as u32),
         ]
         .iter()
         .map(|(k, v)| format!("-D{k}={v}"))
