@@ -30,30 +30,38 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 
 // One warp per queued sample: the lanes compute the weights of 32 (frame, offset) pairs at a time
 // (each patch distance summed in the reference's order), lane 0 then adds them up in the
-// reference's order. Weights are >= 0; -1 marks the skipped centre.
+// reference's order. A skipped pair (the target's centre, or past the last pair) has weight and
+// value 0: adding an exact 0 changes no sum, so lane 0's 32 steps have no branch.
 //
 // Where it fits, the warp first stages every guide sample the sample's pairs read (per frame and
 // guide plane the search window plus patch halo, mirrored) in shared memory, all lanes loading
 // at once; the patch sums then read shared memory instead of making dependent trips to global
 // memory. Squared differences of integer samples and their sums are integers below 2^53, so
 // summing them in integers gives the reference's f64 sum exactly, in any order.
-constexpr int EXACT_WARPS = 4;
+//
+// Blocks are one warp with little shared memory and at most EXACT_REGS registers, launched a few
+// per SM (src/backend/cuda/mod.rs): they fit in what the fused kernel's blocks leave free on an
+// SM, so the exact pass, which runs beside the next frame's fused launch, displaces none of them.
 constexpr int EXACT_RW = 2 * SEARCH_R * STEP_X + PATCH_D;   // staged window per frame and guide
 constexpr int EXACT_RH = 2 * SEARCH_R * STEP_Y + PATCH_D;
 constexpr int EXACT_REGION = N_GUIDES * EXACT_RH * EXACT_RW;
-constexpr int EXACT_STAGE = 4096;                            // samples per warp (8 KB)
+constexpr int EXACT_STAGE = 512;                             // samples per warp (1 KB)
+constexpr int EXACT_LOAD_BATCH = 8;                          // staging loads in flight per lane
+constexpr int EXACT_MIN_BLOCKS = 24;                         // caps registers at 85: one block fits beside 5 R-live blocks
+// Output o's value of a pair is a staged guide sample (the patch centre) where outputs are guides.
+constexpr bool EXACT_VALUES_STAGED = OUTPUTS_ARE_GUIDES != 0;
 #if SAMPLE_BYTES == 1
 typedef int ssd_t;                 // <= 3 * 225 * 255^2 < 2^31
 #else
 typedef unsigned long long ssd_t;
 #endif
 
-extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const NlmArgs args)
+extern "C" __global__ void __launch_bounds__(32, EXACT_MIN_BLOCKS) nlm_exact(const NlmArgs args)
 {
-    __shared__ double weights[EXACT_WARPS][32];
-    __shared__ double values[EXACT_WARPS][32][N_OUTPUTS];
-    __shared__ unsigned short stage[EXACT_WARPS][EXACT_STAGE];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __shared__ double weights[32];
+    __shared__ double values[32][N_OUTPUTS];
+    __shared__ unsigned short st[EXACT_STAGE];
+    const int lane = threadIdx.x;
     const JobView jv{args.jobs ? args.jobs + blockIdx.z : nullptr, args};
     const unsigned long long* list = jv.exact() + args.exact_offset;
     const int n_frames = jv.n_frames(), tgt_index = jv.target();
@@ -63,10 +71,9 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
     const double inv_scale2 = __ddiv_rn(1.0, __dmul_rn((double)args.scale_to_8bit, (double)args.scale_to_8bit));
     const int offsets = SEARCH_D * SEARCH_D;
     const int pairs = n_frames * offsets;
-    const bool staged = n_frames * EXACT_REGION <= EXACT_STAGE;
-    unsigned short* st = stage[warp];
-    for (unsigned long long e = blockIdx.x * (unsigned long long)EXACT_WARPS + warp; e < count;
-         e += (unsigned long long)gridDim.x * EXACT_WARPS) {
+    const int staged_samples = n_frames * EXACT_REGION;
+    const bool staged = staged_samples <= EXACT_STAGE;
+    for (unsigned long long e = blockIdx.x; e < count; e += gridDim.x) {
         const unsigned long long entry = list[1 + e];
         const NlmGroup& grp = args.group[entry >> 32];
         const unsigned at = (unsigned)entry;
@@ -77,13 +84,23 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
         const int gx0 = (px - SEARCH_R) * STEP_X - PATCH_R, gy0 = (py - SEARCH_R) * STEP_Y - PATCH_R;
         if (staged) {
             __syncwarp();   // the previous sample's window is no longer read
-            for (int i = lane; i < n_frames * EXACT_REGION; i += 32) {
-                const int f = i / EXACT_REGION, r = i - f * EXACT_REGION;
-                const int g = r / (EXACT_RH * EXACT_RW), q = r - g * (EXACT_RH * EXACT_RW);
-                const int y = q / EXACT_RW, x = q - y * EXACT_RW;
-                const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
-                st[i] = reinterpret_cast<const sample_t*>(frame + grp.guide[g])[mirror_index(gy0 + y, args.guide_h) * args.guide_w +
-                                                                                 mirror_index(gx0 + x, args.guide_w)];
+            for (int i0 = 0; i0 < staged_samples; i0 += 32 * EXACT_LOAD_BATCH) {
+                sample_t v[EXACT_LOAD_BATCH];
+#pragma unroll
+                for (int b = 0; b < EXACT_LOAD_BATCH; ++b) {
+                    const int i = i0 + b * 32 + lane;
+                    if (i < staged_samples) {
+                        const int f = i / EXACT_REGION, r = i - f * EXACT_REGION;
+                        const int g = r / (EXACT_RH * EXACT_RW), q = r - g * (EXACT_RH * EXACT_RW);
+                        const int y = q / EXACT_RW, x = q - y * EXACT_RW;
+                        const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
+                        v[b] = reinterpret_cast<const sample_t*>(frame + grp.guide[g])[mirror_index(gy0 + y, args.guide_h) * args.guide_w +
+                                                                                        mirror_index(gx0 + x, args.guide_w)];
+                    }
+                }
+#pragma unroll
+                for (int b = 0; b < EXACT_LOAD_BATCH; ++b)
+                    if (i0 + b * 32 + lane < staged_samples) st[i0 + b * 32 + lane] = v[b];
             }
             __syncwarp();
         }
@@ -92,12 +109,21 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
         double total = 0.0, wmax = 0.0;
         for (int base = 0; base < pairs; base += 32) {
             const int k = base + lane;
-            double wt = -1.0;
+            double wt = 0.0;
+            double val[N_OUTPUTS];
+            for (int o = 0; o < N_OUTPUTS; ++o) val[o] = 0.0;
             if (k < pairs) {
                 const int f = k / offsets, r = k - f * offsets;
                 const int dy = r / SEARCH_D - SEARCH_R, dx = r % SEARCH_D - SEARCH_R;
                 if (!(f == tgt_index && dx == 0 && dy == 0)) {
                     const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
+                    // Values first: their loads (global where not staged) overlap the distance.
+                    if (EXACT_VALUES_STAGED && staged) {
+                        for (int o = 0; o < N_OUTPUTS; ++o)
+                            val[o] = st[f * EXACT_REGION + o * EXACT_RH * EXACT_RW + (dy + SEARCH_R + PATCH_R) * EXACT_RW + dx + SEARCH_R + PATCH_R];
+                    } else {
+                        for (int o = 0; o < N_OUTPUTS; ++o) val[o] = exact_sample(frame, grp.output[o], args.out_w, args.out_h, px + dx, py + dy);
+                    }
                     ssd_t ssd = 0;
                     if (staged) {
                         const unsigned short* tw = st + tgt_index * EXACT_REGION + SEARCH_R * STEP_Y * EXACT_RW + SEARCH_R * STEP_X;
@@ -126,19 +152,19 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                         }
                     }
                     wt = exact_weight(__dmul_rn(__dmul_rn((double)ssd, norm), inv_scale2), h, (double)args.distance_offset);
-                    for (int o = 0; o < N_OUTPUTS; ++o)
-                        values[warp][lane][o] = exact_sample(frame, grp.output[o], args.out_w, args.out_h, px + dx, py + dy);
                 }
             }
-            weights[warp][lane] = wt;
+            weights[lane] = wt;
+            for (int o = 0; o < N_OUTPUTS; ++o) values[lane][o] = val[o];
             __syncwarp();
             if (lane == 0) {
-                for (int j = 0; j < 32 && base + j < pairs; ++j) {
-                    const double w = weights[warp][j];
-                    if (w < 0.0) continue;
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    const double w = weights[j];
                     wmax = fmax(wmax, w);
                     total = __dadd_rn(total, w);
-                    for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = __dadd_rn(sums[o], __dmul_rn(w, values[warp][j][o]));
+#pragma unroll
+                    for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = __dadd_rn(sums[o], __dmul_rn(w, values[j][o]));
                 }
             }
             __syncwarp();

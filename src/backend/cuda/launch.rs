@@ -37,6 +37,19 @@ const SHARED_RESERVED_PER_BLOCK: usize = 1024;
 /// spilled and ran no faster (H100 runs 28-29, docs/benchmarks.md).
 const MAX_AUTO_MIN_BLOCKS: u32 = 5;
 
+/// Threads of an exact-path block (kernels/nlm_exact.cu: one warp, one queued sample at a time).
+pub const EXACT_THREADS: u32 = 32;
+
+/// Grid of an exact-path launch of the fused backend for `jobs` jobs on a device with `sms` SMs:
+/// one block per SM and job set, a grid-stride loop over the device-side list. The pass runs
+/// beside the next frame's fused kernel; one small block per SM fits in what five fused blocks
+/// leave free (shared memory, registers), so it takes no fused block's place. More blocks, or
+/// larger ones, would wait for a fused block to leave and hold its place (H100 run 30: the exact
+/// pass with 2112 four-warp blocks of 35 KB cost R-live 3.6%).
+pub fn exact_grid(sms: u32, jobs: usize) -> (u32, u32, u32) {
+    ((sms / jobs.max(1) as u32).max(1), 1, jobs as u32)
+}
+
 /// The register cap that lets as many blocks stay resident as shared memory allows: without one
 /// ptxas gives the fused kernel 140-180 registers, i.e. 2-3 blocks per SM, and R-live ran 19%
 /// slower than with 5.

@@ -62,9 +62,6 @@ fn count_ns(i: usize, t: std::time::Instant) {
     HOST_NS[i].fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Blocks of the exact-path kernel (grid-stride over its list), per job of a launch.
-const EXACT_BLOCKS: u32 = 2112;
-
 fn unavailable(e: String) -> Error {
     Error::BackendUnavailable(e)
 }
@@ -133,6 +130,8 @@ pub struct CudaBackend {
     max_shared: usize,
     /// Shared memory per SM: sets the fused kernel's automatic register cap (launch::auto_min_blocks).
     shared_per_sm: usize,
+    /// Streaming multiprocessors of the device (the exact path's grid, `launch::exact_grid`).
+    sm_count: u32,
     depth: usize,
     tile_override: Option<TileConfig>,
     /// One fused launch for the batches of one kernel shape (launch::fused_launches); off with
@@ -178,7 +177,8 @@ impl CudaBackend {
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
                 .map_err(|e| e.to_string())?;
             let per_sm = module::shared_per_sm(&ctx)?;
-            Ok((name, cc, max_shared as usize, per_sm))
+            let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| e.to_string())?;
+            Ok((name, cc, max_shared as usize, per_sm, sms.max(1) as u32))
         })
         .map_err(unavailable)?;
         let tile_override = match std::env::var(TILE_ENV) {
@@ -199,6 +199,7 @@ impl CudaBackend {
             compute_capability: info.1,
             max_shared: info.2,
             shared_per_sm: info.3,
+            sm_count: info.4,
             depth: options.pipeline_depth,
             tile_override,
             poison_outputs: false,
@@ -281,6 +282,13 @@ impl CudaBackend {
             )
         }
         .map_err(|e| Error::Backend(format!("raising the shared memory limit: {e}")))?;
+        // Both kernels ask for the largest shared-memory carveout, so that an SM running fused
+        // blocks can take exact-path blocks beside them without reconfiguring its L1.
+        for func in [&f.fused, &f.exact] {
+            // SAFETY: as above.
+            unsafe { result::function::set_function_attribute(func.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100) }
+                .map_err(|e| Error::Backend(format!("setting the shared memory carveout: {e}")))?;
+        }
         self.functions.insert(*v, f.clone());
         Ok(f)
     }
@@ -419,9 +427,9 @@ impl CudaBackend {
                 eargs.exact_capacity = exact_parts[bi].1 as u64;
                 z0 += n;
                 let mut params = [&mut eargs as *mut NlmArgs as *mut std::ffi::c_void];
-                let exact_grid = ((EXACT_BLOCKS / jobs.len() as u32).max(132), 1, jobs.len() as u32);
+                let exact_grid = launch::exact_grid(self.sm_count, jobs.len());
                 // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
-                unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (128, 1, 1), 0, self.exact.raw, &mut params) }
+                unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (launch::EXACT_THREADS, 1, 1), 0, self.exact.raw, &mut params) }
                     .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
             }
         }

@@ -52,7 +52,8 @@ pub const MP_ROWS: u32 = 8;
 pub const WELSCH_CUT_UNORM10: f64 = 11.0;
 pub const WELSCH_CUT_F16: f64 = 24.0;
 
-/// Blocks of the exact-path kernel (grid-stride over its list; as the fused path).
+/// Blocks of the exact-path kernel (grid-stride over its list). It runs alone on the compute
+/// stream here, so it takes many one-warp blocks (launch::EXACT_THREADS).
 const EXACT_BLOCKS: u32 = 2112;
 
 /// f32 bisquare: a largest weight below this is at the edge of the support, where float's
@@ -610,7 +611,7 @@ impl MultipassBackend {
             // SAFETY: the argument block matches nlm_exact's NlmArgs (size checked at compile time);
             // its pointers lie in this backend's allocations; the kernel reads the count finalize
             // wrote before it (same stream) and bounds it by exact_capacity.
-            unsafe { result::launch_kernel(exact_fn.cu_function(), (EXACT_BLOCKS, 1, 1), (128, 1, 1), 0, self.compute.raw, &mut params) }
+            unsafe { result::launch_kernel(exact_fn.cu_function(), (EXACT_BLOCKS, 1, 1), (launch::EXACT_THREADS, 1, 1), 0, self.compute.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching the exact path: {e}")))?;
         }
         Ok(())
