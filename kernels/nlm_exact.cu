@@ -39,15 +39,14 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 // memory. Squared differences of integer samples and their sums are integers below 2^53, so
 // summing them in integers gives the reference's f64 sum exactly, in any order.
 //
-// Blocks are one warp with little shared memory and at most EXACT_REGS registers, launched a few
-// per SM (src/backend/cuda/mod.rs): they fit in what the fused kernel's blocks leave free on an
-// SM, so the exact pass, which runs beside the next frame's fused launch, displaces none of them.
+// Blocks of EXACT_WARPS warps, each taking queued samples in turn, with 1.5 KB of shared memory
+// per warp.
 constexpr int EXACT_RW = 2 * SEARCH_R * STEP_X + PATCH_D;   // staged window per frame and guide
 constexpr int EXACT_RH = 2 * SEARCH_R * STEP_Y + PATCH_D;
 constexpr int EXACT_REGION = N_GUIDES * EXACT_RH * EXACT_RW;
 constexpr int EXACT_STAGE = 512;                             // samples per warp (1 KB)
 constexpr int EXACT_LOAD_BATCH = 8;                          // staging loads in flight per lane
-constexpr int EXACT_MIN_BLOCKS = 24;                         // caps registers at 85: one block fits beside 5 R-live blocks
+constexpr int EXACT_WARPS = 4;
 // Output o's value of a pair is a staged guide sample (the patch centre) where outputs are guides.
 constexpr bool EXACT_VALUES_STAGED = OUTPUTS_ARE_GUIDES != 0;
 #if SAMPLE_BYTES == 1
@@ -56,12 +55,15 @@ typedef int ssd_t;                 // <= 3 * 225 * 255^2 < 2^31
 typedef unsigned long long ssd_t;
 #endif
 
-extern "C" __global__ void __launch_bounds__(32, EXACT_MIN_BLOCKS) nlm_exact(const NlmArgs args)
+extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const NlmArgs args)
 {
-    __shared__ double weights[32];
-    __shared__ double values[32][N_OUTPUTS];
-    __shared__ unsigned short st[EXACT_STAGE];
-    const int lane = threadIdx.x;
+    __shared__ double weights_[EXACT_WARPS][32];
+    __shared__ double values_[EXACT_WARPS][32][N_OUTPUTS];
+    __shared__ unsigned short stage_[EXACT_WARPS][EXACT_STAGE];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    double* weights = weights_[warp];
+    double (*values)[N_OUTPUTS] = values_[warp];
+    unsigned short* st = stage_[warp];
     const JobView jv{args.jobs ? args.jobs + blockIdx.z : nullptr, args};
     const unsigned long long* list = jv.exact() + args.exact_offset;
     const int n_frames = jv.n_frames(), tgt_index = jv.target();
@@ -73,7 +75,8 @@ extern "C" __global__ void __launch_bounds__(32, EXACT_MIN_BLOCKS) nlm_exact(con
     const int pairs = n_frames * offsets;
     const int staged_samples = n_frames * EXACT_REGION;
     const bool staged = staged_samples <= EXACT_STAGE;
-    for (unsigned long long e = blockIdx.x; e < count; e += gridDim.x) {
+    for (unsigned long long e = blockIdx.x * (unsigned long long)EXACT_WARPS + warp; e < count;
+         e += (unsigned long long)gridDim.x * EXACT_WARPS) {
         const unsigned long long entry = list[1 + e];
         const NlmGroup& grp = args.group[entry >> 32];
         const unsigned at = (unsigned)entry;

@@ -11,8 +11,8 @@
 //   phase 1  horizontal sums H[dx][row][x] for DX_GROUP offsets at once. A thread takes a run of
 //            RUN_W outputs of one guide row, keeps the target run and the reference window in
 //            registers, and slides the window by dx (shared-memory loads are reused across dx).
-//   phase 2  vertical sums of H down a column (one thread per column and ROWS rows), turned into
-//            weights and accumulated in registers (weight.cuh).
+//   phase 2  vertical sums of H down a column (one thread per column and ROWS rows), built as
+//            weight exponents, turned into weights and accumulated in registers (weight.cuh).
 //
 // Nothing per offset goes to device memory. Compile-time constants (-D, set by
 // src/backend/cuda/module.rs; the defaults below only let the file compile on its own):
@@ -100,10 +100,12 @@ constexpr int T_READ = TILE_W - RUN_W + round4(RUN_T);                          
 constexpr int R_READ = TILE_W - RUN_W + (N_DX_GROUPS - 1) * DX_GROUP + round4(RUN_R);
 // Shared-memory arrays (floats). Pitches keep phase-1 runs of one warp on distinct banks: odd for
 // scalar loads; 4 mod 8 for vector loads (a quarter warp, whose 16-byte loads are served
-// together, reads two rows of 4 runs: the second row's banks fall between the first's).
+// together, reads two rows of 4 runs: the second row's banks fall between the first's), and of
+// those 12 mod 16: with a target pitch of 36 instead of 44 ptxas spilled R-live's staging
+// registers (48 bytes), which cost more than the vector loads saved (H100 run 38).
 // H rows are padded by 4 so that 16-byte stores of neighbouring rows do not collide.
 __host__ __device__ constexpr int max_int(int a, int b) { return a > b ? a : b; }
-__host__ __device__ constexpr int run_pitch(int width, int read) { return VEC_LOADS ? (max_int(width, read) + 3) / 8 * 8 + 4 : width | 1; }
+__host__ __device__ constexpr int run_pitch(int width, int read) { return VEC_LOADS ? (max_int(width, read) + 3) / 16 * 16 + 12 : width | 1; }
 constexpr int H_PITCH = TILE_W + 4;
 constexpr int T_W = STEP_X * (TILE_W - 1) + PATCH_D;
 constexpr int T_PITCH = run_pitch(T_W, T_READ);
@@ -207,6 +209,33 @@ __device__ __forceinline__ void box_sums(const float (&in)[LEN], float (&out)[N]
     }
 }
 
+// Exponents of a column of N patch-distance sums (out[c]: the sum of in[STEP*c ..
+// STEP*c + PATCH_D - 1]): x = base - d k (weight.cuh). With exact sums (8-bit) and unit step the
+// column slides: each exponent is the previous one moved by the exact change of its sum, one FMA
+// instead of a running-sum add and an FMA.
+template <int N, int STEP, int LEN>
+__device__ __forceinline__ void exponents(const float (&in)[LEN], float (&out)[N], float base, float k)
+{
+    if constexpr (SLIDING_SUMS && STEP == 1) {
+        static_assert(N - 1 + PATCH_D <= LEN, "exponents read past their input");
+        float s = in[0];
+#pragma unroll
+        for (int c = 1; c < PATCH_D; ++c) s += in[c];
+        float x = fmaf(-s, k, base);
+        out[0] = x;
+#pragma unroll
+        for (int c = 1; c < N; ++c) {
+            x = fmaf(in[c - 1] - in[c + PATCH_D - 1], k, x);
+            out[c] = x;
+        }
+    } else {
+        float d[N];
+        box_sums<N, STEP>(in, d);
+#pragma unroll
+        for (int c = 0; c < N; ++c) out[c] = fmaf(-d[c], k, base);
+    }
+}
+
 // Horizontal sum written for an offset that must not count (the target's centre, and offsets past
 // the radius that pad the last group): every patch distance built from it is >= 1e30, whose
 // weight is 0 in both formulas (weight.cuh), and running sums over it stay exact.
@@ -214,10 +243,11 @@ __device__ __forceinline__ void box_sums(const float (&in)[LEN], float (&out)[N]
 
 // Phase 1: horizontal patch sums of squared guide differences for offsets
 // dx = first_dx + j, j < DX_GROUP, at vertical offset dy, into h_sums[j][row][x].
+// Only the first `rows` rows of H (those that the tile's rows inside the plane read).
 __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt, const float* ref, int dy, int first_dx,
-                                                bool is_target)
+                                                bool is_target, int rows)
 {
-    for (int run = threadIdx.x; run < GUIDE_ROWS * RUNS_PER_ROW; run += THREADS) {
+    for (int run = threadIdx.x; run < rows * RUNS_PER_ROW; run += THREADS) {
         const int r = run / RUNS_PER_ROW;
         const int c0 = (run - r * RUNS_PER_ROW) * RUN_W;
         float t[N_GUIDES][RUN_T];
@@ -341,7 +371,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
     const int px0 = (tile - tile_y * grp.tiles_x) * TILE_W, py0 = tile_y * TILE_H;
     const int out_w = grp.out_w, out_h = grp.out_h, guide_w = grp.guide_w, guide_h = grp.guide_h;
     const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
-    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
+    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile (one per warp)
+    // A tile across the plane's last row: warps whose rows all lie below it skip phase 2 (they
+    // only keep the barriers), and phase 1 builds only the rows of H the others read.
+    const int live_rows = min(TILE_H, (out_h - py0 + ROWS - 1) / ROWS * ROWS);
+    const bool live = row0 < live_rows;
+    const int h_rows = STEP_Y * (live_rows - 1) + PATCH_D;
     const unsigned char* target = args.ring + (unsigned long long)jv.slot(tgt_index) * args.frame_bytes;
 
 #pragma unroll
@@ -349,9 +384,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
         stage_window<GUIDE_ROWS, T_W>(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, target + grp.guide[g], guide_w, guide_h,
                                       STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
 
-    PixelAcc<N_OUTPUTS> acc[ROWS];
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) acc[i].init();
+    ColumnAcc<ROWS, N_OUTPUTS> col;
+    col.init();
 
     for (int f = 0; f < n_frames; ++f) {
         const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
@@ -371,38 +405,35 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
 
         for (int dy = -SEARCH_R; dy <= SEARCH_R; ++dy) {
             for (int first_dx = -SEARCH_R; first_dx < -SEARCH_R + DX_SPAN; first_dx += DX_GROUP) {
-                horizontal_sums(h_sums, tgt, ref, dy, first_dx, is_target);
+                horizontal_sums(h_sums, tgt, ref, dy, first_dx, is_target, h_rows);
                 __syncthreads();
 
-                // Phase 2: vertical sums, weights, accumulation.
-                float dist[ROWS][DX_GROUP];
+                // Phase 2: vertical sums as weight exponents, weights, accumulation.
+                if (live) {
+                    float x[ROWS][DX_GROUP];
+                    const float base = col.base(grp.k_bias);
 #pragma unroll
-                for (int j = 0; j < DX_GROUP; ++j) {
-                    float hv[H_ROWS_PER_THREAD];
+                    for (int j = 0; j < DX_GROUP; ++j) {
+                        float hv[H_ROWS_PER_THREAD];
 #pragma unroll
-                    for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
-                        hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
-                    float d[ROWS];
-                    box_sums<ROWS, STEP_Y>(hv, d);
+                        for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
+                            hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
+                        float xc[ROWS];
+                        exponents<ROWS, STEP_Y>(hv, xc, base, grp.k_dist);
 #pragma unroll
-                    for (int i = 0; i < ROWS; ++i) dist[i][j] = d[i];
-                }
-                bool follow = false;
+                        for (int i = 0; i < ROWS; ++i) x[i][j] = xc[i];
+                    }
+                    col.track(x);
 #pragma unroll
-                for (int i = 0; i < ROWS; ++i) follow |= acc[i].track(dist[i], grp.k_dist, grp.k_bias);
-                if (follow) {
+                    for (int i = 0; i < ROWS; ++i) {
+                        float val[N_OUTPUTS][DX_GROUP];
 #pragma unroll
-                    for (int i = 0; i < ROWS; ++i) acc[i].follow(grp.k_dist, grp.k_bias);
-                }
+                        for (int o = 0; o < N_OUTPUTS; ++o)
 #pragma unroll
-                for (int i = 0; i < ROWS; ++i) {
-                    float val[N_OUTPUTS][DX_GROUP];
-#pragma unroll
-                    for (int o = 0; o < N_OUTPUTS; ++o)
-#pragma unroll
-                        for (int j = 0; j < DX_GROUP; ++j)
-                            val[o][j] = refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
-                    acc[i].add(dist[i], val, grp.k_dist, grp.k_bias);
+                            for (int j = 0; j < DX_GROUP; ++j)
+                                val[o][j] = refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
+                        col.add(i, x[i], val);
+                    }
                 }
                 __syncthreads();   // h_sums is rewritten by the next round
             }
@@ -418,12 +449,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
         const int py = py0 + row0 + i;
         if (px < out_w && py < out_h) {
             const unsigned long long at = (unsigned long long)py * out_w + px;
-            bool exact = acc[i].needs_exact(grp.k_dist, grp.k_bias);
+            bool exact = col.needs_exact(i);
             sample_t q[N_OUTPUTS];
 #pragma unroll
             for (int o = 0; o < N_OUTPUTS; ++o) {
                 const float centre = (float)reinterpret_cast<const sample_t*>(target + grp.output[o])[at];
-                const float v = acc[i].value(o, centre, args.wref, grp.k_dist, grp.k_bias);
+                const float v = col.value(i, o, centre, args.wref);
                 const float fl = floorf(v);
                 exact |= fabsf(v - fl - 0.5f) < TIE_WINDOW;
                 q[o] = (sample_t)fminf(fmaxf(fl + (v - fl >= 0.5f ? 1.f : 0.f), 0.f), MAX_VALUE);

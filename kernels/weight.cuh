@@ -1,17 +1,32 @@
-// Patch distance -> weight, the formulas of DenoisePlan::weight (src/plan.rs), and the per-pixel
-// accumulator. Strength h and the distance offset arrive at run time folded into two constants
-// (k_dist, k_bias, see src/backend/cuda/launch.rs), so a strength change needs no recompile.
+// Patch distance -> weight, the formulas of DenoisePlan::weight (src/plan.rs), and the
+// accumulators of one phase-2 thread's column of pixels. Strength h and the distance offset
+// arrive at run time folded into two constants (k_dist, k_bias, see src/backend/cuda/launch.rs),
+// so a strength change needs no recompile.
 //
-// Welsch: exp(-max(d - offset, 0) / h^2). Weights are kept relative to a reference level `ref`
-// (log2 units) that follows the smallest distance seen so far lazily, as in an online softmax:
-// ref stays between the level of the smallest distance and NLM_REF_LAG above it, so the largest
-// relative weight lies in [1, 2^NLM_REF_LAG], nothing under- or overflows in float, and the result
-// equals the f64 definition even where every absolute weight would be below float's range. The
-// sums are rescaled only when a round's closest patch is more than NLM_REF_LAG below ref (rare:
-// one compare per round instead of a rescale). Below f64's range (level > 1075, i.e. exp(-745))
-// the definition's weight sum is zero and the input sample is kept.
+// Both formulas are functions of one exponent per (pixel, offset),
 //
-// Bisquare: (max(1 - max(d - offset, 0) / h^2, 0))^2, with the largest weight tracked directly.
+//   x = base - d k_dist        (d: patch-distance sum; base below),
+//
+// which phase 2 (nlm_fused.cu) builds for a column of pixels as it slides down the column:
+// x(i) = x(i-1) - k_dist (H(i+s) - H(i-s-1)), one FMA per pixel on the exact integer change of the
+// distance sum, instead of a sum and then an FMA.
+//
+// Welsch: weight exp(-max(d - offset, 0) / h^2) = 2^-max(d k_dist - k_bias, 0). Weights are kept
+// relative to a reference level `ref` (log2 units), one per thread's column, that follows the
+// smallest distance seen lazily, as in an online softmax: base = ref + k_bias, so
+// x = ref - (d k_dist - k_bias) and the relative weight is 2^min(x, ref) (2^x without an offset,
+// where x <= ref always). ref stays between the level of the column's closest patch and
+// NLM_REF_LAG above it, so the largest relative weight lies in [1, 2^NLM_REF_LAG], nothing
+// under- or overflows in float, and the result equals the f64 definition even where every
+// absolute weight would be below float's range. The sums are rescaled only when a round's
+// closest patch is more than NLM_REF_LAG below ref (rare: one compare per round and thread).
+// A pixel whose own closest patch lies more than NLM_REF_SPAN below the column's (its weights
+// would approach float's underflow) goes to the exact path, as do pixels whose level is beyond
+// f64's weights (level > 1075, i.e. exp(-745): the definition's weight sum is zero and the input
+// sample is kept; float keeps it too).
+//
+// Bisquare: (max(1 - max(d - offset, 0) / h^2, 0))^2 with base = 1 + k_bias: t = clamp(x, 0, 1),
+// weight t^2, with the largest weight tracked directly.
 #pragma once
 
 #define WEIGHTING_WELSCH 0
@@ -20,17 +35,23 @@
 #define WEIGHTING WEIGHTING_WELSCH
 #endif
 
-// Offsets that must not count arrive with distances >= 1e30 (nlm_fused.cu, SKIP_H): their weight
-// is 0 in both formulas, and as a welsch level they are above NLM_LEVEL_UNDERFLOW, so a pixel
-// that saw nothing else keeps its input.
-// Initial welsch level: finite, so that level - level stays 0.
-#define NLM_LEVEL_NONE 3.0e38f
+// Offsets that must not count arrive with distances >= 1e30 (nlm_fused.cu, SKIP_H): their
+// exponent is hugely negative, their weight 0 in both formulas.
+// Largest exponent before any offset was seen: finite, so that differences stay finite.
+#define NLM_TOP_NONE -3.0e38f
 // f64's smallest positive number is 2^-1074: a level above this means every weight is zero.
 #define NLM_LEVEL_UNDERFLOW (745.5f * 1.4426950f)
 
 // Largest log2 distance between the reference level and the level of the closest patch. Small,
 // so that the exponents' float rounding stays far below the rounding-tie window (nlm_fused.cu).
 #define NLM_REF_LAG 8.f
+// Largest log2 distance between the column's closest patch and a pixel's own closest patch: the
+// pixel's relative weights stay above 2^-NLM_REF_SPAN, the weights float flushes to zero
+// (below 2^-126) are then below 2^-36 of its largest, far below float's accumulation error.
+#define NLM_REF_SPAN 90.f
+// Reference level before the first round with a countable offset: any negative value (levels
+// are >= 0); that round moves it (the sums are still zero).
+#define NLM_REF_UNSET -1.f
 
 // 1: the plan subtracts a distance offset (sigma set, k_bias > 0) and welsch exponents are
 // clamped at the largest weight; 0: k_bias is 0, the clamp can never act and is left out (one
@@ -39,130 +60,136 @@
 #define DIST_OFFSET 1
 #endif
 
+// One pixel's sums.
 template <int N_OUT>
-struct PixelAcc {
+struct PixelSums {
     float wsum;
-    // welsch: smallest patch-distance sum seen so far (the level is derived from it, see
-    // welsch_level()); bisquare: largest weight.
-    float level;
+    // welsch: largest exponent x seen (relative to the column's ref); bisquare: largest weight.
+    float top;
     float acc[N_OUT];
+};
+
+// The accumulators of a column of ROWS_ pixels (one phase-2 thread) for N_OUT output planes.
+template <int ROWS_, int N_OUT>
+struct ColumnAcc {
+    PixelSums<N_OUT> px[ROWS_];
 #if WEIGHTING == WEIGHTING_WELSCH
-    float ref;      // reference level of wsum and acc (log2 units)
+    float ref;      // reference level of every pixel's sums (log2 units)
 #endif
 
     __device__ __forceinline__ void init()
     {
-        wsum = 0.f;
-        level = (WEIGHTING == WEIGHTING_WELSCH) ? NLM_LEVEL_NONE : 0.f;
 #pragma unroll
-        for (int o = 0; o < N_OUT; ++o) acc[o] = 0.f;
+        for (int i = 0; i < ROWS_; ++i) {
+            px[i].wsum = 0.f;
+            px[i].top = (WEIGHTING == WEIGHTING_WELSCH) ? NLM_TOP_NONE : 0.f;
+#pragma unroll
+            for (int o = 0; o < N_OUT; ++o) px[i].acc[o] = 0.f;
+        }
 #if WEIGHTING == WEIGHTING_WELSCH
-        ref = NLM_LEVEL_NONE;
+        ref = NLM_REF_UNSET;
 #endif
     }
 
-    // welsch: the log2 reference level, -log2 of the largest absolute weight so far.
-    __device__ __forceinline__ float welsch_level(float k_dist, float k_bias) const
-    {
-        return fmaxf(fmaf(level, k_dist, -k_bias), 0.f);
-    }
-
-    // welsch: the level is more than NLM_REF_LAG below the reference (the first round: always).
-    __device__ __forceinline__ bool below_ref(float k_dist, float k_bias) const
-    {
-        return fmaxf(fmaf(level, k_dist, NLM_REF_LAG - k_bias), NLM_REF_LAG) < ref;
-    }
-
-    // Before add(): takes a round's G patch-distance sums into the level. True where the
-    // reference must move first (follow()); a caller with several pixels calls follow() on all
-    // of them when any needs it, so that the common path has no branch per pixel.
-    template <int G>
-    __device__ __forceinline__ bool track(const float (&dist)[G], float k_dist, float k_bias)
+    // The exponent of distance sum 0: x = base - d k_dist.
+    __device__ __forceinline__ float base(float k_bias) const
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        // x = max(d k - b, 0) is monotone in d: the minimum is taken on the raw sums.
-        float lo = dist[0];
-#pragma unroll
-        for (int j = 1; j < G; ++j) lo = fminf(lo, dist[j]);
-        level = fminf(level, lo);
-        return below_ref(k_dist, k_bias);
+        return ref + k_bias;
 #else
-        return false;
+        return 1.f + k_bias;
 #endif
     }
 
-    // Moves the reference to the current level where a patch much closer than it appeared (the
-    // sums scale by a power of two, exactly); the next move comes when a level below
-    // ref - NLM_REF_LAG appears.
-    __device__ __forceinline__ void follow(float k_dist, float k_bias)
+    // Before add(): takes a round's exponents (x[i][j]: pixel i, offset j) into the pixels'
+    // largest ones and moves the reference level where the round needs it (welsch; the current
+    // round's exponents move with it).
+    template <int G>
+    __device__ __forceinline__ void track(float (&x)[ROWS_][G])
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        if (below_ref(k_dist, k_bias)) {
-            const float lv = welsch_level(k_dist, k_bias);
-            const float rescale = exp2f(lv - ref);
-            wsum *= rescale;
+        float m = NLM_TOP_NONE;
 #pragma unroll
-            for (int o = 0; o < N_OUT; ++o) acc[o] *= rescale;
-            ref = lv;
+        for (int i = 0; i < ROWS_; ++i) {
+#pragma unroll
+            for (int j = 0; j < G; ++j) px[i].top = fmaxf(px[i].top, x[i][j]);
+            m = fmaxf(m, px[i].top);
+        }
+        // The column's closest patch is more than NLM_REF_LAG above the reference (ref > LAG: ref
+        // can move down), or the reference is not set yet; never to a level beyond f64's weights
+        // (rounds whose offsets all must not count, SKIP_H, leave it unset: every exponent stays
+        // representable, and their weights, 2^(< -1076), are 0).
+        if ((ref < 0.f || (m > NLM_REF_LAG && ref > NLM_REF_LAG)) && ref - m <= NLM_LEVEL_UNDERFLOW) {
+            const float moved = fmaxf(ref - m, 0.f);   // level of the closest patch
+            const float shift = moved - ref;
+            // Sums scale by a power of two, exactly; the first move has nothing to scale.
+            const float rescale = exp2f(fminf(shift, 0.f));
+#pragma unroll
+            for (int i = 0; i < ROWS_; ++i) {
+                px[i].wsum *= rescale;
+#pragma unroll
+                for (int o = 0; o < N_OUT; ++o) px[i].acc[o] *= rescale;
+                px[i].top += shift;
+#pragma unroll
+                for (int j = 0; j < G; ++j) x[i][j] += shift;
+            }
+            ref = moved;
         }
 #endif
     }
 
-    // Adds G offsets at once (after track() and, where it asked, follow()): dist[j] are
-    // patch-distance sums, val[o][j] the samples they point at.
+    // Adds pixel i's G offsets (after track()): x[j] are exponents, val[o][j] the samples they
+    // point at.
     template <int G>
-    __device__ __forceinline__ void add(const float (&dist)[G], const float (&val)[N_OUT][G], float k_dist, float k_bias)
+    __device__ __forceinline__ void add(int i, const float (&x)[G], const float (&val)[N_OUT][G])
     {
+        PixelSums<N_OUT>& p = px[i];
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
 #if WEIGHTING == WEIGHTING_WELSCH
-        // Each exponent is one FMA and (with a distance offset) one min:
-        // ref - max(d k - b, 0) = min(ref + b - d k, ref); without an offset, ref - d k <= ref.
-        const float ref_b = ref + k_bias;
-#pragma unroll
-        for (int j = 0; j < G; ++j) {
-            const float x = fmaf(-dist[j], k_dist, ref_b);
-            const float w = exp2f(DIST_OFFSET ? fminf(x, ref) : x);
-            wsum += w;
-#pragma unroll
-            for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
-        }
+            const float w = exp2f(DIST_OFFSET ? fminf(x[j], ref) : x[j]);
 #else
-#pragma unroll
-        for (int j = 0; j < G; ++j) {
-            const float t = __saturatef(fmaf(-dist[j], k_dist, 1.f + k_bias));
+            const float t = __saturatef(x[j]);
             const float w = t * t;
-            wsum += w;
-            level = fmaxf(level, w);
-#pragma unroll
-            for (int o = 0; o < N_OUT; ++o) acc[o] = fmaf(w, val[o][j], acc[o]);
-        }
+            p.top = fmaxf(p.top, w);
 #endif
+            p.wsum += w;
+#pragma unroll
+            for (int o = 0; o < N_OUT; ++o) p.acc[o] = fmaf(w, val[o][j], p.acc[o]);
+        }
     }
+
+#if WEIGHTING == WEIGHTING_WELSCH
+    // welsch: pixel i's level, -log2 of its largest absolute weight.
+    __device__ __forceinline__ float level(int i) const { return fmaxf(ref - px[i].top, 0.f); }
+#endif
 
     // True where float cannot reproduce the f64 definition's arithmetic: welsch weights whose
-    // f64 values are denormal (largest weight between exp(-700) and exp(-745.5)), bisquare
-    // weights at the edge of their support (largest weight below 1e-6).
-    __device__ __forceinline__ bool needs_exact(float k_dist, float k_bias) const
+    // f64 values are denormal (largest weight between exp(-700) and exp(-745.5)) or a pixel too
+    // far below its column's reference, bisquare weights at the edge of their support (largest
+    // weight below 1e-6).
+    __device__ __forceinline__ bool needs_exact(int i) const
     {
 #if WEIGHTING == WEIGHTING_WELSCH
-        const float lv = welsch_level(k_dist, k_bias);
-        return lv > 700.f * 1.4426950f && lv <= 745.5f * 1.4426950f;
+        const float lv = level(i);
+        return (lv > 700.f * 1.4426950f && lv <= NLM_LEVEL_UNDERFLOW) || (lv <= NLM_LEVEL_UNDERFLOW && px[i].top < -NLM_REF_SPAN);
 #else
-        return level < 1.0e-6f;
+        return px[i].top < 1.0e-6f;
 #endif
     }
 
-    // Final value of output o; `centre` is the target's own sample.
-    __device__ __forceinline__ float value(int o, float centre, float wref, float k_dist, float k_bias) const
+    // Final value of pixel i's output o; `centre` is the target's own sample.
+    __device__ __forceinline__ float value(int i, int o, float centre, float wref) const
     {
+        const PixelSums<N_OUT>& p = px[i];
 #if WEIGHTING == WEIGHTING_WELSCH
         // No offset at all, or all weights 0 in f64.
-        const float lv = welsch_level(k_dist, k_bias);
-        if (lv > NLM_LEVEL_UNDERFLOW) return centre;
-        const float wc = wref * exp2f(ref - lv);          // largest relative weight: 2^(ref - lv)
+        if (level(i) > NLM_LEVEL_UNDERFLOW) return centre;
+        const float wc = wref * exp2f(DIST_OFFSET ? fminf(p.top, ref) : p.top);   // largest relative weight
 #else
-        const float wc = wref * level;
+        const float wc = wref * p.top;
 #endif
-        const float total = wsum + wc;
-        return total > 0.f ? (acc[o] + wc * centre) / total : centre;
+        const float total = p.wsum + wc;
+        return total > 0.f ? (p.acc[o] + wc * centre) / total : centre;
     }
 };

@@ -19,6 +19,8 @@ if [ "${1:-}" = "--collect" ]; then
   cp $T/release/bench_cuda "$B/"
   # Optional baseline for the `ab` step: BASE_BENCH=path/to/another/bench_cuda.
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
+  # More builds for the `ab` step: EXTRA_BENCH="name:path ..." -> $B/bench_cuda_<name>.
+  for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   strip --strip-debug "$B"/*
   du -sh "$B"; exit 0
 fi
@@ -41,13 +43,14 @@ bench)
 nomerge)
   NLMDENOISE_CUDA_MERGE_PLANES=0 timeout 60 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed 's/^/one launch per plane size: /' | tee "$OUT/nomerge.txt" ;;
 ab)
-  # Kernel-only rows, same lease: the committed kernel ($B/bench_cuda_base, built from another
-  # checkout, when carried) against this build, and this build under each VARIANTS entry
+  # Kernel-only rows, same lease: other builds ($B/bench_cuda_<name>: BASE_BENCH, EXTRA_BENCH,
+  # built from other checkouts, when carried) against this build, and this build under each VARIANTS entry
   # (config:tile, e.g. "live:28,8,7,5 knlm:24,8,5,6"; the tile's 4th field is MIN_BLOCKS).
   for rep in 1 2; do
-    if [ -x $B/bench_cuda_base ]; then
-      timeout 40 $B/bench_cuda_base --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/base #$rep: /" | tee -a "$OUT/ab.txt"
-    fi
+    for other in $B/bench_cuda_*; do
+      [ -x "$other" ] || continue
+      timeout 40 "$other" --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/${other##*bench_cuda_} #$rep: /" | tee -a "$OUT/ab.txt"
+    done
     timeout 40 $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/new #$rep: /" | tee -a "$OUT/ab.txt"
   done
   for v in ${VARIANTS:-}; do

@@ -99,7 +99,7 @@ fn r_live_variant_shape() {
     let v = variants(PixelFormat::I420, &Params::default())[0];
     assert!(v.outputs_are_guides && !v.distance_offset, "{v:?}");
     assert_eq!((v.tile.tile_h, v.tile.run_w, v.tile.dx_group, v.tile.min_blocks), (28, 8, 7, 5));
-    assert_eq!(v.shared_bytes(), 43_552);
+    assert_eq!(v.shared_bytes(), 44_576);
     let with_sigma = variants(PixelFormat::I420, &Params { sigma: Some(10.0), ..Params::default() })[0];
     assert!(with_sigma.distance_offset);
     assert!(v.defines().contains(&"-DMIN_BLOCKS=5".to_string()) && v.defines().contains(&"-DOUTPUTS_ARE_GUIDES=1".to_string()));

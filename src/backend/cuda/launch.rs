@@ -37,17 +37,16 @@ const SHARED_RESERVED_PER_BLOCK: usize = 1024;
 /// spilled and ran no faster (H100 runs 28-29, docs/benchmarks.md).
 const MAX_AUTO_MIN_BLOCKS: u32 = 5;
 
-/// Threads of an exact-path block (kernels/nlm_exact.cu: one warp, one queued sample at a time).
-pub const EXACT_THREADS: u32 = 32;
+/// Threads of an exact-path block (kernels/nlm_exact.cu, EXACT_WARPS warps, each taking one
+/// queued sample at a time).
+pub const EXACT_THREADS: u32 = 128;
 
-/// Grid of an exact-path launch of the fused backend for `jobs` jobs on a device with `sms` SMs:
-/// one block per SM and job set, a grid-stride loop over the device-side list. The pass runs
-/// beside the next frame's fused kernel; one small block per SM fits in what five fused blocks
-/// leave free (shared memory, registers), so it takes no fused block's place. More blocks, or
-/// larger ones, would wait for a fused block to leave and hold its place (H100 run 30: the exact
-/// pass with 2112 four-warp blocks of 35 KB cost R-live 3.6%).
-pub fn exact_grid(sms: u32, jobs: usize) -> (u32, u32, u32) {
-    ((sms / jobs.max(1) as u32).max(1), 1, jobs as u32)
+/// Blocks of an exact-path launch of the fused backend for `jobs` jobs (a grid-stride loop over
+/// the device-side list): enough warps that every queued sample of a frame of real video has its
+/// own (the pass's duration is one sample's latency); blocks without a sample end at once.
+pub fn exact_grid(jobs: usize) -> (u32, u32, u32) {
+    const EXACT_BLOCKS: u32 = 2112;
+    ((EXACT_BLOCKS / jobs.max(1) as u32).max(132), 1, jobs as u32)
 }
 
 /// The register cap that lets as many blocks stay resident as shared memory allows: without one
@@ -105,13 +104,13 @@ impl TileConfig {
         let dx_span = (2 * a + 1).div_ceil(dxg) * dxg;
         let guide_rows = sy * (th - 1) + patch_d;
         let h_floats = dxg * guide_rows * (tw + 4);
-        // Pitches of the phase-1 arrays: odd for scalar loads, 4 mod 8 and wide enough for the
+        // Pitches of the phase-1 arrays: odd for scalar loads, 12 mod 16 and wide enough for the
         // runs' rounded 16-byte reads where the kernel uses vector loads (VEC_LOADS, run_pitch).
         let run_w = self.run_w as usize;
         let dx_groups = dx_span / dxg;
         let vec_loads = sx == 1 && run_w % 4 == 0 && (dx_groups == 1 || dxg % 4 == 0);
         let round4 = |n: usize| n.div_ceil(4) * 4;
-        let run_pitch = |width: usize, read: usize| if vec_loads { (width.max(read) + 3) / 8 * 8 + 4 } else { width | 1 };
+        let run_pitch = |width: usize, read: usize| if vec_loads { (width.max(read) + 3) / 16 * 16 + 12 } else { width | 1 };
         let t_read = tw - run_w + round4(run_w - 1 + patch_d);
         let r_read = tw - run_w + (dx_groups - 1) * dxg + round4(run_w - 1 + dxg - 1 + patch_d);
         let t_pitch = run_pitch(sx * (tw - 1) + patch_d, t_read);

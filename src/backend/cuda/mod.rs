@@ -130,8 +130,6 @@ pub struct CudaBackend {
     max_shared: usize,
     /// Shared memory per SM: sets the fused kernel's automatic register cap (launch::auto_min_blocks).
     shared_per_sm: usize,
-    /// Streaming multiprocessors of the device (the exact path's grid, `launch::exact_grid`).
-    sm_count: u32,
     depth: usize,
     tile_override: Option<TileConfig>,
     /// One fused launch for the batches of one kernel shape (launch::fused_launches); off with
@@ -177,8 +175,7 @@ impl CudaBackend {
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
                 .map_err(|e| e.to_string())?;
             let per_sm = module::shared_per_sm(&ctx)?;
-            let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| e.to_string())?;
-            Ok((name, cc, max_shared as usize, per_sm, sms.max(1) as u32))
+            Ok((name, cc, max_shared as usize, per_sm))
         })
         .map_err(unavailable)?;
         let tile_override = match std::env::var(TILE_ENV) {
@@ -190,7 +187,12 @@ impl CudaBackend {
         Ok(CudaBackend {
             merge_planes,
             upload: Stream::new(&ctx).map_err(backend_err)?,
-            compute: Stream::new(&ctx).map_err(backend_err)?,
+            compute: if std::env::var("NLMDENOISE_CUDA_PRIORITY").map(|v| v == "1").unwrap_or(false) {
+                Stream::new_high_priority(&ctx)
+            } else {
+                Stream::new(&ctx)
+            }
+            .map_err(backend_err)?,
             exact: Stream::new(&ctx).map_err(backend_err)?,
             fused_done: (0..download::EXACT_PARTS).map(|_| Event::new(&ctx, false)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,
@@ -199,7 +201,6 @@ impl CudaBackend {
             compute_capability: info.1,
             max_shared: info.2,
             shared_per_sm: info.3,
-            sm_count: info.4,
             depth: options.pipeline_depth,
             tile_override,
             poison_outputs: false,
@@ -427,7 +428,7 @@ impl CudaBackend {
                 eargs.exact_capacity = exact_parts[bi].1 as u64;
                 z0 += n;
                 let mut params = [&mut eargs as *mut NlmArgs as *mut std::ffi::c_void];
-                let exact_grid = launch::exact_grid(self.sm_count, jobs.len());
+                let exact_grid = launch::exact_grid(jobs.len());
                 // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
                 unsafe { result::launch_kernel(f.exact.cu_function(), exact_grid, (launch::EXACT_THREADS, 1, 1), 0, self.exact.raw, &mut params) }
                     .map_err(|e| Error::Backend(format!("launching the exact path of {v:?}: {e}")))?;
