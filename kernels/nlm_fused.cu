@@ -243,11 +243,10 @@ __device__ __forceinline__ void exponents(const float (&in)[LEN], float (&out)[N
 
 // Phase 1: horizontal patch sums of squared guide differences for offsets
 // dx = first_dx + j, j < DX_GROUP, at vertical offset dy, into h_sums[j][row][x].
-// Only the first `rows` rows of H (those that the tile's rows inside the plane read).
 __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt, const float* ref, int dy, int first_dx,
-                                                bool is_target, int rows)
+                                                bool is_target)
 {
-    for (int run = threadIdx.x; run < rows * RUNS_PER_ROW; run += THREADS) {
+    for (int run = threadIdx.x; run < GUIDE_ROWS * RUNS_PER_ROW; run += THREADS) {
         const int r = run / RUNS_PER_ROW;
         const int c0 = (run - r * RUNS_PER_ROW) * RUN_W;
         float t[N_GUIDES][RUN_T];
@@ -371,12 +370,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
     const int px0 = (tile - tile_y * grp.tiles_x) * TILE_W, py0 = tile_y * TILE_H;
     const int out_w = grp.out_w, out_h = grp.out_h, guide_w = grp.guide_w, guide_h = grp.guide_h;
     const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
-    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile (one per warp)
-    // A tile across the plane's last row: warps whose rows all lie below it skip phase 2 (they
-    // only keep the barriers), and phase 1 builds only the rows of H the others read.
-    const int live_rows = min(TILE_H, (out_h - py0 + ROWS - 1) / ROWS * ROWS);
-    const bool live = row0 < live_rows;
-    const int h_rows = STEP_Y * (live_rows - 1) + PATCH_D;
+    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
     const unsigned char* target = args.ring + (unsigned long long)jv.slot(tgt_index) * args.frame_bytes;
 
 #pragma unroll
@@ -405,35 +399,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
 
         for (int dy = -SEARCH_R; dy <= SEARCH_R; ++dy) {
             for (int first_dx = -SEARCH_R; first_dx < -SEARCH_R + DX_SPAN; first_dx += DX_GROUP) {
-                horizontal_sums(h_sums, tgt, ref, dy, first_dx, is_target, h_rows);
+                horizontal_sums(h_sums, tgt, ref, dy, first_dx, is_target);
                 __syncthreads();
 
                 // Phase 2: vertical sums as weight exponents, weights, accumulation.
-                if (live) {
-                    float x[ROWS][DX_GROUP];
-                    const float base = col.base(grp.k_bias);
+                float x[ROWS][DX_GROUP];
+                const float base = col.base(grp.k_bias);
 #pragma unroll
-                    for (int j = 0; j < DX_GROUP; ++j) {
-                        float hv[H_ROWS_PER_THREAD];
+                for (int j = 0; j < DX_GROUP; ++j) {
+                    float hv[H_ROWS_PER_THREAD];
 #pragma unroll
-                        for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
-                            hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
-                        float xc[ROWS];
-                        exponents<ROWS, STEP_Y>(hv, xc, base, grp.k_dist);
+                    for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
+                        hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
+                    float xc[ROWS];
+                    exponents<ROWS, STEP_Y>(hv, xc, base, grp.k_dist);
 #pragma unroll
-                        for (int i = 0; i < ROWS; ++i) x[i][j] = xc[i];
-                    }
-                    col.track(x);
+                    for (int i = 0; i < ROWS; ++i) x[i][j] = xc[i];
+                }
+                col.track(x);
 #pragma unroll
-                    for (int i = 0; i < ROWS; ++i) {
-                        float val[N_OUTPUTS][DX_GROUP];
+                for (int i = 0; i < ROWS; ++i) {
+                    float val[N_OUTPUTS][DX_GROUP];
 #pragma unroll
-                        for (int o = 0; o < N_OUTPUTS; ++o)
+                    for (int o = 0; o < N_OUTPUTS; ++o)
 #pragma unroll
-                            for (int j = 0; j < DX_GROUP; ++j)
-                                val[o][j] = refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
-                        col.add(i, x[i], val);
-                    }
+                        for (int j = 0; j < DX_GROUP; ++j)
+                            val[o][j] = refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
+                    col.add(i, x[i], val);
                 }
                 __syncthreads();   // h_sums is rewritten by the next round
             }

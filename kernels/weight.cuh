@@ -49,8 +49,8 @@
 // pixel's relative weights stay above 2^-NLM_REF_SPAN, the weights float flushes to zero
 // (below 2^-126) are then below 2^-36 of its largest, far below float's accumulation error.
 #define NLM_REF_SPAN 90.f
-// Reference level before the first round with a countable offset: any negative value (levels
-// are >= 0); that round moves it (the sums are still zero).
+// Reference level before the first round with a countable offset (exponents are then negative:
+// levels are >= 0); that round moves it (the sums are still zero).
 #define NLM_REF_UNSET -1.f
 
 // 1: the plan subtracts a distance offset (sigma set, k_bias > 0) and welsch exponents are
@@ -75,6 +75,7 @@ struct ColumnAcc {
     PixelSums<N_OUT> px[ROWS_];
 #if WEIGHTING == WEIGHTING_WELSCH
     float ref;      // reference level of every pixel's sums (log2 units)
+    bool ref_set;   // false until a round with a countable offset (ref is then NLM_REF_UNSET)
 #endif
 
     __device__ __forceinline__ void init()
@@ -88,6 +89,7 @@ struct ColumnAcc {
         }
 #if WEIGHTING == WEIGHTING_WELSCH
         ref = NLM_REF_UNSET;
+        ref_set = false;
 #endif
     }
 
@@ -107,7 +109,45 @@ struct ColumnAcc {
     template <int G>
     __device__ __forceinline__ void track(float (&x)[ROWS_][G])
     {
-#if WEIGHTING == WEIGHTING_WELSCH
+#if WEIGHTING == WEIGHTING_WELSCH && !DIST_OFFSET
+        // Without a distance offset the reference is kept below every level seen (ref <= level -
+        // NLM_REF_LAG after each move), so every exponent is negative. The largest of negative
+        // floats is the smallest of their bit patterns as unsigned integers: three-input integer
+        // minimums take 8 values in 4 instructions (FMNMX: 7 for 7). An exponent >= +0 (a patch
+        // closer than the reference: rare), whose bits order below every negative one, shows in
+        // the column's minimum as a clear sign bit; that round (and the first) takes the float path.
+        unsigned t[ROWS_];
+        unsigned m = 0xffffffffu;
+#pragma unroll
+        for (int i = 0; i < ROWS_; ++i) {
+            unsigned v = __float_as_uint(px[i].top);
+            int j = 0;
+#pragma unroll
+            for (; j + 1 < G; j += 2) v = umin3(v, __float_as_uint(x[i][j]), __float_as_uint(x[i][j + 1]));
+            if (j < G) v = min(v, __float_as_uint(x[i][j]));
+            t[i] = v;
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS_; i += 2) m = (i + 1 < ROWS_) ? umin3(m, t[i], t[i + 1]) : min(m, t[i]);
+        if (ref_set && m >= 0x80000000u) {
+#pragma unroll
+            for (int i = 0; i < ROWS_; ++i) px[i].top = __uint_as_float(t[i]);
+            return;
+        }
+        float mf = NLM_TOP_NONE;
+#pragma unroll
+        for (int i = 0; i < ROWS_; ++i) {
+#pragma unroll
+            for (int j = 0; j < G; ++j) px[i].top = fmaxf(px[i].top, x[i][j]);
+            mf = fmaxf(mf, px[i].top);
+        }
+        // Move to NLM_REF_LAG below the column's closest patch; never to a level beyond f64's
+        // weights (rounds whose offsets all must not count, SKIP_H, leave an unset reference unset).
+        if (ref - mf > NLM_LEVEL_UNDERFLOW) return;
+        const float moved = (ref - mf) - NLM_REF_LAG;
+        follow(x, moved - ref);
+        ref_set = true;
+#elif WEIGHTING == WEIGHTING_WELSCH
         float m = NLM_TOP_NONE;
 #pragma unroll
         for (int i = 0; i < ROWS_; ++i) {
@@ -119,24 +159,35 @@ struct ColumnAcc {
         // can move down), or the reference is not set yet; never to a level beyond f64's weights
         // (rounds whose offsets all must not count, SKIP_H, leave it unset: every exponent stays
         // representable, and their weights, 2^(< -1076), are 0).
-        if ((ref < 0.f || (m > NLM_REF_LAG && ref > NLM_REF_LAG)) && ref - m <= NLM_LEVEL_UNDERFLOW) {
-            const float moved = fmaxf(ref - m, 0.f);   // level of the closest patch
-            const float shift = moved - ref;
-            // Sums scale by a power of two, exactly; the first move has nothing to scale.
-            const float rescale = exp2f(fminf(shift, 0.f));
-#pragma unroll
-            for (int i = 0; i < ROWS_; ++i) {
-                px[i].wsum *= rescale;
-#pragma unroll
-                for (int o = 0; o < N_OUT; ++o) px[i].acc[o] *= rescale;
-                px[i].top += shift;
-#pragma unroll
-                for (int j = 0; j < G; ++j) x[i][j] += shift;
-            }
-            ref = moved;
+        if ((!ref_set || (m > NLM_REF_LAG && ref > NLM_REF_LAG)) && ref - m <= NLM_LEVEL_UNDERFLOW) {
+            follow(x, fmaxf(ref - m, 0.f) - ref);   // to the level of the closest patch
+            ref_set = true;
         }
 #endif
     }
+
+#if WEIGHTING == WEIGHTING_WELSCH
+    // Moves the reference level by `shift` (log2 units): the sums scale by 2^shift (an exact power
+    // of two where shift is an integer; the first move has nothing to scale), the largest
+    // exponents and this round's exponents move by shift.
+    template <int G>
+    __device__ __forceinline__ void follow(float (&x)[ROWS_][G], float shift)
+    {
+        const float rescale = exp2f(fminf(shift, 0.f));
+#pragma unroll
+        for (int i = 0; i < ROWS_; ++i) {
+            px[i].wsum *= rescale;
+#pragma unroll
+            for (int o = 0; o < N_OUT; ++o) px[i].acc[o] *= rescale;
+            px[i].top += shift;
+#pragma unroll
+            for (int j = 0; j < G; ++j) x[i][j] += shift;
+        }
+        ref += shift;
+    }
+
+    __device__ __forceinline__ static unsigned umin3(unsigned a, unsigned b, unsigned c) { return __vimin3_u32(a, b, c); }
+#endif
 
     // Adds pixel i's G offsets (after track()): x[j] are exponents, val[o][j] the samples they
     // point at.
