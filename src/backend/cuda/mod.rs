@@ -187,12 +187,7 @@ impl CudaBackend {
         Ok(CudaBackend {
             merge_planes,
             upload: Stream::new(&ctx).map_err(backend_err)?,
-            compute: if std::env::var("NLMDENOISE_CUDA_PRIORITY").map(|v| v == "1").unwrap_or(false) {
-                Stream::new_high_priority(&ctx)
-            } else {
-                Stream::new(&ctx)
-            }
-            .map_err(backend_err)?,
+            compute: Stream::new(&ctx).map_err(backend_err)?,
             exact: Stream::new(&ctx).map_err(backend_err)?,
             fused_done: (0..download::EXACT_PARTS).map(|_| Event::new(&ctx, false)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,

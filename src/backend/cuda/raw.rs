@@ -90,21 +90,6 @@ impl Stream {
         Ok(Stream { ctx: ctx.clone(), raw })
     }
 
-    /// A non-blocking stream at the device's greatest scheduling priority: the block scheduler
-    /// dispatches its kernels' pending blocks before those of default-priority streams.
-    pub fn new_high_priority(ctx: &Arc<CudaContext>) -> CuResult<Self> {
-        ctx.bind_to_thread().map_err(err("binding the context"))?;
-        let (mut least, mut greatest) = (0i32, 0i32);
-        // SAFETY: two valid out-pointers; the context is current.
-        unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }.result().map_err(err("cuCtxGetStreamPriorityRange"))?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; flags and priority as documented (priority within range).
-        unsafe { sys::cuStreamCreateWithPriority(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) }
-            .result()
-            .map_err(err("cuStreamCreateWithPriority"))?;
-        Ok(Stream { ctx: ctx.clone(), raw })
-    }
-
     pub fn wait(&self, event: &Event) -> CuResult<()> {
         // SAFETY: both handles are alive.
         unsafe { result::stream::wait_event(self.raw, event.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(err("cuStreamWaitEvent"))
