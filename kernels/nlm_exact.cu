@@ -49,7 +49,10 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 constexpr int EXACT_RW = 2 * SEARCH_R * STEP_X + PATCH_D;   // staged window per frame and guide
 constexpr int EXACT_RH = 2 * SEARCH_R * STEP_Y + PATCH_D;
 constexpr int EXACT_REGION = N_GUIDES * EXACT_RH * EXACT_RW;
-constexpr int EXACT_STAGE = 512;                             // samples per warp (1 KB)
+// Staged samples per warp: five frames' windows (at least 512, at most 4096 samples): windows
+// that do not fit are read from global memory, several times slower (a 4-frame window at search
+// radius 3 fell out of a 512-sample stage and cost 16% of the kernel time, run 46).
+constexpr int EXACT_STAGE = EXACT_REGION * 5 < 512 ? 512 : (EXACT_REGION * 5 > 4096 ? 4096 : EXACT_REGION * 5);
 constexpr int EXACT_LOAD_BATCH = 8;                          // staging loads in flight per lane
 constexpr int EXACT_WARPS = 4;
 // Output o's value of a pair is a staged guide sample (the patch centre) where outputs are guides.

@@ -94,7 +94,12 @@ constexpr int H_ROWS_PER_THREAD = STEP_Y * (ROWS - 1) + PATCH_D;
 // a 4-float boundary (unit step, runs of a multiple of 4, one offset group or groups of a
 // multiple of 4): 8 loads instead of 30 per R-live run. The run's reads then reach up to the
 // next multiple of 4 (the rounded extents below).
-constexpr bool VEC_LOADS = STEP_X == 1 && RUN_W % 4 == 0 && (N_DX_GROUPS == 1 || DX_GROUP % 4 == 0);
+// VEC_LOADS_WANTED (host, KernelVariant::vec_loads): 0 where the wider pitches below would cost
+// a resident block per SM.
+#ifndef VEC_LOADS_WANTED
+#define VEC_LOADS_WANTED 1
+#endif
+constexpr bool VEC_LOADS = VEC_LOADS_WANTED && STEP_X == 1 && RUN_W % 4 == 0 && (N_DX_GROUPS == 1 || DX_GROUP % 4 == 0);
 __host__ __device__ constexpr int round4(int n) { return (n + 3) / 4 * 4; }
 constexpr int T_READ = TILE_W - RUN_W + round4(RUN_T);                                 // per row
 constexpr int R_READ = TILE_W - RUN_W + (N_DX_GROUPS - 1) * DX_GROUP + round4(RUN_R);

@@ -105,6 +105,17 @@ fn r_live_variant_shape() {
     assert!(v.defines().contains(&"-DMIN_BLOCKS=5".to_string()) && v.defines().contains(&"-DOUTPUTS_ARE_GUIDES=1".to_string()));
 }
 
+/// Phase 1's 16-byte loads are used only where their wider pitches keep the blocks per SM: R-live
+/// uses them; at search radius 3 / patch radius 4 they would leave 4 blocks instead of 5.
+#[test]
+fn vector_loads_never_cost_a_block_per_sm() {
+    let live = variants(PixelFormat::I420, &Params::default())[0];
+    assert!(live.vec_loads && live.tile.min_blocks == 5, "{live:?}");
+    let wide = variants(PixelFormat::I420, &Params { patch_radius: 4, ..Params::default() })[0];
+    assert!(!wide.vec_loads && wide.tile.min_blocks == 5, "{wide:?}");
+    assert!(wide.tile.vec_loads_possible(wide.search_radius, wide.step_x));
+}
+
 #[test]
 fn a_broken_variant_reports_nvrtc_log() {
     if !nvrtc_or_skip() {

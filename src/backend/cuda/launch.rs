@@ -95,7 +95,16 @@ impl TileConfig {
     /// Dynamic shared memory of one block, in bytes (kernels/nlm_fused.cu, SMEM_FLOATS);
     /// `staged_outputs`: output planes staged besides the guides (0 where the outputs are the
     /// guides, OUTPUTS_ARE_GUIDES).
-    pub fn shared_bytes(&self, search_radius: u32, patch_radius: u32, guides: u32, staged_outputs: u32, step_x: u32, step_y: u32) -> usize {
+    /// Whether phase 1 can read its runs with 16-byte loads (kernels/nlm_fused.cu, VEC_LOADS):
+    /// unit step, runs of a multiple of 4, one offset group or groups of a multiple of 4.
+    pub fn vec_loads_possible(&self, search_radius: u32, step_x: u32) -> bool {
+        let dx_groups = (2 * search_radius + 1).div_ceil(self.dx_group);
+        step_x == 1 && self.run_w % 4 == 0 && (dx_groups == 1 || self.dx_group % 4 == 0)
+    }
+
+    /// `vec_loads`: the layout of 16-byte phase-1 loads where they are possible.
+    #[allow(clippy::too_many_arguments)]
+    pub fn shared_bytes(&self, search_radius: u32, patch_radius: u32, guides: u32, staged_outputs: u32, step_x: u32, step_y: u32, vec_loads: bool) -> usize {
         let (a, s) = (search_radius as usize, patch_radius as usize);
         let (sx, sy) = (step_x as usize, step_y as usize);
         let (th, dxg) = (self.tile_h as usize, self.dx_group as usize);
@@ -108,7 +117,7 @@ impl TileConfig {
         // runs' rounded 16-byte reads where the kernel uses vector loads (VEC_LOADS, run_pitch).
         let run_w = self.run_w as usize;
         let dx_groups = dx_span / dxg;
-        let vec_loads = sx == 1 && run_w % 4 == 0 && (dx_groups == 1 || dxg % 4 == 0);
+        let vec_loads = vec_loads && self.vec_loads_possible(search_radius, step_x);
         let round4 = |n: usize| n.div_ceil(4) * 4;
         let run_pitch = |width: usize, read: usize| if vec_loads { (width.max(read) + 3) / 16 * 16 + 12 } else { width | 1 };
         let t_read = tw - run_w + round4(run_w - 1 + patch_d);
@@ -374,7 +383,7 @@ mod tests {
                 for (g, sx, sy) in [(1, 1, 1), (3, 1, 1), (1, 2, 2), (1, 2, 1)] {
                     let t = TileConfig::choose(a, s, g, sx, sy);
                     assert!(t.is_valid(), "{t:?}");
-                    assert!(t.shared_bytes(a, s, g, 3, sx, sy) <= 227 * 1024, "a={a} s={s} g={g}: {t:?}");
+                    assert!(t.shared_bytes(a, s, g, 3, sx, sy, true) <= 227 * 1024, "a={a} s={s} g={g}: {t:?}");
                 }
             }
         }

@@ -60,6 +60,9 @@ pub struct KernelVariant {
     pub distance_offset: bool,
     /// The output planes are the guide planes (`Batch::outputs_are_guides`).
     pub outputs_are_guides: bool,
+    /// Phase 1 reads with 16-byte loads (kernels/nlm_fused.cu, VEC_LOADS): where possible and
+    /// where their wider pitches do not cost a resident block per SM.
+    pub vec_loads: bool,
     pub tile: TileConfig,
 }
 
@@ -83,8 +86,16 @@ impl KernelVariant {
             weighting: plan.weighting,
             distance_offset: plan.distance_offset != 0.0,
             outputs_are_guides: batch.outputs_are_guides,
+            vec_loads: false,
             tile: tile.unwrap_or_else(|| TileConfig::choose(plan.search_radius, plan.patch_radius, batch.guides, batch.step_x, batch.step_y)),
         };
+        // 16-byte loads save phase-1 instructions, but their pitches (and rounded reads) take
+        // more shared memory: not where that leaves fewer blocks per SM (a search radius 3 /
+        // patch radius 4 tile went from 5 to 4 blocks and ran 41% slower, H100 run 46).
+        if v.tile.vec_loads_possible(v.search_radius, v.step_x) {
+            let blocks = |vec: bool| launch::auto_min_blocks(KernelVariant { vec_loads: vec, ..v }.shared_bytes(), shared_per_sm);
+            v.vec_loads = blocks(true) >= blocks(false);
+        }
         if v.tile.min_blocks == 0 {
             v.tile.min_blocks = launch::auto_min_blocks(v.shared_bytes(), shared_per_sm);
         }
@@ -94,7 +105,7 @@ impl KernelVariant {
     /// Dynamic shared memory of one fused block of this variant, in bytes.
     pub fn shared_bytes(&self) -> usize {
         let staged_outputs = if self.outputs_are_guides { 0 } else { self.outputs };
-        self.tile.shared_bytes(self.search_radius, self.patch_radius, self.guides, staged_outputs, self.step_x, self.step_y)
+        self.tile.shared_bytes(self.search_radius, self.patch_radius, self.guides, staged_outputs, self.step_x, self.step_y, self.vec_loads)
     }
 
     /// The `-D` definitions of this variant.
@@ -114,6 +125,7 @@ impl KernelVariant {
             ("WEIGHTING", weighting),
             ("DIST_OFFSET", self.distance_offset as u32),
             ("OUTPUTS_ARE_GUIDES", self.outputs_are_guides as u32),
+            ("VEC_LOADS_WANTED", self.vec_loads as u32),
             ("TILE_H", self.tile.tile_h),
             ("RUN_W", self.tile.run_w),
             ("DX_GROUP", self.tile.dx_group),
