@@ -39,8 +39,8 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 // memory. Squared differences of integer samples and their sums are integers below 2^53, so
 // summing them in integers gives the reference's f64 sum exactly, in any order.
 //
-// Blocks of EXACT_WARPS warps, each taking queued samples in turn, with 1.5 KB of shared memory
-// per warp, and enough of them (launch::exact_grid) that every sample of a frame has its own warp.
+// Blocks of EXACT_WARPS warps, each taking queued samples in turn, with a small stage per warp
+// (EXACT_STAGE below; R-live 1.2 KB), and enough of them (launch::exact_grid) that every sample of a frame has its own warp.
 // Measured and not kept (H100 runs 37-43): one small block per SM beside the fused blocks (too
 // few warps: the pass outlasted the frame), five rounds of pairs per lane at once (more shared
 // memory and registers per block, slower), the samples recomputed inside the fused kernel's
