@@ -246,6 +246,20 @@ __device__ __forceinline__ void exponents(const float (&in)[LEN], float (&out)[N
 // weight is 0 in both formulas (weight.cuh), and running sums over it stay exact.
 #define SKIP_H 1.0e30f
 
+// dst[k] = row[k] with 16-byte loads (row 16-byte aligned; reads up to the next multiple of 4).
+template <int N>
+__device__ __forceinline__ void load_vec4(const float* row, float (&dst)[N])
+{
+#pragma unroll
+    for (int k = 0; k < N; k += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(row + k);
+        const float q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+            if (k + m < N) dst[k + m] = q[m];
+    }
+}
+
 // Phase 1: horizontal patch sums of squared guide differences for offsets
 // dx = first_dx + j, j < DX_GROUP, at vertical offset dy, into h_sums[j][row][x].
 __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt, const float* ref, int dy, int first_dx,
@@ -264,22 +278,8 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
             const float* rrow = ref + (g * R_H + ref_row) * R_PITCH + ref_col;
             if constexpr (VEC_LOADS) {
                 // Both rows start on a 16-byte boundary (pitches, c0 and ref_col are multiples of 4).
-#pragma unroll
-                for (int k = 0; k < RUN_T; k += 4) {
-                    const float4 v = *reinterpret_cast<const float4*>(trow + k);
-                    const float q[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                    for (int m = 0; m < 4; ++m)
-                        if (k + m < RUN_T) t[g][k + m] = q[m];
-                }
-#pragma unroll
-                for (int k = 0; k < RUN_R; k += 4) {
-                    const float4 v = *reinterpret_cast<const float4*>(rrow + k);
-                    const float q[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                    for (int m = 0; m < 4; ++m)
-                        if (k + m < RUN_R) rv[g][k + m] = q[m];
-                }
+                load_vec4(trow, t[g]);
+                load_vec4(rrow, rv[g]);
             } else {
 #pragma unroll
                 for (int k = 0; k < RUN_T; ++k) t[g][k] = trow[k];

@@ -134,13 +134,7 @@ struct ColumnAcc {
             for (int i = 0; i < ROWS_; ++i) px[i].top = __uint_as_float(t[i]);
             return;
         }
-        float mf = NLM_TOP_NONE;
-#pragma unroll
-        for (int i = 0; i < ROWS_; ++i) {
-#pragma unroll
-            for (int j = 0; j < G; ++j) px[i].top = fmaxf(px[i].top, x[i][j]);
-            mf = fmaxf(mf, px[i].top);
-        }
+        const float mf = take_tops(x);
         // Move to NLM_REF_LAG below the column's closest patch; never to a level beyond f64's
         // weights (rounds whose offsets all must not count, SKIP_H, leave an unset reference unset).
         if (ref - mf > NLM_LEVEL_UNDERFLOW) return;
@@ -148,13 +142,7 @@ struct ColumnAcc {
         follow(x, moved - ref);
         ref_set = true;
 #elif WEIGHTING == WEIGHTING_WELSCH
-        float m = NLM_TOP_NONE;
-#pragma unroll
-        for (int i = 0; i < ROWS_; ++i) {
-#pragma unroll
-            for (int j = 0; j < G; ++j) px[i].top = fmaxf(px[i].top, x[i][j]);
-            m = fmaxf(m, px[i].top);
-        }
+        const float m = take_tops(x);
         // The column's closest patch is more than NLM_REF_LAG above the reference (ref > LAG: ref
         // can move down), or the reference is not set yet; never to a level beyond f64's weights
         // (rounds whose offsets all must not count, SKIP_H, leave it unset: every exponent stays
@@ -167,6 +155,21 @@ struct ColumnAcc {
     }
 
 #if WEIGHTING == WEIGHTING_WELSCH
+    // Takes a round's exponents into the pixels' largest ones (float compares); returns the
+    // column's largest.
+    template <int G>
+    __device__ __forceinline__ float take_tops(const float (&x)[ROWS_][G])
+    {
+        float m = NLM_TOP_NONE;
+#pragma unroll
+        for (int i = 0; i < ROWS_; ++i) {
+#pragma unroll
+            for (int j = 0; j < G; ++j) px[i].top = fmaxf(px[i].top, x[i][j]);
+            m = fmaxf(m, px[i].top);
+        }
+        return m;
+    }
+
     // Moves the reference level by `shift` (log2 units): the sums scale by 2^shift (an exact power
     // of two where shift is an integer; the first move has nothing to scale), the largest
     // exponents and this round's exponents move by shift.
