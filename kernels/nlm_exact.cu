@@ -63,6 +63,13 @@ typedef int ssd_t;                 // <= 3 * 225 * 255^2 < 2^31
 typedef unsigned long long ssd_t;
 #endif
 
+// (a - b)^2 of two samples (no absolute value needed; 16-bit squares need 64 bits).
+__device__ __forceinline__ ssd_t sq_diff(int a, int b)
+{
+    const int d = a - b;
+    return SAMPLE_BYTES == 1 ? (ssd_t)(d * d) : (ssd_t)((long long)d * d);
+}
+
 extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const NlmArgs args)
 {
     __shared__ double weights_[EXACT_WARPS][32];
@@ -146,8 +153,7 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
 #pragma unroll
                                 for (int kx = 0; kx < PATCH_D; ++kx) {
                                     const int o = g * EXACT_RH * EXACT_RW + ky * EXACT_RW + kx;
-                                    const ssd_t d = (ssd_t)((int)tw[o] - (int)rw[o] < 0 ? (int)rw[o] - (int)tw[o] : (int)tw[o] - (int)rw[o]);
-                                    ssd += d * d;
+                                    ssd += sq_diff(tw[o], rw[o]);
                                 }
                     } else {
                         for (int g = 0; g < N_GUIDES; ++g) {
@@ -156,8 +162,7 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                                     const int a = (int)exact_sample(target, grp.guide[g], args.guide_w, args.guide_h, px * STEP_X + kx, py * STEP_Y + ky);
                                     const int b = (int)exact_sample(frame, grp.guide[g], args.guide_w, args.guide_h, (px + dx) * STEP_X + kx,
                                                                     (py + dy) * STEP_Y + ky);
-                                    const ssd_t d = (ssd_t)(a < b ? b - a : a - b);
-                                    ssd += d * d;
+                                    ssd += sq_diff(a, b);
                                 }
                             }
                         }
@@ -166,13 +171,13 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                 }
             }
             weights[lane] = wt;
+            wmax = fmax(wmax, wt);   // order-free: each lane's own, the warp's at the end
             for (int o = 0; o < N_OUTPUTS; ++o) values[lane][o] = val[o];
             __syncwarp();
             if (lane == 0) {
 #pragma unroll
                 for (int j = 0; j < 32; ++j) {
                     const double w = weights[j];
-                    wmax = fmax(wmax, w);
                     total = __dadd_rn(total, w);
 #pragma unroll
                     for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = __dadd_rn(sums[o], __dmul_rn(w, values[j][o]));
@@ -180,6 +185,7 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
             }
             __syncwarp();
         }
+        for (int off = 16; off > 0; off /= 2) wmax = fmax(wmax, __shfl_xor_sync(0xffffffffu, wmax, off));
         if (lane == 0) {
             const double wc = __dmul_rn((double)args.wref, wmax);
             total = __dadd_rn(total, wc);
