@@ -92,9 +92,6 @@ impl TileConfig {
             && self.min_blocks <= 32
     }
 
-    /// Dynamic shared memory of one block, in bytes (kernels/nlm_fused.cu, SMEM_FLOATS);
-    /// `staged_outputs`: output planes staged besides the guides (0 where the outputs are the
-    /// guides, OUTPUTS_ARE_GUIDES).
     /// Whether phase 1 can read its runs with 16-byte loads (kernels/nlm_fused.cu, VEC_LOADS):
     /// unit step, runs of a multiple of 4, one offset group or groups of a multiple of 4.
     pub fn vec_loads_possible(&self, search_radius: u32, step_x: u32) -> bool {
@@ -102,7 +99,10 @@ impl TileConfig {
         step_x == 1 && self.run_w % 4 == 0 && (dx_groups == 1 || self.dx_group % 4 == 0)
     }
 
-    /// `vec_loads`: the layout of 16-byte phase-1 loads where they are possible.
+    /// Dynamic shared memory of one block, in bytes (kernels/nlm_fused.cu, SMEM_FLOATS);
+    /// `staged_outputs`: output planes staged besides the guides (0 where the outputs are the
+    /// guides, OUTPUTS_ARE_GUIDES); `vec_loads`: the layout of 16-byte phase-1 loads where they
+    /// are possible.
     #[allow(clippy::too_many_arguments)]
     pub fn shared_bytes(&self, search_radius: u32, patch_radius: u32, guides: u32, staged_outputs: u32, step_x: u32, step_y: u32, vec_loads: bool) -> usize {
         let (a, s) = (search_radius as usize, patch_radius as usize);

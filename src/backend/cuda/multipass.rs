@@ -52,8 +52,7 @@ pub const MP_ROWS: u32 = 8;
 pub const WELSCH_CUT_UNORM10: f64 = 11.0;
 pub const WELSCH_CUT_F16: f64 = 24.0;
 
-/// Blocks of the exact-path kernel (grid-stride over its list). It runs alone on the compute
-/// stream here, so it takes many one-warp blocks (launch::EXACT_THREADS).
+/// Blocks of the exact-path kernel (grid-stride over its list; launch::EXACT_THREADS threads each).
 const EXACT_BLOCKS: u32 = 2112;
 
 /// f32 bisquare: a largest weight below this is at the edge of the support, where float's
