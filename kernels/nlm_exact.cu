@@ -29,9 +29,8 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 }
 
 // One warp per queued sample: the lanes compute the weights of 32 (frame, offset) pairs at a time
-// (each patch distance summed in the reference's order), lane 0 then adds them up in the
-// reference's order. A skipped pair (the target's centre, or past the last pair) has weight and
-// value 0: adding an exact 0 changes no sum, so lane 0's 32 steps have no branch.
+// (each patch distance summed in the reference's order) and their products with the values; one
+// lane per running sum (EXACT_CHAINS below) then adds them up in the reference's order.
 //
 // Where it fits, the warp first stages every guide sample the sample's pairs read (per frame and
 // guide plane the search window plus patch halo, mirrored) in shared memory, all lanes loading
@@ -53,7 +52,6 @@ constexpr int EXACT_REGION = N_GUIDES * EXACT_RH * EXACT_RW;
 // that do not fit are read from global memory, several times slower (a 4-frame window at search
 // radius 3 fell out of a 512-sample stage and cost 16% of the kernel time, run 46).
 constexpr int EXACT_STAGE = EXACT_REGION * 5 < 512 ? 512 : (EXACT_REGION * 5 > 4096 ? 4096 : EXACT_REGION * 5);
-constexpr int EXACT_LOAD_BATCH = 8;                          // staging loads in flight per lane
 constexpr int EXACT_WARPS = 4;
 // Output o's value of a pair is a staged guide sample (the patch centre) where outputs are guides.
 constexpr bool EXACT_VALUES_STAGED = OUTPUTS_ARE_GUIDES != 0;
@@ -70,14 +68,58 @@ __device__ __forceinline__ ssd_t sq_diff(int a, int b)
     return SAMPLE_BYTES == 1 ? (ssd_t)(d * d) : (ssd_t)((long long)d * d);
 }
 
+// Stages the guide windows of one sample (every frame f and guide plane g, top-left guide
+// coordinate (gx0, gy0)) into st[(f * N_GUIDES + g) * EXACT_RH * EXACT_RW + y * EXACT_RW + x]. The
+// window's position in a plane (mirrored at the borders) is the same for every frame and plane:
+// each lane works out its positions once per sample, then loads them from every frame's planes,
+// EXACT_POS_BATCH positions of all frames in flight at a time.
+constexpr int EXACT_RHW = EXACT_RH * EXACT_RW;
+constexpr int EXACT_POS_BATCH = 2;
+__device__ __forceinline__ void stage_exact(unsigned short* st, const JobView& jv, const NlmArgs& args, const NlmGroup& grp,
+                                            int n_frames, int gx0, int gy0, int lane)
+{
+    const bool inside = gx0 >= 0 && gy0 >= 0 && gx0 + EXACT_RW <= args.guide_w && gy0 + EXACT_RH <= args.guide_h;
+    for (int i0 = 0; i0 < EXACT_RHW; i0 += 32 * EXACT_POS_BATCH) {
+        int pos[EXACT_POS_BATCH];
+#pragma unroll
+        for (int b = 0; b < EXACT_POS_BATCH; ++b) {
+            const int i = min(i0 + b * 32 + lane, EXACT_RHW - 1);   // lanes past the end repeat the last
+            const int y = i / EXACT_RW, x = i - y * EXACT_RW;
+            pos[b] = inside ? (gy0 + y) * args.guide_w + gx0 + x
+                            : mirror_index(gy0 + y, args.guide_h) * args.guide_w + mirror_index(gx0 + x, args.guide_w);
+        }
+        for (int f = 0; f < n_frames; ++f) {
+            const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
+            sample_t v[N_GUIDES][EXACT_POS_BATCH];
+#pragma unroll
+            for (int g = 0; g < N_GUIDES; ++g)
+#pragma unroll
+                for (int b = 0; b < EXACT_POS_BATCH; ++b) v[g][b] = reinterpret_cast<const sample_t*>(frame + grp.guide[g])[pos[b]];
+#pragma unroll
+            for (int g = 0; g < N_GUIDES; ++g)
+#pragma unroll
+                for (int b = 0; b < EXACT_POS_BATCH; ++b)
+                    if (i0 + b * 32 + lane < EXACT_RHW) st[(f * N_GUIDES + g) * EXACT_RHW + i0 + b * 32 + lane] = v[g][b];
+        }
+    }
+}
+
+// A warp's running sums, as in the reference (src/backend/reference.rs): chain 0 the total of the
+// weights, chain o + 1 the sum of weight x value of output o. Lane L < EXACT_CHAINS keeps chain L
+// and adds its 32 terms of a round in pair order (the lanes past the chains repeat the last one;
+// their results are unused); each pair's lane rounds its products first, as the reference does.
+constexpr int EXACT_CHAINS = 1 + N_OUTPUTS;
+// The target's patch is held in registers across a sample's pairs where it is small.
+constexpr int EXACT_PATCH = N_GUIDES * PATCH_D * PATCH_D;
+constexpr bool EXACT_TARGET_IN_REGS = EXACT_PATCH <= 32;
+
 extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const NlmArgs args)
 {
-    __shared__ double weights_[EXACT_WARPS][32];
-    __shared__ double values_[EXACT_WARPS][32][N_OUTPUTS];
+    __shared__ __align__(16) double terms_[EXACT_WARPS][EXACT_CHAINS][32];
     __shared__ unsigned short stage_[EXACT_WARPS][EXACT_STAGE];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    double* weights = weights_[warp];
-    double (*values)[N_OUTPUTS] = values_[warp];
+    double (*terms)[32] = terms_[warp];
+    const double* chain = terms[min(lane, EXACT_CHAINS - 1)];
     unsigned short* st = stage_[warp];
     const JobView jv{args.jobs ? args.jobs + blockIdx.z : nullptr, args};
     const unsigned long long* list = jv.exact() + args.exact_offset;
@@ -88,8 +130,7 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
     const double inv_scale2 = __ddiv_rn(1.0, __dmul_rn((double)args.scale_to_8bit, (double)args.scale_to_8bit));
     const int offsets = SEARCH_D * SEARCH_D;
     const int pairs = n_frames * offsets;
-    const int staged_samples = n_frames * EXACT_REGION;
-    const bool staged = staged_samples <= EXACT_STAGE;
+    const bool staged = n_frames * EXACT_REGION <= EXACT_STAGE;
     for (unsigned long long e = blockIdx.x * (unsigned long long)EXACT_WARPS + warp; e < count;
          e += (unsigned long long)gridDim.x * EXACT_WARPS) {
         const unsigned long long entry = list[1 + e];
@@ -102,29 +143,21 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
         const int gx0 = (px - SEARCH_R) * STEP_X - PATCH_R, gy0 = (py - SEARCH_R) * STEP_Y - PATCH_R;
         if (staged) {
             __syncwarp();   // the previous sample's window is no longer read
-            for (int i0 = 0; i0 < staged_samples; i0 += 32 * EXACT_LOAD_BATCH) {
-                sample_t v[EXACT_LOAD_BATCH];
-#pragma unroll
-                for (int b = 0; b < EXACT_LOAD_BATCH; ++b) {
-                    const int i = i0 + b * 32 + lane;
-                    if (i < staged_samples) {
-                        const int f = i / EXACT_REGION, r = i - f * EXACT_REGION;
-                        const int g = r / (EXACT_RH * EXACT_RW), q = r - g * (EXACT_RH * EXACT_RW);
-                        const int y = q / EXACT_RW, x = q - y * EXACT_RW;
-                        const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
-                        v[b] = reinterpret_cast<const sample_t*>(frame + grp.guide[g])[mirror_index(gy0 + y, args.guide_h) * args.guide_w +
-                                                                                        mirror_index(gx0 + x, args.guide_w)];
-                    }
-                }
-#pragma unroll
-                for (int b = 0; b < EXACT_LOAD_BATCH; ++b)
-                    if (i0 + b * 32 + lane < staged_samples) st[i0 + b * 32 + lane] = v[b];
-            }
+            stage_exact(st, jv, args, grp, n_frames, gx0, gy0, lane);
             __syncwarp();
         }
-        double sums[N_OUTPUTS];
-        for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = 0.0;
-        double total = 0.0, wmax = 0.0;
+        const unsigned short* tw = st + tgt_index * EXACT_REGION + SEARCH_R * STEP_Y * EXACT_RW + SEARCH_R * STEP_X;
+        int tv[EXACT_TARGET_IN_REGS ? EXACT_PATCH : 1];
+        if (EXACT_TARGET_IN_REGS && staged) {
+#pragma unroll
+            for (int g = 0; g < N_GUIDES; ++g)
+#pragma unroll
+                for (int ky = 0; ky < PATCH_D; ++ky)
+#pragma unroll
+                    for (int kx = 0; kx < PATCH_D; ++kx)
+                        tv[EXACT_TARGET_IN_REGS ? (g * PATCH_D + ky) * PATCH_D + kx : 0] = tw[g * EXACT_RHW + ky * EXACT_RW + kx];
+        }
+        double acc = 0.0, wmax = 0.0;
         for (int base = 0; base < pairs; base += 32) {
             const int k = base + lane;
             double wt = 0.0;
@@ -138,13 +171,12 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                     // Values first: their loads (global where not staged) overlap the distance.
                     if (EXACT_VALUES_STAGED && staged) {
                         for (int o = 0; o < N_OUTPUTS; ++o)
-                            val[o] = st[f * EXACT_REGION + o * EXACT_RH * EXACT_RW + (dy + SEARCH_R + PATCH_R) * EXACT_RW + dx + SEARCH_R + PATCH_R];
+                            val[o] = st[f * EXACT_REGION + o * EXACT_RHW + (dy + SEARCH_R + PATCH_R) * EXACT_RW + dx + SEARCH_R + PATCH_R];
                     } else {
                         for (int o = 0; o < N_OUTPUTS; ++o) val[o] = exact_sample(frame, grp.output[o], args.out_w, args.out_h, px + dx, py + dy);
                     }
                     ssd_t ssd = 0;
                     if (staged) {
-                        const unsigned short* tw = st + tgt_index * EXACT_REGION + SEARCH_R * STEP_Y * EXACT_RW + SEARCH_R * STEP_X;
                         const unsigned short* rw = st + f * EXACT_REGION + (dy + SEARCH_R) * STEP_Y * EXACT_RW + (dx + SEARCH_R) * STEP_X;
 #pragma unroll
                         for (int g = 0; g < N_GUIDES; ++g)
@@ -152,8 +184,9 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                             for (int ky = 0; ky < PATCH_D; ++ky)
 #pragma unroll
                                 for (int kx = 0; kx < PATCH_D; ++kx) {
-                                    const int o = g * EXACT_RH * EXACT_RW + ky * EXACT_RW + kx;
-                                    ssd += sq_diff(tw[o], rw[o]);
+                                    const int o = g * EXACT_RHW + ky * EXACT_RW + kx;
+                                    const int t = EXACT_TARGET_IN_REGS ? tv[EXACT_TARGET_IN_REGS ? (g * PATCH_D + ky) * PATCH_D + kx : 0] : tw[o];
+                                    ssd += sq_diff(t, rw[o]);
                                 }
                     } else {
                         for (int g = 0; g < N_GUIDES; ++g) {
@@ -170,25 +203,25 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
                     wt = exact_weight(__dmul_rn(__dmul_rn((double)ssd, norm), inv_scale2), h, (double)args.distance_offset);
                 }
             }
-            weights[lane] = wt;
             wmax = fmax(wmax, wt);   // order-free: each lane's own, the warp's at the end
-            for (int o = 0; o < N_OUTPUTS; ++o) values[lane][o] = val[o];
+            terms[0][lane] = wt;
+            for (int o = 0; o < N_OUTPUTS; ++o) terms[1 + o][lane] = __dmul_rn(wt, val[o]);
             __syncwarp();
-            if (lane == 0) {
+            // A skipped pair (the target's centre, or past the last pair) has weight and value 0
+            // and adds an exact 0: no branch.
 #pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    const double w = weights[j];
-                    total = __dadd_rn(total, w);
-#pragma unroll
-                    for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = __dadd_rn(sums[o], __dmul_rn(w, values[j][o]));
-                }
+            for (int j = 0; j < 32; j += 2) {
+                const double2 t = *reinterpret_cast<const double2*>(chain + j);
+                acc = __dadd_rn(__dadd_rn(acc, t.x), t.y);
             }
             __syncwarp();
         }
         for (int off = 16; off > 0; off /= 2) wmax = fmax(wmax, __shfl_xor_sync(0xffffffffu, wmax, off));
+        double sums[N_OUTPUTS];
+        for (int o = 0; o < N_OUTPUTS; ++o) sums[o] = __shfl_sync(0xffffffffu, acc, 1 + o);
         if (lane == 0) {
             const double wc = __dmul_rn((double)args.wref, wmax);
-            total = __dadd_rn(total, wc);
+            const double total = __dadd_rn(acc, wc);   // lane 0's chain: the weights
             for (int o = 0; o < N_OUTPUTS; ++o) {
                 const double centre = exact_sample(target, grp.output[o], args.out_w, args.out_h, px, py);
                 const double value = total > 0.0 ? __ddiv_rn(__dadd_rn(sums[o], __dmul_rn(wc, centre)), total) : centre;

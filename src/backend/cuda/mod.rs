@@ -54,12 +54,22 @@ pub const DIRECT_IO_ENV: &str = "NLMDENOISE_CUDA_DIRECT_IO";
 /// copy back is issued and waited for in `finish`, instead of being queued at launch.
 pub const ASYNC_IO_ENV: &str = "NLMDENOISE_CUDA_ASYNC_IO";
 
+/// "1": every fused launch on the one compute stream (comparisons). Default: consecutive calls
+/// fused launches alternate between two streams, so that a frame's launch can fill the SMs that
+/// the previous frame's last blocks leave idle.
+pub const FUSED_STREAMS_ENV: &str = "NLMDENOISE_CUDA_FUSED_STREAMS";
+
 /// Caller-thread time spent in the backend's calls, summed over all CUDA backends of the process
 /// (nanoseconds: upload, launch, finish; and calls of each): `bench_cuda` prints it per frame.
 pub static HOST_NS: [std::sync::atomic::AtomicU64; 4] = [const { std::sync::atomic::AtomicU64::new(0) }; 4];
 
 fn count_ns(i: usize, t: std::time::Instant) {
     HOST_NS[i].fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The backend's four fixed streams and its fused streams, as one list.
+fn stream_set<'a>(fixed: [&'a Stream; 4], fused: &'a [Stream]) -> Vec<&'a Stream> {
+    fixed.into_iter().chain(fused).collect()
 }
 
 fn unavailable(e: String) -> Error {
@@ -156,8 +166,15 @@ pub struct CudaBackend {
     /// The exact f64 pass runs here, after each fused launch (an event apart), so that the next
     /// fused launch need not wait for it.
     exact: Stream,
-    /// Per launch group: "fused kernel done" (compute stream) for the exact stream to wait on.
+    /// Per launch group: "fused kernel done" (its fused stream) for the exact stream to wait on.
     fused_done: Vec<Event>,
+    /// The fused kernels run here, one call's launches on one stream and the next call's on the
+    /// other (each waits for `fused_ready`, recorded on the compute stream after the call's
+    /// preparations): consecutive frames' grids overlap where one's last blocks leave SMs idle.
+    /// Empty: on the compute stream itself (FUSED_STREAMS_ENV=1).
+    fused_streams: Vec<Stream>,
+    fused_turn: usize,
+    fused_ready: Event,
     download: Stream,
 }
 
@@ -183,6 +200,7 @@ impl CudaBackend {
             Err(_) => None,
         };
         let merge_planes = std::env::var(MERGE_ENV).map(|v| v != "0").unwrap_or(true);
+        let fused_streams = if std::env::var(FUSED_STREAMS_ENV).map(|v| v == "1").unwrap_or(false) { 0 } else { 2 };
         let registry = HostRegistry::new(&ctx, 64);
         Ok(CudaBackend {
             merge_planes,
@@ -190,6 +208,9 @@ impl CudaBackend {
             compute: Stream::new(&ctx).map_err(backend_err)?,
             exact: Stream::new(&ctx).map_err(backend_err)?,
             fused_done: (0..download::EXACT_PARTS).map(|_| Event::new(&ctx, false)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
+            fused_streams: (0..fused_streams).map(|_| Stream::new(&ctx)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
+            fused_turn: 0,
+            fused_ready: Event::new(&ctx, false).map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,
             ctx,
             device_name: info.0,
@@ -347,6 +368,13 @@ impl CudaBackend {
             exact_parts.push((exact_offset, capacity));
             exact_offset += 1 + capacity;
         }
+        // This call's fused stream: it starts after everything queued on the compute stream so far.
+        let turn = self.fused_turn;
+        if !self.fused_streams.is_empty() {
+            self.fused_turn = (turn + 1) % self.fused_streams.len();
+            self.fused_ready.record(&self.compute).map_err(backend_err)?;
+            self.fused_streams[turn].wait(&self.fused_ready).map_err(backend_err)?;
+        }
         for (li, launch_batches) in launch::fused_launches(&batches, self.merge_planes).iter().enumerate() {
             let v = self.variant(plan, &batches[launch_batches[0]], sample_bytes);
             let f = self.function(&v)?;
@@ -401,12 +429,13 @@ impl CudaBackend {
             let mut params = [&mut args as *mut NlmArgs as *mut std::ffi::c_void];
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
             // time); every pointer in it (and in the job table) lies in this backend's allocations.
-            unsafe { result::launch_kernel(f.fused.cu_function(), grid, (v.tile.threads, 1, 1), args.smem_bytes, self.compute.raw, &mut params) }
+            let fused_stream = self.fused_streams.get(turn).unwrap_or(&self.compute);
+            unsafe { result::launch_kernel(f.fused.cu_function(), grid, (v.tile.threads, 1, 1), args.smem_bytes, fused_stream.raw, &mut params) }
                 .map_err(|e| Error::Backend(format!("launching {v:?} on grid {grid:?}: {e}")))?;
             // The exact path for the samples the fused kernel queued, one launch per batch (a
             // grid-stride loop over a count only the device knows; a few microseconds when it is
             // zero), on its own stream.
-            self.fused_done[li].record(&self.compute).map_err(backend_err)?;
+            self.fused_done[li].record(fused_stream).map_err(backend_err)?;
             self.exact.wait(&self.fused_done[li]).map_err(backend_err)?;
             let mut z0 = 0usize;
             for &bi in launch_batches {
@@ -629,8 +658,13 @@ impl CudaBackend {
         Ok(start.elapsed_ms(&stop).map_err(backend_err)? as f64 / (rounds * jobs.len()) as f64)
     }
 
+    /// Every stream this backend queues work on.
+    fn streams(&self) -> Vec<&Stream> {
+        stream_set([&self.upload, &self.compute, &self.exact, &self.download], &self.fused_streams)
+    }
+
     fn synchronize(&self) -> Result<()> {
-        for s in [&self.upload, &self.compute, &self.exact, &self.download] {
+        for s in self.streams() {
             s.synchronize().map_err(backend_err)?;
         }
         Ok(())
@@ -757,7 +791,7 @@ impl CudaBackend {
         state.slot_host[slot] = None;
         if self.direct_io {
             let ranges = frame_ranges(frame);
-            let streams = [&self.upload, &self.compute, &self.exact, &self.download];
+            let streams = stream_set([&self.upload, &self.compute, &self.exact, &self.download], &self.fused_streams);
             // Releasing a registration needs every copy in flight done.
             let mut quiesce = || streams.iter().all(|s| s.synchronize().is_ok());
             if self.registry.ensure(&ranges, &mut quiesce) {
@@ -805,7 +839,7 @@ impl CudaBackend {
             return state.outputs[o].complete(&layout, out).map_err(backend_err);
         }
         if let Some(ranges) = ranges {
-            let streams = [&self.upload, &self.compute, &self.exact, &self.download];
+            let streams = stream_set([&self.upload, &self.compute, &self.exact, &self.download], &self.fused_streams);
             let mut quiesce = || streams.iter().all(|s| s.synchronize().is_ok());
             if self.registry.ensure(&ranges, &mut quiesce) {
                 return state.outputs[o].complete_direct(&layout, &planes, &ranges, &self.download).map_err(backend_err);
