@@ -90,6 +90,15 @@ impl Stream {
         Ok(Stream { ctx: ctx.clone(), raw })
     }
 
+    /// A stream whose blocks the hardware dispatches before those of default-priority streams
+    /// (the context's greatest priority).
+    pub fn new_high_priority(ctx: &Arc<CudaContext>) -> CuResult<Self> {
+        ctx.bind_to_thread().map_err(err("binding the context"))?;
+        let (_, greatest) = result::stream::get_priority_range().map_err(err("cuCtxGetStreamPriorityRange"))?;
+        let raw = result::stream::create_with_priority(result::stream::StreamKind::NonBlocking, greatest).map_err(err("creating a stream"))?;
+        Ok(Stream { ctx: ctx.clone(), raw })
+    }
+
     pub fn wait(&self, event: &Event) -> CuResult<()> {
         // SAFETY: both handles are alive.
         unsafe { result::stream::wait_event(self.raw, event.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(err("cuStreamWaitEvent"))
