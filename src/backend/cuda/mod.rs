@@ -167,7 +167,7 @@ pub struct CudaBackend {
     /// fused launch need not wait for it. High priority: its few blocks are dispatched as soon as
     /// the next frame's fused blocks leave room, instead of trickling in among them while each
     /// holds registers a fused block could use (H100 run 50: R-live 0.333 -> 0.327 ms, R-knlm
-    /// 0.246 -> 0.238 ms).
+    /// 0.246 -> 0.238 ms). Default priority when the fused kernels share the compute stream.
     exact: Stream,
     /// Per launch group: "fused kernel done" (its fused stream) for the exact stream to wait on.
     fused_done: Vec<Event>,
@@ -209,7 +209,8 @@ impl CudaBackend {
             merge_planes,
             upload: Stream::new(&ctx).map_err(backend_err)?,
             compute: Stream::new(&ctx).map_err(backend_err)?,
-            exact: Stream::new_high_priority(&ctx).map_err(backend_err)?,
+            // High priority pays only beside two fused streams (run 51: with one, 0.341 -> 0.352 ms).
+            exact: if fused_streams > 1 { Stream::new_high_priority(&ctx) } else { Stream::new(&ctx) }.map_err(backend_err)?,
             fused_done: (0..download::EXACT_PARTS).map(|_| Event::new(&ctx, false)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
             fused_streams: (0..fused_streams).map(|_| Stream::new(&ctx)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?,
             fused_turn: 0,
