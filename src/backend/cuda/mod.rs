@@ -1,7 +1,9 @@
 //! CUDA backend: a device-resident frame ring, the fused temporal NLM kernel
 //! (kernels/nlm_fused.cu, compiled at run time with NVRTC for the device's own architecture), the
-//! exact f64 pass (kernels/nlm_exact.cu) and four streams (upload, compute, exact, download) so
-//! that the upload of frame n+1, the kernels of frame n and the download of frame n-1 overlap.
+//! exact f64 pass (kernels/nlm_exact.cu) and streams for upload, compute (a launch's
+//! preparations), fused kernels (two, alternating between consecutive launches), exact pass and
+//! download, so that the upload of frame n+1, the kernels of frames n and n+1 and the download of
+//! frame n-1 overlap.
 //! Host frames are copied by asynchronous DMA straight from and into the engine's page-locked
 //! planar frames (see [`hostio`] and the `Backend` trait's promises); docs/design.md describes
 //! the data flow.
