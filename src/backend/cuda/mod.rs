@@ -56,7 +56,7 @@ pub const DIRECT_IO_ENV: &str = "NLMDENOISE_CUDA_DIRECT_IO";
 /// copy back is issued and waited for in `finish`, instead of being queued at launch.
 pub const ASYNC_IO_ENV: &str = "NLMDENOISE_CUDA_ASYNC_IO";
 
-/// "1": every fused launch on the one compute stream (comparisons). Default: consecutive calls
+/// "1": every fused launch on the one compute stream (comparisons). Default: consecutive calls'
 /// fused launches alternate between two streams, so that a frame's launch can fill the SMs that
 /// the previous frame's last blocks leave idle.
 pub const FUSED_STREAMS_ENV: &str = "NLMDENOISE_CUDA_FUSED_STREAMS";
