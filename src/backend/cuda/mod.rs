@@ -606,8 +606,8 @@ impl CudaBackend {
         }
         let start = Event::new(&self.ctx, true).map_err(backend_err)?;
         let stop = Event::new(&self.ctx, true).map_err(backend_err)?;
-        // Outputs rotate like the engine's (pipeline depth 2): a job's exact pass overlaps the
-        // next job's fused kernels.
+        // Outputs rotate like the engine's (pipeline depth 2): consecutive jobs' fused kernels
+        // (two fused streams) and a job's exact pass overlap as they do there.
         let outs = (0..3).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
         let run = |b: &mut Self, i: usize| -> Result<()> {
             let o = outs[i % outs.len()];
