@@ -39,7 +39,8 @@ __device__ __forceinline__ double exact_weight(double d2, double h, double offse
 // summing them in integers gives the reference's f64 sum exactly, in any order.
 //
 // Blocks of EXACT_WARPS warps, each taking queued samples in turn, with a small stage per warp
-// (EXACT_STAGE below; R-live 1.2 KB), and enough of them (launch::exact_grid) that every sample of a frame has its own warp.
+// (EXACT_STAGE below; R-live 1.2 KB), and enough of them (launch::exact_grid) that every sample
+// of a frame has its own warp; the host launches them on a high-priority stream (cuda/mod.rs).
 // Measured and not kept (H100 runs 37-43): one small block per SM beside the fused blocks (too
 // few warps: the pass outlasted the frame), five rounds of pairs per lane at once (more shared
 // memory and registers per block, slower), the samples recomputed inside the fused kernel's
@@ -148,14 +149,15 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
         }
         const unsigned short* tw = st + tgt_index * EXACT_REGION + SEARCH_R * STEP_Y * EXACT_RW + SEARCH_R * STEP_X;
         int tv[EXACT_TARGET_IN_REGS ? EXACT_PATCH : 1];
-        if (EXACT_TARGET_IN_REGS && staged) {
+        if constexpr (EXACT_TARGET_IN_REGS) {
+            if (staged) {
 #pragma unroll
-            for (int g = 0; g < N_GUIDES; ++g)
+                for (int g = 0; g < N_GUIDES; ++g)
 #pragma unroll
-                for (int ky = 0; ky < PATCH_D; ++ky)
+                    for (int ky = 0; ky < PATCH_D; ++ky)
 #pragma unroll
-                    for (int kx = 0; kx < PATCH_D; ++kx)
-                        tv[EXACT_TARGET_IN_REGS ? (g * PATCH_D + ky) * PATCH_D + kx : 0] = tw[g * EXACT_RHW + ky * EXACT_RW + kx];
+                        for (int kx = 0; kx < PATCH_D; ++kx) tv[(g * PATCH_D + ky) * PATCH_D + kx] = tw[g * EXACT_RHW + ky * EXACT_RW + kx];
+            }
         }
         double acc = 0.0, wmax = 0.0;
         for (int base = 0; base < pairs; base += 32) {
@@ -185,7 +187,9 @@ extern "C" __global__ void __launch_bounds__(EXACT_WARPS * 32) nlm_exact(const N
 #pragma unroll
                                 for (int kx = 0; kx < PATCH_D; ++kx) {
                                     const int o = g * EXACT_RHW + ky * EXACT_RW + kx;
-                                    const int t = EXACT_TARGET_IN_REGS ? tv[EXACT_TARGET_IN_REGS ? (g * PATCH_D + ky) * PATCH_D + kx : 0] : tw[o];
+                                    int t;
+                                    if constexpr (EXACT_TARGET_IN_REGS) t = tv[(g * PATCH_D + ky) * PATCH_D + kx];
+                                    else t = tw[o];
                                     ssd += sq_diff(t, rw[o]);
                                 }
                     } else {
