@@ -7,12 +7,12 @@
 
 use std::collections::VecDeque;
 
-use crate::backend::{self, Backend, BackendOptions};
+use crate::device::{self, Backend, BackendOptions};
 use crate::convert;
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use crate::params::Params;
-use crate::plan::DenoisePlan;
+use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::TemporalWindow;
 
@@ -23,12 +23,12 @@ struct Pending<T> {
     frame: PlanarFrame,
 }
 
-/// Temporal NLM over one stream. `T` is whatever the caller wants back with each output frame.
+/// The denoiser of one stream (the algorithm its parameters name). `T` is whatever the caller wants back with each output frame.
 pub struct Denoiser<T> {
     info: VideoInfo,
     geometry: Geometry,
     params: Params,
-    plan: DenoisePlan,
+    plan: Plan,
     /// Declared before `pending`, so dropped first: an asynchronous backend waits for its copies
     /// while the frames they read and write still exist (Backend::upload / launch).
     backend: Box<dyn Backend>,
@@ -45,7 +45,7 @@ pub struct Denoiser<T> {
 impl<T> Denoiser<T> {
     /// A denoiser for frames of `info`, on the backend `options` select.
     pub fn new(info: VideoInfo, params: Params, options: &BackendOptions) -> Result<Self> {
-        let backend = backend::create(options)?;
+        let backend = device::create(options)?;
         Self::with_backend(info, params, backend)
     }
 
@@ -53,7 +53,7 @@ impl<T> Denoiser<T> {
     pub fn with_backend(info: VideoInfo, params: Params, mut backend: Box<dyn Backend>) -> Result<Self> {
         let info = VideoInfo::new(info.format, info.width, info.height)?;
         let geometry = Geometry::from_video_info(&info);
-        let plan = DenoisePlan::new(&geometry, &params)?;
+        let plan = Plan::new(&geometry, &params)?;
         let window = configure_backend(backend.as_mut(), &geometry, &plan, &params)?;
         tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
         Ok(Denoiser { info, geometry, params, plan, backend, window, pending: VecDeque::new(), launched: 0, ready: VecDeque::new(), spare: Vec::new() })
@@ -230,7 +230,7 @@ impl<T> Denoiser<T> {
     /// structural changes (radii, temporal window, chroma mode, planes) first finish the pending
     /// frames (they become ready) and then reconfigure the backend.
     pub fn set_params(&mut self, params: Params) -> Result<()> {
-        let plan = DenoisePlan::new(&self.geometry, &params)?;
+        let plan = Plan::new(&self.geometry, &params)?;
         if self.params.same_structure(&params) {
             self.params = params;
             self.plan = plan;
@@ -257,7 +257,7 @@ impl<T> Denoiser<T> {
 /// only know its pipeline depth once configured (chunked execution with an automatic chunk size
 /// sizes chunks from the frame size), so when the depth changed the window is rebuilt and the
 /// backend configured again with the final slot count.
-fn configure_backend(backend: &mut dyn Backend, geometry: &Geometry, plan: &DenoisePlan, params: &Params) -> Result<TemporalWindow> {
+fn configure_backend(backend: &mut dyn Backend, geometry: &Geometry, plan: &Plan, params: &Params) -> Result<TemporalWindow> {
     backend.set_window(params.temporal_past, params.temporal_future);
     let window = TemporalWindow::new(params.temporal_past, params.temporal_future, backend.pipeline_depth());
     backend.configure(geometry, plan, window.slots())?;

@@ -1,24 +1,34 @@
-//! Temporal non-local means video denoising.
+//! Video denoising engine: temporal non-local means on host threads and CUDA devices.
 //!
 //! The engine knows nothing of GStreamer: give it frames ([`frame::FrameRef`]) of a supported
-//! [`format::PixelFormat`], get denoised frames back in order from [`engine::Denoiser`]. Backends
-//! ([`backend`]): a plain f64 reference, a fast multithreaded CPU implementation and CUDA.
+//! [`format::PixelFormat`], get denoised frames back in order from [`engine::Denoiser`].
+//!
+//! Two axes, kept apart in the tree:
+//! * *where* frames are computed: [`device`] (host threads, a CUDA device with its ring, streams
+//!   and host I/O, chunks along time, several devices);
+//! * *what* is computed: one folder per algorithm ([`nlm`]), each with its plan, its f64
+//!   reference, its CPU and its CUDA implementation.
+//!
+//! [`engine`] (window, ordering, unpack/pack) sits above both; [`plan::Plan`] carries the
+//! parameters resolved for a stream from the engine to the device layer and its algorithm.
 
-pub mod backend;
 pub mod convert;
+pub mod device;
 pub mod engine;
 pub mod error;
 pub mod format;
 pub mod frame;
+pub mod nlm;
 pub mod params;
 pub mod plan;
 pub mod planar;
 pub mod window;
 pub mod y4m;
 
-pub use backend::{BackendKind, BackendOptions};
+pub use device::{BackendKind, BackendOptions};
 pub use engine::Denoiser;
 pub use error::{Error, Result};
 pub use format::PixelFormat;
 pub use frame::{FrameMut, FrameRef, OwnedFrame, VideoInfo};
-pub use params::{ChromaMode, Params, PlaneSelection, Weighting};
+pub use params::{Algorithm, ChromaMode, Params, PlaneSelection, Weighting};
+pub use plan::Plan;

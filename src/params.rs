@@ -19,6 +19,15 @@ pub const STRENGTH_PER_SIGMA: f32 = 0.71;
 /// Chroma strength per unit of noise sigma (median of the per-clip fits; docs/tuning.md).
 pub const CHROMA_STRENGTH_PER_SIGMA: f32 = 0.85;
 
+/// Which filter computes the output frames. Each has its own folder under `src/` (its plan, f64
+/// reference, CPU and CUDA implementations); the device layer runs any of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Algorithm {
+    /// Temporal non-local means ([`crate::nlm`]).
+    #[default]
+    Nlm,
+}
+
 /// How a patch distance becomes a weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Weighting {
@@ -72,14 +81,16 @@ macro_rules! text_enum {
     };
 }
 
+text_enum!(Algorithm, "algorithm", Algorithm::Nlm => "nlm");
 text_enum!(Weighting, "weighting", Weighting::Welsch => "welsch", Weighting::Bisquare => "bisquare");
 text_enum!(ChromaMode, "chroma mode", ChromaMode::Independent => "independent", ChromaMode::LumaGuided => "luma-guided", ChromaMode::Joint => "joint");
 text_enum!(PlaneSelection, "plane selection", PlaneSelection::All => "all", PlaneSelection::Luma => "luma", PlaneSelection::Chroma => "chroma");
 
-/// Parameters of temporal non-local means. Strengths and `sigma` are in 8-bit code values whatever
+/// Parameters of the denoiser: the algorithm and its settings. Strengths and `sigma` are in 8-bit code values whatever
 /// the stream's bit depth.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Params {
+    pub algorithm: Algorithm,
     /// Radius `a` of the search window: offsets -a..=a in x and y.
     pub search_radius: u32,
     /// Radius `s` of the patch compared around each sample: (2s+1)^2 samples.
@@ -104,6 +115,7 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Params {
+            algorithm: Algorithm::Nlm,
             search_radius: 3,
             patch_radius: 2,
             temporal_past: 2,
@@ -171,7 +183,8 @@ impl Params {
     /// True when changing from `self` to `other` only changes per-launch values (strengths, wref,
     /// weighting, sigma), so that the window and compiled kernels stay valid.
     pub fn same_structure(&self, other: &Params) -> bool {
-        self.search_radius == other.search_radius
+        self.algorithm == other.algorithm
+            && self.search_radius == other.search_radius
             && self.patch_radius == other.patch_radius
             && self.temporal_past == other.temporal_past
             && self.temporal_future == other.temporal_future

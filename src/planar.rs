@@ -162,3 +162,25 @@ impl PlanarFrame {
             })
     }
 }
+
+/// Index of `x` reflected into 0..n with the edge sample repeated (... 1 0 | 0 1 2 ... n-1 | n-1 ...),
+/// valid for any `x` and any `n >= 1`. This is the border rule of every algorithm and backend.
+#[inline]
+pub fn mirror(x: isize, n: usize) -> usize {
+    let n = n as isize;
+    let period = 2 * n;
+    let r = x.rem_euclid(period);
+    (if r < n { r } else { period - 1 - r }) as usize
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::mirror;
+
+    #[test]
+    fn mirror_reflects_with_edge_repeat() {
+        let got: Vec<usize> = (-4..7).map(|x| mirror(x, 3)).collect();
+        assert_eq!(got, vec![2, 2, 1, 0, 0, 1, 2, 2, 1, 0, 0]);
+        assert!((-20..20).all(|x| mirror(x, 1) == 0));
+    }
+}

@@ -21,6 +21,21 @@ pub struct Job {
     pub references: Vec<Reference>,
 }
 
+impl Job {
+    /// Ring slots the job reads: the target's, then the references'.
+    pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.slot).chain(self.references.iter().map(|r| r.slot))
+    }
+
+    /// The job's frames as (dt, ring slot) in time order; the target has dt 0.
+    pub fn frames_in_time_order(&self) -> Vec<(i32, usize)> {
+        let mut w: Vec<(i32, usize)> = self.references.iter().map(|r| (r.dt, r.slot)).collect();
+        w.push((0, self.slot));
+        w.sort_by_key(|f| f.0);
+        w
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TemporalWindow {
     past: u32,

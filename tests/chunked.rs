@@ -1,4 +1,4 @@
-//! Chunked processing and several workers (`backend::chunked`) on the host backends: output is
+//! Chunked processing and several workers (`device::chunked`) on the host backends: output is
 //! bit-identical to unchunked processing for every chunk size, window shape, sequence length,
 //! end of stream and reset point, parameter change and worker count; chunk sizes that do not fit
 //! are refused; worker failures and panics come back as errors; dropping joins the workers.
@@ -10,12 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{make_frame, Content, Waves};
-use nlmdenoise::backend::chunked::{host_threads_per_worker, BackendFactory, ChunkedBackend, AUTO_MAX_FRAMES, FREE_FRACTION, HOST_CHUNK_FRAMES};
-use nlmdenoise::backend::cpu::CpuBackend;
-use nlmdenoise::backend::reference::ReferenceBackend;
-use nlmdenoise::backend::{Backend, ChunkFrames, DeviceMemory, Devices};
+use nlmdenoise::device::chunked::{host_threads_per_worker, BackendFactory, ChunkedBackend, AUTO_MAX_FRAMES, FREE_FRACTION, HOST_CHUNK_FRAMES};
+use nlmdenoise::device::host::HostBackend;
+use nlmdenoise::device::{Backend, ChunkFrames, DeviceMemory, Devices};
 use nlmdenoise::error::{Error, Result};
-use nlmdenoise::plan::DenoisePlan;
+use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
 use nlmdenoise::window::Job;
 use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo};
@@ -340,14 +339,14 @@ impl Backend for Fake {
     fn describe(&self) -> String {
         "fake device".into()
     }
-    fn configure(&mut self, g: &Geometry, p: &DenoisePlan, slots: usize) -> Result<()> {
+    fn configure(&mut self, g: &Geometry, p: &Plan, slots: usize) -> Result<()> {
         self.slots = slots;
         self.inner.configure(g, p, slots)
     }
     fn upload(&mut self, slot: usize, f: &PlanarFrame) -> Result<()> {
         self.inner.upload(slot, f)
     }
-    fn launch(&mut self, j: &Job, p: &DenoisePlan) -> Result<()> {
+    fn launch(&mut self, j: &Job, p: &Plan) -> Result<()> {
         self.inner.launch(j, p)
     }
     fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
@@ -364,7 +363,7 @@ impl Backend for Fake {
     fn device_memory(&self) -> Option<DeviceMemory> {
         (self.per_frame > 0).then_some(DeviceMemory { free: self.free.saturating_sub(self.slots as u64 * self.per_frame), total: 2 * self.free })
     }
-    fn device_bytes_per_frame(&self, _: &Geometry, _: &DenoisePlan) -> u64 {
+    fn device_bytes_per_frame(&self, _: &Geometry, _: &Plan) -> u64 {
         self.per_frame
     }
 }
@@ -381,7 +380,7 @@ fn fake_factory(spec: FakeSpec, finishes: Arc<AtomicUsize>, live: Arc<AtomicUsiz
     Arc::new(move |_, _| {
         live.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(Fake {
-            inner: Box::new(CpuBackend::new(1)?),
+            inner: Box::new(HostBackend::cpu(1)?),
             free: spec.free,
             per_frame: spec.per_frame,
             finishes: finishes.clone(),
@@ -491,7 +490,7 @@ fn dropping_the_denoiser_joins_its_workers() {
     drop(d);
     assert_eq!(live.load(Ordering::SeqCst), 0, "workers ended (and dropped their backends) before drop returned");
     // A backend that cannot be created is an error, not a hang.
-    let failing: BackendFactory = Arc::new(|i, _| if i == 1 { Err(Error::BackendUnavailable("no such device".into())) } else { Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>) });
+    let failing: BackendFactory = Arc::new(|i, _| if i == 1 { Err(Error::BackendUnavailable("no such device".into())) } else { Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>) });
     assert!(matches!(ChunkedBackend::with_factory(ChunkFrames::Auto, &[0, 1], failing), Err(Error::BackendUnavailable(_))));
 }
 
@@ -504,7 +503,7 @@ fn dropping_the_denoiser_joins_its_workers() {
 /// backend reused or freed a pooled frame that a worker's chunk still holds, the outputs would
 /// differ from the unchunked ones.
 struct Deferred {
-    inner: CpuBackend,
+    inner: HostBackend,
     geometry: Option<Geometry>,
     ops: VecDeque<DeferredOp>,
     /// Frames read late, and how many different host addresses they came from.
@@ -514,14 +513,14 @@ struct Deferred {
 enum DeferredOp {
     /// Slot, plane ranges and a checksum of the frame when it was given.
     Upload(usize, Vec<(usize, usize)>, u64),
-    Launch(Job, DenoisePlan),
+    Launch(Job, Plan),
 }
 
 impl Backend for Deferred {
     fn describe(&self) -> String {
         "deferred-read cpu".into()
     }
-    fn configure(&mut self, g: &Geometry, p: &DenoisePlan, slots: usize) -> Result<()> {
+    fn configure(&mut self, g: &Geometry, p: &Plan, slots: usize) -> Result<()> {
         self.ops.clear();
         self.geometry = Some(g.clone());
         self.inner.configure(g, p, slots)
@@ -531,7 +530,7 @@ impl Backend for Deferred {
         self.ops.push_back(DeferredOp::Upload(slot, ranges, checksum(f)));
         Ok(())
     }
-    fn launch(&mut self, j: &Job, p: &DenoisePlan) -> Result<()> {
+    fn launch(&mut self, j: &Job, p: &Plan) -> Result<()> {
         self.ops.push_back(DeferredOp::Launch(j.clone(), p.clone()));
         Ok(())
     }
@@ -568,7 +567,7 @@ fn checksum(f: &PlanarFrame) -> u64 {
 }
 
 fn deferred_factory(reads: Arc<AtomicUsize>) -> BackendFactory {
-    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: CpuBackend::new(1)?, geometry: None, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
+    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: HostBackend::cpu(1)?, geometry: None, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
 }
 
 #[test]
@@ -597,7 +596,7 @@ fn pooled_frames_are_reused_across_chunks() {
     let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
     let inputs = frames(info, 200, 5);
     for (n, workers, params) in [(3, 1, Params { temporal_past: 2, ..base() }), (4, 2, Params { temporal_past: 2, temporal_future: 2, ..base() }), (1, 3, Params { temporal_future: 1, ..base() })] {
-        let b = ChunkedBackend::with_factory(ChunkFrames::Frames(n), &vec![0; workers], Arc::new(|_, _| Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>))).unwrap();
+        let b = ChunkedBackend::with_factory(ChunkFrames::Frames(n), &vec![0; workers], Arc::new(|_, _| Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>))).unwrap();
         let stats = b.stats();
         let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, Box::new(b)).unwrap();
         let latency = d.latency_frames();
@@ -634,7 +633,7 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
     let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
     let geometry = Geometry::from_video_info(&info);
     let params = Params { planes: PlaneSelection::Luma, ..base() };
-    let plan = DenoisePlan::new(&geometry, &params).unwrap();
+    let plan = Plan::new(&geometry, &params).unwrap();
     let inputs = frames(info, 2, 9);
     let mut planar: Vec<PlanarFrame> = inputs
         .iter()
@@ -645,7 +644,7 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
         })
         .collect();
     // The same job on the reference backend, finished into its own uploaded frame.
-    let mut r = ReferenceBackend::new();
+    let mut r = HostBackend::reference();
     r.configure(&geometry, &plan, 2).unwrap();
     let mut expect = planar[0].clone();
     r.upload(0, &expect).unwrap();
@@ -653,7 +652,7 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
     r.finish(&mut expect).unwrap();
     assert!(expect.planes[0] != planar[0].planes[0], "the luma plane is denoised");
 
-    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(ReferenceBackend::new()) as Box<dyn Backend>))).unwrap();
+    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>))).unwrap();
     b.configure(&geometry, &plan, 4).unwrap();
     b.upload(0, &planar[0]).unwrap();
     b.launch(&Job { seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
@@ -680,7 +679,7 @@ fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
     let factory: BackendFactory = Arc::new(move |_, _| {
         c.fetch_add(1, Ordering::SeqCst);
         l.fetch_add(1, Ordering::SeqCst);
-        Ok(Box::new(Fake { inner: Box::new(ReferenceBackend::new()), free: 0, per_frame: 0, finishes: Arc::default(), fail_at: None, panic_at: None, slots: 0, live: l.clone() }) as Box<dyn Backend>)
+        Ok(Box::new(Fake { inner: Box::new(HostBackend::reference()), free: 0, per_frame: 0, finishes: Arc::default(), fail_at: None, panic_at: None, slots: 0, live: l.clone() }) as Box<dyn Backend>)
     });
     let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(2), &[0, 0], factory).unwrap();
     let params = Params { temporal_past: 1, ..base() };
@@ -688,7 +687,7 @@ fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
     for (w, h) in [(16, 12), (16, 12), (20, 10)] {
         let info = VideoInfo::new(PixelFormat::I420, w, h).unwrap();
         let geometry = Geometry::from_video_info(&info);
-        let plan = DenoisePlan::new(&geometry, &params).unwrap();
+        let plan = Plan::new(&geometry, &params).unwrap();
         b.set_window(1, 0);
         b.configure(&geometry, &plan, 8).unwrap();
         let before = created.load(Ordering::SeqCst);

@@ -1,4 +1,4 @@
-//! Chunked processing on the GPU (`backend::chunked` over the CUDA backend's `launch_batch`):
+//! Chunked processing on the GPU (`device::chunked` over the CUDA backend's `launch_batch`):
 //! chunk sizes 1, 2, 7, 64 and auto give bit-identical output, equal to the CPU backend within the
 //! usual tolerance; two devices give the output of one; an explicit chunk that does not fit in
 //! device memory is refused at creation. Device outputs are poisoned before every launch.
@@ -10,9 +10,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{compare, denoise, gpu_or_skip, make_frame, seed, tolerance, Content, Waves};
-use nlmdenoise::backend::chunked::{cuda_device_count, BackendFactory, ChunkedBackend};
-use nlmdenoise::backend::cuda::CudaBackend;
-use nlmdenoise::backend::{Backend, ChunkFrames, Devices};
+use nlmdenoise::device::chunked::{cuda_device_count, BackendFactory, ChunkedBackend};
+use nlmdenoise::device::cuda::CudaBackend;
+use nlmdenoise::device::{Backend, ChunkFrames, Devices};
 use nlmdenoise::error::Error;
 use nlmdenoise::{BackendKind, BackendOptions, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 use rand::rngs::SmallRng;
@@ -129,7 +129,7 @@ fn chunks_are_sized_from_device_memory() {
     let info = VideoInfo::new(PixelFormat::Y444_16LE, 3840, 2160).unwrap();
     let geometry = nlmdenoise::planar::Geometry::from_video_info(&info);
     let params = Params { temporal_past: 2, temporal_future: 2, ..Params::default() };
-    let plan = nlmdenoise::plan::DenoisePlan::new(&geometry, &params).unwrap();
+    let plan = nlmdenoise::plan::Plan::new(&geometry, &params).unwrap();
     let per_frame = b.device_bytes_per_frame(&geometry, &plan);
     assert!(per_frame >= 3840 * 2160 * 3 * 2, "a 16-bit 4:4:4 4K frame costs at least its samples: {per_frame}");
     drop(b);

@@ -14,9 +14,9 @@
 mod common;
 
 use common::{assert_padding_kept, base, case, compare, denoise, gpu_or_skip, inputs, seed, tolerance, Case, Content, Waves};
-use nlmdenoise::backend::cuda::CudaBackend;
-use nlmdenoise::backend::reference::ReferenceBackend;
-use nlmdenoise::backend::{Backend, BackendOptions};
+use nlmdenoise::device::cuda::CudaBackend;
+use nlmdenoise::device::host::HostBackend;
+use nlmdenoise::device::{Backend, BackendOptions};
 use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, Weighting};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -41,7 +41,7 @@ fn run(backend: Box<dyn Backend>, c: &Case, inputs: &[OwnedFrame]) -> Vec<OwnedF
 /// Runs both backends; returns the largest difference seen (stored units).
 fn check(c: &Case, rng: &mut SmallRng) -> u32 {
     let inputs = inputs(c, WAVES, rng);
-    let reference = run(Box::new(ReferenceBackend::new()), c, &inputs);
+    let reference = run(Box::new(HostBackend::reference()), c, &inputs);
     let gpu = run(cuda_backend(c.depth), c, &inputs);
     // Counted as differing, as in tests/cpu_vs_reference.rs: any difference for 8- and 10-bit
     // formats; for 16-bit formats more than 1/32 of an 8-bit code value (float accumulation carries
@@ -194,10 +194,10 @@ fn benchmark_parameters_and_large_radii() {
 /// the finished frames (host frames filled with `fill` first, device outputs poisoned).
 fn run_jobs(c: &Case, frames: &[nlmdenoise::planar::PlanarFrame], jobs: &[nlmdenoise::window::Job], slots: usize, batched: bool, fill: u8) -> Vec<nlmdenoise::planar::PlanarFrame> {
     use nlmdenoise::planar::Geometry;
-    use nlmdenoise::plan::DenoisePlan;
+    use nlmdenoise::plan::Plan;
     let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
     let geometry = Geometry::from_video_info(&info);
-    let plan = DenoisePlan::new(&geometry, &c.params).unwrap();
+    let plan = Plan::new(&geometry, &c.params).unwrap();
     let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
     b.set_poison_outputs(true);
     b.configure(&geometry, &plan, slots).unwrap();
@@ -280,8 +280,8 @@ fn batched_launch_equals_single_launches() {
                 batched.extend(run_jobs(&c, &frames, part, slots, true, 0x22));
             }
             let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
-            let plan = nlmdenoise::plan::DenoisePlan::new(&Geometry::from_video_info(&info), &c.params).unwrap();
-            let written: Vec<usize> = plan.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect();
+            let plan = nlmdenoise::plan::Plan::new(&Geometry::from_video_info(&info), &c.params).unwrap();
+            let written: Vec<usize> = plan.output_planes();
             assert_eq!(batched.len(), single.len());
             for (i, (a, b)) in single.iter().zip(&batched).enumerate() {
                 // Planes the plan does not denoise are never written (they keep each run's fill).

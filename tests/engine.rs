@@ -381,18 +381,18 @@ fn cuda_without_a_usable_gpu_is_an_error_not_a_panic() {
 
 /// The reference backend with failures on demand, for the engine's error recovery.
 struct FlakyBackend {
-    inner: nlmdenoise::backend::reference::ReferenceBackend,
+    inner: nlmdenoise::device::host::HostBackend,
     fail_next_launch: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// `configure` with this search radius fails after half-configuring the inner backend.
     refuse_search_radius: u32,
 }
 
-impl nlmdenoise::backend::Backend for FlakyBackend {
+impl nlmdenoise::device::Backend for FlakyBackend {
     fn describe(&self) -> String {
         "flaky reference".into()
     }
-    fn configure(&mut self, g: &Geometry, plan: &nlmdenoise::plan::DenoisePlan, slots: usize) -> nlmdenoise::Result<()> {
-        if plan.search_radius == self.refuse_search_radius {
+    fn configure(&mut self, g: &Geometry, plan: &nlmdenoise::plan::Plan, slots: usize) -> nlmdenoise::Result<()> {
+        if plan.nlm("test")?.search_radius == self.refuse_search_radius {
             self.inner.configure(g, plan, 0)?;
             return Err(Error::Unsupported("search radius refused by the test backend".into()));
         }
@@ -401,7 +401,7 @@ impl nlmdenoise::backend::Backend for FlakyBackend {
     fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> nlmdenoise::Result<()> {
         self.inner.upload(slot, frame)
     }
-    fn launch(&mut self, job: &nlmdenoise::window::Job, plan: &nlmdenoise::plan::DenoisePlan) -> nlmdenoise::Result<()> {
+    fn launch(&mut self, job: &nlmdenoise::window::Job, plan: &nlmdenoise::plan::Plan) -> nlmdenoise::Result<()> {
         if self.fail_next_launch.swap(false, std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Backend("injected launch failure".into()));
         }
@@ -419,7 +419,7 @@ fn backend_errors_leave_the_engine_consistent() {
     let frames: Vec<OwnedFrame> = (0..4).map(|_| frame_from(info, |_, _, _| rng.random_range(0..256))).collect();
     let params = small_params();
     let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let backend = FlakyBackend { inner: Default::default(), fail_next_launch: fail.clone(), refuse_search_radius: 5 };
+    let backend = FlakyBackend { inner: nlmdenoise::device::host::HostBackend::reference(), fail_next_launch: fail.clone(), refuse_search_radius: 5 };
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, Box::new(backend)).unwrap();
     d.push(&frames[0].as_ref(), 0).unwrap();
     assert_eq!(pop(&mut d).unwrap().0, 0);

@@ -4,13 +4,13 @@
 //! NLMDENOISE_NVRTC_DIR (or LD_LIBRARY_PATH) at it. Without it the test prints a visible
 //! "SKIPPED" line and passes.
 
-use nlmdenoise::backend::cuda::launch;
-use nlmdenoise::backend::cuda::loader;
-use nlmdenoise::backend::cuda::module::{compile_ptx, KernelVariant};
+use nlmdenoise::nlm::cuda::launch;
+use nlmdenoise::device::cuda::loader;
+use nlmdenoise::nlm::cuda::variant::{compile_ptx, KernelVariant};
 use nlmdenoise::format::PixelFormat;
 use nlmdenoise::frame::VideoInfo;
 use nlmdenoise::params::{ChromaMode, Params, PlaneSelection, Weighting};
-use nlmdenoise::plan::DenoisePlan;
+use nlmdenoise::nlm::NlmPlan;
 use nlmdenoise::planar::Geometry;
 
 fn nvrtc_or_skip() -> bool {
@@ -30,7 +30,7 @@ fn nvrtc_or_skip() -> bool {
 /// The variants the backend builds for a format and parameters (same path as configure).
 fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
     let g = Geometry::from_video_info(&VideoInfo::new(format, 64, 48).unwrap());
-    let plan = DenoisePlan::new(&g, params).unwrap();
+    let plan = NlmPlan::new(&g, params).unwrap();
     launch::batches(&g, &plan)
         .iter()
         .map(|b| KernelVariant::for_batch(&plan, b, g.bytes_per_sample, true, None, launch::SHARED_PER_SM_H100))
@@ -82,7 +82,7 @@ fn every_variant_compiles_for_hopper_and_turing() {
             if let (Some(dir), "compute_90") = (&dump, arch) {
                 std::fs::create_dir_all(dir).unwrap();
                 let name = format!("v{i:02}_a{}_s{}_g{}_o{}_st{}{}_b{}_{:?}.ptx", v.search_radius, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y, v.sample_bytes, v.weighting);
-                std::fs::write(dir.join(name), &ptx).unwrap();
+                std::fs::write(dir.join(name), ptx.as_bytes()).unwrap();
             }
             assert!(ptx.contains(".entry nlm_fused") && ptx.contains(".entry nlm_exact"), "kernel entries missing in the PTX of {v:?}");
             let target = format!(".target sm_{}", &arch[8..]);
@@ -128,14 +128,14 @@ fn a_broken_variant_reports_nvrtc_log() {
     assert!(e.contains("runs must tile a row"), "{e}");
 }
 
-// ---- Multi-pass path (src/backend/cuda/multipass.rs, kernels/multipass_*.cu) --------------------
+// ---- Multi-pass path (src/nlm/cuda/multipass.rs, kernels/nlm/multipass_*.cu) --------------------
 
 /// Every multipass variant the backend builds for these formats/parameters compiles, for every
 /// offsets-per-pass (1..=4) and intermediate (f32, f16, unorm10), with all four entry points.
 #[test]
 fn every_multipass_variant_compiles() {
-    use nlmdenoise::backend::cuda::multipass::{self, MpVariant};
-    use nlmdenoise::backend::Intermediate;
+    use nlmdenoise::nlm::cuda::multipass::{self, MpVariant};
+    use nlmdenoise::device::Intermediate;
     if !nvrtc_or_skip() {
         return;
     }
@@ -143,7 +143,7 @@ fn every_multipass_variant_compiles() {
     let mut all: Vec<MpVariant> = Vec::new();
     for (f, p) in cases {
         let g = Geometry::from_video_info(&VideoInfo::new(f, 64, 48).unwrap());
-        let plan = DenoisePlan::new(&g, &p).unwrap();
+        let plan = NlmPlan::new(&g, &p).unwrap();
         for b in launch::batches(&g, &plan) {
             for per_pass in 1..=4 {
                 for inter in [Intermediate::F32, Intermediate::F16, Intermediate::Unorm10] {

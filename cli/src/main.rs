@@ -19,7 +19,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use clap::{Parser, ValueEnum};
 
-use nlmdenoise::backend::{ChunkFrames, GpuKernel, Intermediate};
+use nlmdenoise::device::{ChunkFrames, GpuKernel, Intermediate};
 use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Params, PlaneSelection, Weighting};
 
 mod media;
@@ -194,7 +194,7 @@ pub struct Cli {
 
     /// Frames per batched launch (a chunk along time): 1 = a frame at a time, 0 = automatic from
     /// the device's free memory (8 on the CPU), N = N frames. Output is identical for every value.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=nlmdenoise::backend::chunked::MAX_CHUNK_FRAMES as i64))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=nlmdenoise::device::chunked::MAX_CHUNK_FRAMES as i64))]
     chunk_frames: u32,
 
     /// CPU backend worker threads (0 = all cores).

@@ -8,7 +8,7 @@
 use std::fmt::Debug;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nlmdenoise::backend::cuda;
+use nlmdenoise::device::cuda;
 use nlmdenoise::format::ComponentKind;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 use rand::rngs::SmallRng;

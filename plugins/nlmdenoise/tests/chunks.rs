@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use gst::prelude::*;
-use nlmdenoise::backend::{BackendOptions, ChunkFrames, Devices};
+use nlmdenoise::device::{BackendOptions, ChunkFrames, Devices};
 use nlmdenoise::{Params, PixelFormat};
 
 #[test]

@@ -488,7 +488,7 @@ fn joint_chroma_on_subsampled_format_is_a_clear_error() {
 #[test]
 fn cuda_requested_without_cuda_fails_clearly() {
     init();
-    let cuda = nlmdenoise::backend::create(&nlmdenoise::BackendOptions { kind: nlmdenoise::BackendKind::Cuda, ..Default::default() });
+    let cuda = nlmdenoise::device::create(&nlmdenoise::BackendOptions { kind: nlmdenoise::BackendKind::Cuda, ..Default::default() });
     let format = PixelFormat::I420;
     let caps = caps(format, 8, 8, (25, 1));
     let info = video_info(&caps);

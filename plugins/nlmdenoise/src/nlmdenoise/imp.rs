@@ -21,8 +21,8 @@ use gst_video::prelude::*;
 use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::backend::chunked::MAX_CHUNK_FRAMES;
-use nlmdenoise::backend::{BackendKind, BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
+use nlmdenoise::device::chunked::MAX_CHUNK_FRAMES;
+use nlmdenoise::device::{BackendKind, BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
 use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Denoiser, FrameMut, FrameRef, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
@@ -686,7 +686,7 @@ impl ObjectImpl for NlmDenoise {
         self.parent_constructed();
         let obj = self.obj();
         obj.set_qos(true);
-        let _ = self.dispatch.set(tracing::Dispatch::new(GstLogSubscriber::new(obj.upcast_ref())));
+        let _ = self.dispatch.set(tracing::Dispatch::new(GstLogSubscriber::new(obj.upcast_ref(), *CAT)));
     }
 }
 

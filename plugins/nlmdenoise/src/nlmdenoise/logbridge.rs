@@ -19,7 +19,6 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 
-use super::imp::CAT;
 
 fn gst_level(level: &Level) -> gst::DebugLevel {
     match *level {
@@ -31,16 +30,17 @@ fn gst_level(level: &Level) -> gst::DebugLevel {
     }
 }
 
-/// A `tracing` subscriber that writes events to the `nlmdenoise` debug category, attributed to one
-/// element. Spans are accepted and ignored.
+/// A `tracing` subscriber that writes events to a debug category (the element's), attributed to
+/// one element. Spans are accepted and ignored.
 pub struct GstLogSubscriber {
     element: glib::WeakRef<gst::Element>,
+    category: gst::DebugCategory,
     next_span: AtomicU64,
 }
 
 impl GstLogSubscriber {
-    pub fn new(element: &gst::Element) -> Self {
-        GstLogSubscriber { element: element.downgrade(), next_span: AtomicU64::new(1) }
+    pub fn new(element: &gst::Element, category: gst::DebugCategory) -> Self {
+        GstLogSubscriber { element: element.downgrade(), category, next_span: AtomicU64::new(1) }
     }
 }
 
@@ -77,7 +77,7 @@ impl Subscriber for GstLogSubscriber {
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.is_span() || CAT.above_threshold(gst_level(metadata.level()))
+        metadata.is_span() || self.category.above_threshold(gst_level(metadata.level()))
     }
 
     fn new_span(&self, _span: &Attributes<'_>) -> Id {
@@ -91,7 +91,7 @@ impl Subscriber for GstLogSubscriber {
     fn event(&self, event: &Event<'_>) {
         let meta = event.metadata();
         let level = gst_level(meta.level());
-        if !CAT.above_threshold(level) {
+        if !self.category.above_threshold(level) {
             return;
         }
         let mut visitor = MessageVisitor::default();
@@ -100,7 +100,7 @@ impl Subscriber for GstLogSubscriber {
         let function = meta.module_path().unwrap_or(meta.target());
         let line = meta.line().unwrap_or(0);
         let element = self.element.upgrade();
-        CAT.log(
+        self.category.log(
             element.as_ref(),
             level,
             file.as_gstr(),

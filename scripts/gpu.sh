@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The one GPU runner: every GPU test, sanitizer check and benchmark, in named parts. Build here,
+# run there (the device tool's machine has no Rust and no GStreamer).
+#
+#   here:    bash scripts/gpu.sh --collect
+#            release build of every GPU test binary, the benchmark binaries and pipeline_bench,
+#            stripped into .devcarry/ (with compute_90 PTX of every kernel variant for ptxas), the
+#            Debian GStreamer runtime into .gst-debs/ (../shared/gst-runtime) and FFmpeg's static
+#            build for the CPU comparison rows. BASE_BENCH=path/to/bench_cuda adds another build's
+#            benchmark as .devcarry/bench_cuda_base (kernel-only A/B rows on the same lease);
+#            EXTRA_BENCH="name:path ..." adds more as .devcarry/bench_cuda_<name>.
+#   device:  bash scripts/gpu.sh [PART ...]         (carry [".devcarry", ".gst-debs"])
+#            default parts: env tests sanitizer kernel gst
+#
+# Parts:
+#   env        device, driver, clocks, host, git revision
+#   tests      cuda_vs_reference (fused kernel vs the f64 reference, batched == single),
+#              cuda_multipass, chunked_cuda, chunked (host backends), nvrtc_compile with the
+#              machine's NVRTC
+#   sanitizer  compute-sanitizer memcheck and racecheck on every kernel (fused, exact, multi-pass)
+#   ptxas      registers, spills and stack of every fused variant (sm_90)
+#   kernel     kernel-only rows (R-live, R-knlm, 1080p), twice, for this build and every carried
+#              bench_cuda_<name>: same-lease A/B
+#   gst        appsrc ! nlmdenoise ! fakesink at 1080p (pipeline_bench), R-live and R-knlm
+#   bench      the speed suite (scripts/bench: resolutions, sweeps, GStreamer, CPU, FFmpeg rows)
+#   chunks     frames/s against chunk size, 1 vs all devices, the 18000-frame 1080p long run
+#   ncu        Nsight Compute on one R-live fused launch (stall reasons, occupancy)
+#
+# Knobs (environment): BUDGET (seconds for the whole run, default 560; every step's timeout is
+# capped by what is left), FRAMES (per chunk-size run, 400), LONG (long-run frames, 18000).
+#
+# What comes back (the device tool returns at most 8 files): $OUT/console.txt (everything
+# printed), $OUT/summary.txt (one line per step) and $OUT/all.tgz (every log and table).
+set -u
+cd "$(dirname "$0")/.."
+B=.devcarry
+
+if [ "${1:-}" = "--collect" ]; then
+  set -e
+  T=${CARGO_TARGET_DIR:-target}
+  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile"
+  echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
+  cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
+  cargo build --release -p nlmdenoise-bench
+  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench
+  rm -rf "$B"; mkdir -p "$B/ptx"
+  for t in $TESTS; do
+    cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
+  done
+  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/examples/pipeline_bench "$B/"
+  if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
+  for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
+  strip --strip-debug "$B"/*
+  # PTX of every variant for the ptxas part (needs pip's NVRTC here; scripts/test.sh installs it).
+  NVRTC=.cache/nvrtc/nvidia/cuda_nvrtc/lib
+  if [ -e "$NVRTC/libnvrtc.so.12" ]; then
+    NLMDENOISE_NVRTC_DIR="$PWD/$NVRTC" NLMDENOISE_PTX_DUMP="$PWD/$B/ptx" "$B/nvrtc_compile" every_variant >/dev/null 2>&1 || echo "PTX dump failed (ptxas part will be empty)"
+  fi
+  # FFmpeg for the CPU comparison rows on the GPU machine (which has none): the static build
+  # (johnvansickle.com, GPL) that PyPI's imageio-ffmpeg wheel ships, xz-compressed to fit the carry.
+  if [ ! -f .cache/ffmpeg-static.xz ]; then
+    mkdir -p .cache/wheel
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 --dest .cache/wheel 'imageio-ffmpeg==0.7.0'
+    python3 - <<'PY'
+import zipfile, glob, shutil
+w = glob.glob(".cache/wheel/imageio_ffmpeg-0.7.0-*.whl")[0]
+with zipfile.ZipFile(w) as z:
+    name = [n for n in z.namelist() if "/binaries/ffmpeg-" in n][0]
+    with z.open(name) as src, open(".cache/ffmpeg-static", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+PY
+    xz -T0 -6 -f .cache/ffmpeg-static
+  fi
+  cp .cache/ffmpeg-static.xz "$B/"
+  if [ ! -f .gst-debs/activate.sh ]; then
+    ../shared/gst-runtime/fetch.sh .gst-debs
+    cp ../shared/gst-runtime/activate.sh .gst-debs/
+  fi
+  du -sh "$B" .gst-debs
+  echo "carry: [\".devcarry\", \".gst-debs\"]"
+  exit 0
+fi
+
+[ -x "$B/cuda_vs_reference" ] || { echo "no $B/: run 'bash scripts/gpu.sh --collect' here first"; exit 2; }
+FINAL=${OUT:-/tmp/gpu-out}; mkdir -p "$FINAL"
+S=$(mktemp -d)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=/usr/local/cuda/bin:$PATH
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+BUDGET=${BUDGET:-560}; FRAMES=${FRAMES:-400}; LONG=${LONG:-18000}
+START=$(date +%s)
+PARTS=${*:-env tests sanitizer kernel gst}
+# tmo CAP: the next step's timeout: CAP seconds, or what is left of BUDGET when that is less.
+tmo() { local l=$((BUDGET - ($(date +%s) - START) - 3)); [ "$l" -lt 1 ] && l=1; echo $((l < $1 ? l : $1)); }
+note() { echo "$*"; echo "$*" >> "$S/summary.txt"; }
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+
+run_part() {
+  case $1 in
+  env)
+    { date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+      echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"; free -g | head -2
+      ls -l /usr/local/cuda/lib64/libnvrtc.so* 2>/dev/null; "$SAN" --version 2>/dev/null | tail -1
+      echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; } > "$S/env.txt" 2>&1
+    note "device: $GPUS GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | paste -sd' ')" ;;
+  tests)
+    timeout "$(tmo 200)" $B/cuda_vs_reference --test-threads=8 > "$S/cuda_vs_reference.txt" 2>&1
+    note "cuda_vs_reference: rc=$? $(grep -E '^test result' "$S/cuda_vs_reference.txt")"
+    grep -E 'FAIL|panicked|SKIPPED' "$S/cuda_vs_reference.txt" | cut -c1-300 | head -20
+    for t in cuda_multipass chunked_cuda chunked; do
+      timeout "$(tmo 150)" $B/$t --nocapture --test-threads=4 > "$S/$t.txt" 2>&1
+      note "$t: rc=$? $(grep -E '^test result' "$S/$t.txt") $(grep -c '^SKIPPED' "$S/$t.txt") skipped"
+      grep -E 'FAIL|panicked' "$S/$t.txt" | cut -c1-300 | head -20
+    done
+    timeout "$(tmo 200)" $B/nvrtc_compile --nocapture > "$S/nvrtc_compile.txt" 2>&1
+    note "nvrtc_compile (this machine's NVRTC): rc=$? $(grep -E '^test result' "$S/nvrtc_compile.txt") $(grep -c 'SKIPPED' "$S/nvrtc_compile.txt") skipped" ;;
+  sanitizer)
+    timeout "$(tmo 200)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=4 sanitizer_smoke batched chroma_modes > "$S/memcheck_fused.txt" 2>&1
+    note "memcheck (fused + exact): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_fused.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_multipass --test-threads=2 f32_group_kinds f32_temporal > "$S/memcheck_multipass.txt" 2>&1
+    note "memcheck (multi-pass): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_multipass.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 200)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=2 sanitizer_smoke > "$S/racecheck_fused.txt" 2>&1
+    note "racecheck (fused + exact): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_fused.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_multipass --test-threads=2 f32_group_kinds > "$S/racecheck_multipass.txt" 2>&1
+    note "racecheck (multi-pass): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_multipass.txt" | sort | uniq -c | paste -sd' ' -)" ;;
+  ptxas)
+    for f in "$B"/ptx/*.ptx; do
+      [ -f "$f" ] || continue
+      echo "$(basename "$f"): $(ptxas -arch=sm_90 -v "$f" -o /dev/null 2>&1 | grep -Eo 'Used [0-9]+ registers|[0-9]+ bytes spill (stores|loads)|[0-9]+ bytes stack frame' | paste -sd, -)"
+    done > "$S/ptxas.txt" 2>&1
+    note "ptxas: $(grep -c registers "$S/ptxas.txt") variants; max $(grep -Eo 'Used [0-9]+' "$S/ptxas.txt" | awk '{print $2}' | sort -n | tail -1) registers; spills: $(grep -Eo '[1-9][0-9]* bytes spill' "$S/ptxas.txt" | head -1)" ;;
+  kernel)
+    for rep in 1 2; do
+      for other in $B/bench_cuda_*; do
+        [ -x "$other" ] || continue
+        timeout "$(tmo 60)" "$other" --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/${other##*bench_cuda_} #$rep: /" | tee -a "$S/kernel.txt"
+      done
+      timeout "$(tmo 60)" $B/bench_cuda --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/this build #$rep: /" | tee -a "$S/kernel.txt"
+    done
+    note "kernel rows: $(grep -c kernel "$S/kernel.txt") (kernel.txt)" ;;
+  gst)
+    if [ -f .gst-debs/activate.sh ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        for cfg in "backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2" \
+                   "backend=cuda pipeline-depth=2 temporal-past=1 temporal-future=1 search-radius=2 patch-radius=4"; do
+          timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 1500 $cfg >> "$S/gst.txt" 2>&1 || echo "exit $? for $cfg" >> "$S/gst.txt"
+        done
+      )
+      grep -E '^\|' "$S/gst.txt" | sort -u; note "gst: $(grep -c 'appsrc' "$S/gst.txt") rows (gst.txt)"
+    else
+      note "gst: no .gst-debs/activate.sh (run --collect here)"
+    fi ;;
+  bench)
+    mkdir -p "$S/bench"
+    OUT=$S/bench B=$B BUDGET=$(tmo 400) bash scripts/bench > "$S/bench/console.txt" 2>&1
+    note "bench: rc=$? (bench/results.md)" ;;
+  chunks)
+    if [ "$GPUS" -ge 2 ]; then DEV=0,1; else DEV=0; fi
+    timeout "$(tmo 200)" $B/bench_chunks sizes --backend cuda --frames "$FRAMES" --sizes 854x480,1280x720,1920x1080 --chunks off,1,2,4,8,16,32,auto > "$S/chunks_sizes.md" 2>&1
+    note "chunks sizes: rc=$?"
+    timeout "$(tmo 120)" $B/bench_chunks devices --backend cuda --devices $DEV --frames $((FRAMES * 2)) > "$S/chunks_devices.md" 2>&1
+    note "chunks devices ($DEV): rc=$?"
+    timeout "$(tmo 150)" $B/bench_chunks long --backend cuda --devices all --long "$LONG" --config live > "$S/chunks_long.md" 2>&1
+    note "chunks long ($LONG frames): rc=$?"; grep -E '^\||^backend' "$S"/chunks_*.md | cut -c1-200 ;;
+  ncu)
+    if [ -x "$NCU" ]; then
+      timeout "$(tmo 150)" "$NCU" --kernel-name regex:nlm_fused --launch-skip 40 --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis \
+        $B/bench_cuda --brief --only kernel --config live --iters 20 > "$S/ncu.txt" 2>&1
+      note "ncu: rc=$?"
+    else note "ncu: not installed"; fi ;;
+  *) note "unknown part $1" ;;
+  esac
+}
+
+{
+  for p in $PARTS; do
+    echo "===== $p (+$(( $(date +%s) - START )) s)"
+    run_part "$p"
+  done
+  echo "===== done (+$(( $(date +%s) - START )) s)"
+} 2>&1 | tee "$FINAL/console.txt"
+cp "$S/summary.txt" "$FINAL/summary.txt" 2>/dev/null
+tar czf "$FINAL/all.tgz" -C "$S" .

@@ -1,0 +1,168 @@
+//! Output frames: each launch writes into a device output frame (grown on demand, so any number
+//! of jobs may be in flight), with working memory of the algorithm's beside it, whose denoised
+//! planes are copied back on the download stream,
+//! either straight into the engine's page-locked planar frame (direct host I/O, see
+//! [`super::hostio`]: queued at launch into the frame uploaded into the job's target slot, so
+//! that `finish` with that frame only waits) or into a pinned buffer that `finish` copies from.
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys, CudaContext};
+
+use super::hostio::{frame_ranges, HostRange};
+use super::layout::FrameLayout;
+use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
+use super::ring::copy_bytes;
+use crate::planar::PlanarFrame;
+
+pub struct OutputFrame {
+    pub device: DeviceBuffer,
+    /// The algorithm's working memory for the job in this frame (`CudaAlgorithm`'s
+    /// `output_scratch_bytes`; none when 0).
+    pub scratch: Option<DeviceBuffer>,
+    /// Pinned copy-back buffer, allocated on the first staged download.
+    host: Option<PinnedBuffer>,
+    /// Recorded after the frame's kernels (on the stream the algorithm's work ends on).
+    pub computed: Event,
+    /// Recorded on the download stream after the copy back.
+    downloaded: Event,
+    /// Planes the launch wrote (the plan's output planes).
+    planes: Vec<usize>,
+    /// Direct download: the host ranges (per plane of the frame) the planes were copied into.
+    direct: Option<Vec<HostRange>>,
+    /// A copy back was queued at launch and `complete` has not consumed it yet.
+    queued: bool,
+}
+
+impl OutputFrame {
+    pub fn new(ctx: &Arc<CudaContext>, layout: &FrameLayout, scratch_bytes: usize) -> CuResult<Self> {
+        Ok(OutputFrame {
+            device: DeviceBuffer::new(ctx, layout.frame_bytes)?,
+            scratch: if scratch_bytes > 0 { Some(DeviceBuffer::new(ctx, scratch_bytes)?) } else { None },
+            host: None,
+            computed: Event::new(ctx, false)?,
+            downloaded: Event::new(ctx, false)?,
+            planes: Vec::new(),
+            direct: None,
+            queued: false,
+        })
+    }
+
+    /// Device bytes of one output frame (frame + working memory).
+    pub fn device_bytes(layout: &FrameLayout, scratch_bytes: usize) -> usize {
+        layout.frame_bytes + scratch_bytes
+    }
+
+    /// Device address of the working memory (0 when there is none).
+    pub fn scratch_ptr(&self) -> u64 {
+        self.scratch.as_ref().map(|b| b.ptr).unwrap_or(0)
+    }
+
+    /// Queues the copy back of `planes` once the kernels are done: into `direct` (page-locked
+    /// host ranges, one per plane of the frame) when given, else into the pinned buffer.
+    pub fn start_download(&mut self, layout: &FrameLayout, planes: Vec<usize>, stream: &Stream) -> CuResult<()> {
+        self.start_download_to(layout, planes, None, stream)
+    }
+
+    /// [`Self::start_download`] into `direct` (page-locked host ranges, one per plane of the
+    /// frame) when given.
+    pub fn start_download_to(&mut self, layout: &FrameLayout, planes: Vec<usize>, direct: Option<Vec<HostRange>>, stream: &Stream) -> CuResult<()> {
+        let ctx = self.device.ctx.clone();
+        stream.wait(&self.computed)?;
+        match &direct {
+            Some(ranges) => {
+                for &p in &planes {
+                    let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
+                    if ranges[p].1 != n {
+                        return Err(format!("download: plane {p} has {} bytes on the host, {n} on the device", ranges[p].1));
+                    }
+                    // SAFETY: the host range is a live, page-locked plane that the engine keeps
+                    // untouched until this job's finish (hostio contract); the source lies in
+                    // the output frame's allocation.
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.device.ptr + o as u64, n, stream.raw) }
+                        .result()
+                        .map_err(|e| format!("download: {e}"))?;
+                }
+            }
+            None => {
+                if self.host.is_none() {
+                    self.host = Some(PinnedBuffer::new(&ctx, layout.frame_bytes)?);
+                }
+                let host = self.host.as_mut().expect("allocated");
+                for &p in &planes {
+                    let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
+                    let h = &mut host.as_mut_slice()[o..o + n];
+                    // SAFETY: source and destination lie in their allocations; the host range is
+                    // not read until `downloaded` completes.
+                    unsafe { result::memcpy_dtoh_async(h, self.device.ptr + o as u64, stream.raw) }.map_err(|e| format!("download: {e}"))?;
+                }
+            }
+        }
+        self.planes = planes;
+        self.direct = direct;
+        self.queued = true;
+        self.downloaded.record(stream)
+    }
+
+    /// Whether a copy back was queued for the job in this frame (at launch).
+    pub fn download_queued(&self) -> bool {
+        self.queued
+    }
+
+    /// Direct mode: copies the planes straight into `out` (its planes page-locked: `ranges`)
+    /// once the kernels are done, and waits. Nothing is written into memory we do not hold.
+    pub fn complete_direct(&mut self, layout: &FrameLayout, planes: &[usize], ranges: &[HostRange], stream: &Stream) -> CuResult<()> {
+        self.planes = planes.to_vec();
+        self.start_download_to(layout, planes.to_vec(), Some(ranges.to_vec()), stream)?;
+        self.downloaded.synchronize()?;
+        self.direct = None;
+        self.queued = false;
+        Ok(())
+    }
+
+    /// Waits for a queued copy back whose job is dropped (the frame is about to be reused).
+    pub fn abandon_download(&mut self) -> CuResult<()> {
+        if self.queued {
+            self.downloaded.synchronize()?;
+            self.queued = false;
+            self.direct = None;
+        }
+        Ok(())
+    }
+
+    /// Waits for the copy back and makes sure the planes are in `out`.
+    pub fn complete(&mut self, layout: &FrameLayout, out: &mut PlanarFrame) -> CuResult<()> {
+        self.downloaded.synchronize()?;
+        self.queued = false;
+        match self.direct.take() {
+            Some(ranges) if ranges == frame_ranges(out) => Ok(()),
+            Some(_) => {
+                // Not the frame the job was uploaded from: copy from the device (synchronous).
+                let planes = std::mem::take(&mut self.planes);
+                let r = self.copy_planes_sync(layout, &planes, out);
+                self.planes = planes;
+                r
+            }
+            None => {
+                let host = self.host.as_ref().ok_or("download: no staged copy")?.as_slice();
+                for &p in &self.planes {
+                    let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
+                    copy_bytes(out.planes[p].samples.as_bytes_mut(), &host[o..o + n]);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies `planes` from the device frame into `out` and waits (the kernels must be done).
+    pub fn copy_planes_sync(&self, layout: &FrameLayout, planes: &[usize], out: &mut PlanarFrame) -> CuResult<()> {
+        for &p in planes {
+            let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
+            let dst = out.planes[p].samples.as_bytes_mut();
+            // SAFETY: dst is `n` bytes of host memory we hold mutably; the device frame is not
+            // reused before this job is finished.
+            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.device.ptr + o as u64) }.map_err(|e| format!("download: {e}"))?;
+        }
+        Ok(())
+    }
+}

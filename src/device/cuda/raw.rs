@@ -1,0 +1,189 @@
+//! Owned CUDA driver objects (device memory, pinned host memory, streams, events) that release
+//! themselves with their context bound. The backend uses raw driver calls for these so that the
+//! ordering between its three streams is exactly the events it records, nothing implicit.
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys, CudaContext};
+
+pub type CuResult<T> = std::result::Result<T, String>;
+
+pub fn err(what: &str) -> impl FnOnce(result::DriverError) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+pub struct DeviceBuffer {
+    pub ctx: Arc<CudaContext>,
+    pub ptr: sys::CUdeviceptr,
+    pub bytes: usize,
+}
+
+impl DeviceBuffer {
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> CuResult<Self> {
+        ctx.bind_to_thread().map_err(err("binding the context"))?;
+        // SAFETY: plain allocation in the bound context.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| format!("allocating {bytes} bytes of device memory: {e}"))?;
+        Ok(DeviceBuffer { ctx: ctx.clone(), ptr, bytes })
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_sync in this context; no work uses it any more (the owner
+            // synchronises its streams before dropping).
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// Page-locked host memory, so that copies run asynchronously at full bus speed.
+pub struct PinnedBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: *mut u8,
+    pub bytes: usize,
+}
+
+// SAFETY: the buffer is plain memory owned by this value.
+unsafe impl Send for PinnedBuffer {}
+
+impl PinnedBuffer {
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> CuResult<Self> {
+        ctx.bind_to_thread().map_err(err("binding the context"))?;
+        // SAFETY: plain allocation; flags 0 = portable defaults.
+        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(|e| format!("allocating {bytes} bytes of pinned memory: {e}"))? as *mut u8;
+        Ok(PinnedBuffer { ctx: ctx.clone(), ptr, bytes })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for `bytes` bytes for the life of self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_host; the owner synchronised its streams.
+            let _ = unsafe { result::free_host(self.ptr as *mut _) };
+        }
+    }
+}
+
+pub struct Stream {
+    ctx: Arc<CudaContext>,
+    pub raw: sys::CUstream,
+}
+
+// SAFETY: CUDA streams may be used from any thread with the context bound.
+unsafe impl Send for Stream {}
+
+impl Stream {
+    pub fn new(ctx: &Arc<CudaContext>) -> CuResult<Self> {
+        ctx.bind_to_thread().map_err(err("binding the context"))?;
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(err("creating a stream"))?;
+        Ok(Stream { ctx: ctx.clone(), raw })
+    }
+
+    /// A stream whose blocks the hardware dispatches before those of default-priority streams
+    /// (the context's greatest priority).
+    pub fn new_high_priority(ctx: &Arc<CudaContext>) -> CuResult<Self> {
+        ctx.bind_to_thread().map_err(err("binding the context"))?;
+        let (_, greatest) = result::stream::get_priority_range().map_err(err("cuCtxGetStreamPriorityRange"))?;
+        let raw = result::stream::create_with_priority(result::stream::StreamKind::NonBlocking, greatest).map_err(err("creating a stream"))?;
+        Ok(Stream { ctx: ctx.clone(), raw })
+    }
+
+    pub fn wait(&self, event: &Event) -> CuResult<()> {
+        // SAFETY: both handles are alive.
+        unsafe { result::stream::wait_event(self.raw, event.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(err("cuStreamWaitEvent"))
+    }
+
+    pub fn synchronize(&self) -> CuResult<()> {
+        // SAFETY: the stream is alive.
+        unsafe { result::stream::synchronize(self.raw) }.map_err(err("cuStreamSynchronize"))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created by stream::create; synchronise first so no work is cut off.
+            unsafe {
+                let _ = result::stream::synchronize(self.raw);
+                let _ = result::stream::destroy(self.raw);
+            }
+        }
+    }
+}
+
+pub struct Event {
+    ctx: Arc<CudaContext>,
+    pub raw: sys::CUevent,
+}
+
+// SAFETY: CUDA events may be used from any thread with the context bound.
+unsafe impl Send for Event {}
+
+impl Event {
+    /// An event without timing (cheaper), or with timing for benchmarks.
+    pub fn new(ctx: &Arc<CudaContext>, timing: bool) -> CuResult<Self> {
+        ctx.bind_to_thread().map_err(err("binding the context"))?;
+        let flags = if timing { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
+        let raw = result::event::create(flags).map_err(err("creating an event"))?;
+        Ok(Event { ctx: ctx.clone(), raw })
+    }
+
+    pub fn record(&self, stream: &Stream) -> CuResult<()> {
+        // SAFETY: both handles are alive.
+        unsafe { result::event::record(self.raw, stream.raw) }.map_err(err("cuEventRecord"))
+    }
+
+    /// Blocks until the work before the last record is done (at once if never recorded).
+    pub fn synchronize(&self) -> CuResult<()> {
+        // SAFETY: the event is alive.
+        unsafe { result::event::synchronize(self.raw) }.map_err(err("cuEventSynchronize"))
+    }
+
+    pub fn elapsed_ms(&self, end: &Event) -> CuResult<f32> {
+        // SAFETY: both events are alive and were recorded with timing.
+        unsafe { result::event::elapsed(self.raw, end.raw) }.map_err(err("cuEventElapsedTime"))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: created by event::create.
+            let _ = unsafe { result::event::destroy(self.raw) };
+        }
+    }
+}
+
+/// Launches `f` on `stream` with one by-value argument block `args` (a `#[repr(C)]` struct the
+/// kernel declares as its only parameter).
+///
+/// # Safety
+/// `A` has the layout of the kernel's parameter, every device address in it lies in a live
+/// allocation the kernel may access as it does, and the kernel bounds its accesses by the sizes
+/// in the block.
+pub unsafe fn launch<A>(f: &cudarc::driver::CudaFunction, grid: (u32, u32, u32), block: u32, shared_bytes: u32, stream: &Stream, args: &mut A) -> CuResult<()> {
+    let mut params = [args as *mut A as *mut std::ffi::c_void];
+    // SAFETY: the caller's contract.
+    unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), shared_bytes, stream.raw, &mut params) }.map_err(|e| format!("launching on grid {grid:?}: {e}"))
+}
+
+/// Queues `bytes` bytes of `value` at device address `ptr` on `stream`.
+///
+/// # Safety
+/// The range lies in a live device allocation that no queued work still reads or writes
+/// unordered with `stream`.
+pub unsafe fn memset(ptr: sys::CUdeviceptr, value: u8, bytes: usize, stream: &Stream) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    unsafe { result::memset_d8_async(ptr, value, bytes, stream.raw) }.map_err(err("cuMemsetD8Async"))
+}

@@ -1,0 +1,180 @@
+//! Host threads: the backends that compute on the CPU (`reference` and `cpu`).
+//!
+//! [`HostBackend`] is the host half of the device layer, written once for every algorithm: it
+//! owns the worker threads, checks ring slots and frames, queues launched jobs and computes each
+//! in `finish`, in order. What a ring slot holds and how a job is computed belong to the
+//! algorithm's [`HostAlgorithm`] (e.g. [`crate::nlm::reference`], [`crate::nlm::cpu`]), made for
+//! the plan's algorithm at `configure`.
+
+use std::collections::VecDeque;
+
+use crate::device::{Backend, BackendOptions};
+use crate::error::{Error, Result};
+use crate::nlm::NlmTuning;
+use crate::params::Algorithm;
+use crate::plan::Plan;
+use crate::planar::{Geometry, PlanarFrame};
+use crate::window::Job;
+
+/// Which implementation of an algorithm a host backend runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostImpl {
+    /// The f64 implementation straight from the definition; the oracle of the others.
+    Reference,
+    /// The fast multithreaded implementation.
+    Cpu,
+}
+
+/// One algorithm's computation on host threads.
+pub trait HostAlgorithm: Send {
+    /// Short description (implementation and what it runs on).
+    fn describe(&self, threads: usize) -> String;
+
+    /// Prepares a ring of `ring_slots` frames and working memory for `geometry` and `plan`;
+    /// forgets every stored frame.
+    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize, pool: &rayon::ThreadPool) -> Result<()>;
+
+    /// Stores `frame` (checked against the configured geometry) in ring slot `slot`.
+    fn store(&mut self, slot: usize, frame: &PlanarFrame, pool: &rayon::ThreadPool) -> Result<()>;
+
+    /// Computes `job`, whose frames are `window` = (dt, ring slot) in time order (the target at
+    /// dt 0; every slot stored), writing `plan`'s output planes into `out` (checked against the
+    /// configured geometry); other planes of `out` stay as they are.
+    fn compute(&mut self, job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()>;
+}
+
+/// The implementation `which` of `algorithm`.
+fn make_algorithm(algorithm: Algorithm, which: HostImpl, tuning: &NlmTuning) -> Box<dyn HostAlgorithm> {
+    match (algorithm, which) {
+        (Algorithm::Nlm, HostImpl::Reference) => Box::new(crate::nlm::reference::ReferenceNlm::default()),
+        (Algorithm::Nlm, HostImpl::Cpu) => Box::new(crate::nlm::cpu::CpuNlm::new(tuning)),
+    }
+}
+
+/// A backend on host threads.
+pub struct HostBackend {
+    which: HostImpl,
+    pool: rayon::ThreadPool,
+    threads: usize,
+    tuning: NlmTuning,
+    algorithm: Option<(Algorithm, Box<dyn HostAlgorithm>)>,
+    geometry: Option<Geometry>,
+    /// Per ring slot: a frame has been stored since the last configure.
+    stored: Vec<bool>,
+    queue: VecDeque<(Job, Plan)>,
+}
+
+impl HostBackend {
+    /// A host backend of `which` with `options.threads` workers (0 = one per available core;
+    /// the reference implementation always uses one).
+    pub fn new(which: HostImpl, options: &BackendOptions) -> Result<Self> {
+        let threads = match which {
+            HostImpl::Reference => 1,
+            HostImpl::Cpu if options.threads == 0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            HostImpl::Cpu => options.threads,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("nlm-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::Backend(format!("cannot start {threads} CPU worker threads: {e}")))?;
+        Ok(HostBackend { which, pool, threads, tuning: options.nlm_tuning, algorithm: None, geometry: None, stored: Vec::new(), queue: VecDeque::new() })
+    }
+
+    /// The f64 reference implementation (one thread).
+    pub fn reference() -> Self {
+        Self::new(HostImpl::Reference, &BackendOptions::default()).expect("a one-thread pool")
+    }
+
+    /// The fast implementation on `threads` workers (0 = one per available core).
+    pub fn cpu(threads: usize) -> Result<Self> {
+        Self::new(HostImpl::Cpu, &BackendOptions { threads, ..BackendOptions::default() })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn configured(&mut self) -> Result<(&Geometry, &mut Box<dyn HostAlgorithm>)> {
+        match (&self.geometry, &mut self.algorithm) {
+            (Some(g), Some((_, a))) => Ok((g, a)),
+            _ => Err(Error::State("backend used before configure".into())),
+        }
+    }
+}
+
+impl Backend for HostBackend {
+    fn describe(&self) -> String {
+        match &self.algorithm {
+            Some((_, a)) => a.describe(self.threads),
+            None => match self.which {
+                HostImpl::Reference => "reference (f64, single thread)".into(),
+                HostImpl::Cpu => format!("cpu ({} threads)", self.threads),
+            },
+        }
+    }
+
+    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
+        let algorithm = plan.algorithm();
+        if self.algorithm.as_ref().map(|a| a.0) != Some(algorithm) {
+            self.algorithm = Some((algorithm, make_algorithm(algorithm, self.which, &self.tuning)));
+        }
+        self.geometry = None;
+        self.queue.clear();
+        self.stored = vec![false; ring_slots];
+        let (_, a) = self.algorithm.as_mut().expect("just set");
+        a.configure(geometry, plan, ring_slots, &self.pool)?;
+        self.geometry = Some(geometry.clone());
+        Ok(())
+    }
+
+    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+        let slots = self.stored.len();
+        if slot >= slots {
+            return Err(Error::State(format!("ring slot {slot} out of range (ring of {slots})")));
+        }
+        let pool = &self.pool;
+        let (geometry, a) = match (&self.geometry, &mut self.algorithm) {
+            (Some(g), Some((_, a))) => (g, a),
+            _ => return Err(Error::State("upload before configure".into())),
+        };
+        if !frame.matches(geometry) {
+            return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
+        }
+        self.stored[slot] = false;
+        a.store(slot, frame, pool)?;
+        self.stored[slot] = true;
+        Ok(())
+    }
+
+    fn launch(&mut self, job: &Job, plan: &Plan) -> Result<()> {
+        self.configured()?;
+        self.queue.push_back((job.clone(), plan.clone()));
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+        let (job, plan) = self.queue.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
+        let stored = &self.stored;
+        let slot_ok = |s: usize| -> Result<usize> {
+            if stored.get(s).copied().unwrap_or(false) {
+                Ok(s)
+            } else {
+                Err(Error::State(format!("ring slot {s} is empty")))
+            }
+        };
+        let window = job.frames_in_time_order();
+        for &(_, s) in &window {
+            slot_ok(s)?;
+        }
+        let pool = &self.pool;
+        let (geometry, a) = match (&self.geometry, &mut self.algorithm) {
+            (Some(g), Some((_, a))) => (g, a),
+            _ => return Err(Error::State("finish before configure".into())),
+        };
+        if !out.matches(geometry) {
+            return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
+        }
+        a.compute(&job, &window, &plan, out, pool)
+    }
+}

@@ -1,0 +1,65 @@
+//! NLM on a CUDA device: two implementations of [`crate::device::cuda::CudaAlgorithm`].
+//!
+//! * [`fused::FusedNlm`] (default): one fused kernel per launch group and the exact f64 pass;
+//! * [`multipass::MultipassNlm`] (`gpu-kernel=multipass`): simple passes per pack of search
+//!   offsets with intermediates in device memory, and the same exact pass.
+//!
+//! Both take their launch geometry and argument blocks from [`launch`] and compile through
+//! [`variant`] (the fused program) or [`multipass`] (its own program) with the shared NVRTC
+//! caches; the device layer does the rest (ring, streams, host I/O).
+
+pub mod fused;
+pub mod launch;
+pub mod multipass;
+pub mod variant;
+
+use launch::MAX_FRAMES;
+
+use crate::device::cuda::{CudaAlgorithm, DeviceInfo};
+use crate::device::{BackendOptions, GpuKernel};
+use crate::error::{Error, Result};
+use crate::planar::Geometry;
+use crate::window::Job;
+
+/// Launch groups per frame at most (one exact-path list part, with its count word, each).
+pub const EXACT_PARTS: usize = 4;
+
+/// Bytes of an output frame's exact-path list: per launch group a u64 count, then u64 entries,
+/// room for every output sample.
+pub fn output_scratch_bytes(geometry: &Geometry) -> usize {
+    8 * (exact_capacity(geometry) + EXACT_PARTS)
+}
+
+/// Entries an output frame's exact list holds in all.
+pub fn exact_capacity(geometry: &Geometry) -> usize {
+    geometry.total_samples()
+}
+
+/// The NLM implementation `kind` selects.
+pub fn make(kind: GpuKernel, options: &BackendOptions, device: &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> {
+    match kind {
+        GpuKernel::Auto | GpuKernel::Fused => Ok(Box::new(fused::FusedNlm::new(device, &options.nlm_tuning)?)),
+        GpuKernel::Multipass => Ok(Box::new(multipass::MultipassNlm::new(device, options)?)),
+    }
+}
+
+/// Slots of the job's frames in time order, the index of the target among them and their count,
+/// as the kernels' argument blocks hold them.
+pub fn window_slots(job: &Job, ring_slots: usize) -> Result<([i32; MAX_FRAMES], i32, i32)> {
+    let window = job.frames_in_time_order();
+    if window.len() > MAX_FRAMES {
+        return Err(Error::InvalidParameter(format!("{} frames in the temporal window; at most {MAX_FRAMES}", window.len())));
+    }
+    let mut slot = [0i32; MAX_FRAMES];
+    let mut target = 0;
+    for (i, &(dt, s)) in window.iter().enumerate() {
+        if s >= ring_slots {
+            return Err(Error::State(format!("ring slot {s} out of range")));
+        }
+        slot[i] = s as i32;
+        if dt == 0 {
+            target = i as i32;
+        }
+    }
+    Ok((slot, target, window.len() as i32))
+}
