@@ -50,7 +50,7 @@ if [ "${1:-}" = "--collect" ]; then
   cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/examples/pipeline_bench "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
-  strip --strip-debug "$B"/*
+  find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
   # PTX of every variant for the ptxas part (needs pip's NVRTC here; scripts/test.sh installs it).
   NVRTC=.cache/nvrtc/nvidia/cuda_nvrtc/lib
   if [ -e "$NVRTC/libnvrtc.so.12" ]; then
@@ -73,7 +73,7 @@ PY
   fi
   cp .cache/ffmpeg-static.xz "$B/"
   if [ ! -f .gst-debs/activate.sh ]; then
-    ../shared/gst-runtime/fetch.sh .gst-debs
+    ../shared/gst-runtime/fetch.sh "$PWD/.gst-debs"
     cp ../shared/gst-runtime/activate.sh .gst-debs/
   fi
   du -sh "$B" .gst-debs

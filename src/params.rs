@@ -139,7 +139,7 @@ impl Params {
         Params { sigma: Some(sigma), strength: h(STRENGTH_PER_SIGMA), chroma_strength: h(CHROMA_STRENGTH_PER_SIGMA), ..self }
     }
 
-    /// Checks every range; formats are checked by [`crate::plan::DenoisePlan::new`].
+    /// Checks every range; formats are checked by [`crate::plan::Plan::new`].
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidParameter(m));
         if self.search_radius > MAX_SEARCH_RADIUS {

@@ -74,7 +74,7 @@ fn every_variant_compiles_for_hopper_and_turing() {
             }
         }
     }
-    // NLMDENOISE_PTX_DUMP=<dir>: keep the compute_90 PTX (scripts/gpu-run.sh reads ptxas -v of it).
+    // NLMDENOISE_PTX_DUMP=<dir>: keep the compute_90 PTX (scripts/gpu.sh ptxas reads ptxas -v of it).
     let dump = std::env::var_os("NLMDENOISE_PTX_DUMP").map(std::path::PathBuf::from);
     for arch in ["compute_90", "compute_75"] {
         for (i, v) in all.iter().enumerate() {

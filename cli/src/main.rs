@@ -20,7 +20,7 @@ use anyhow::{bail, Result};
 use clap::{Parser, ValueEnum};
 
 use nlmdenoise::device::{ChunkFrames, GpuKernel, Intermediate};
-use nlmdenoise::{BackendKind, BackendOptions, ChromaMode, Params, PlaneSelection, Weighting};
+use nlmdenoise::{Algorithm, BackendKind, BackendOptions, ChromaMode, Params, PlaneSelection, Weighting};
 
 mod media;
 mod progress;
@@ -135,6 +135,10 @@ pub struct Cli {
     /// Output container instead of the one the output's extension names.
     #[arg(long, value_enum)]
     container: Option<Container>,
+
+    /// Denoising algorithm: nlm (temporal non-local means).
+    #[arg(long, default_value_t = Params::default().algorithm)]
+    algorithm: Algorithm,
 
     /// Search window radius a: offsets -a..=a in x and y (0..=12).
     #[arg(long, default_value_t = Params::default().search_radius)]
@@ -266,6 +270,7 @@ impl Cli {
 
     pub fn params(&self) -> Params {
         let base = Params {
+            algorithm: self.algorithm,
             search_radius: self.search_radius,
             patch_radius: self.patch_radius,
             temporal_past: self.temporal_past,

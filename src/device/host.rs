@@ -95,10 +95,12 @@ impl HostBackend {
         self.threads
     }
 
-    fn configured(&mut self) -> Result<(&Geometry, &mut Box<dyn HostAlgorithm>)> {
+    /// The configured geometry, the algorithm and the worker pool; `what` names the call made
+    /// before `configure`.
+    fn configured(&mut self, what: &str) -> Result<(&Geometry, &mut dyn HostAlgorithm, &rayon::ThreadPool)> {
         match (&self.geometry, &mut self.algorithm) {
-            (Some(g), Some((_, a))) => Ok((g, a)),
-            _ => Err(Error::State("backend used before configure".into())),
+            (Some(g), Some((_, a))) => Ok((g, a.as_mut(), &self.pool)),
+            _ => Err(Error::State(format!("{what} before configure"))),
         }
     }
 }
@@ -133,22 +135,18 @@ impl Backend for HostBackend {
         if slot >= slots {
             return Err(Error::State(format!("ring slot {slot} out of range (ring of {slots})")));
         }
-        let pool = &self.pool;
-        let (geometry, a) = match (&self.geometry, &mut self.algorithm) {
-            (Some(g), Some((_, a))) => (g, a),
-            _ => return Err(Error::State("upload before configure".into())),
-        };
+        self.stored[slot] = false;
+        let (geometry, a, pool) = self.configured("upload")?;
         if !frame.matches(geometry) {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
-        self.stored[slot] = false;
         a.store(slot, frame, pool)?;
         self.stored[slot] = true;
         Ok(())
     }
 
     fn launch(&mut self, job: &Job, plan: &Plan) -> Result<()> {
-        self.configured()?;
+        self.configured("launch")?;
         self.queue.push_back((job.clone(), plan.clone()));
         Ok(())
     }
@@ -167,11 +165,7 @@ impl Backend for HostBackend {
         for &(_, s) in &window {
             slot_ok(s)?;
         }
-        let pool = &self.pool;
-        let (geometry, a) = match (&self.geometry, &mut self.algorithm) {
-            (Some(g), Some((_, a))) => (g, a),
-            _ => return Err(Error::State("finish before configure".into())),
-        };
+        let (geometry, a, pool) = self.configured("finish")?;
         if !out.matches(geometry) {
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
         }

@@ -16,7 +16,7 @@
 //!
 //! `--chunks` replaces the chunk list (`off` = unchunked at `--depth`, `auto`); `--sizes` the
 //! sizes (e.g. 1280x720,1920x1080); `--config live|offline` keeps one configuration. Frames are
-//! synthetic (src/bin/shared/bench_frames.rs): 8 distinct frames cycled.
+//! synthetic (bench/src/bench_frames.rs): 8 distinct frames cycled.
 
 use std::collections::VecDeque;
 use std::io::Write;

@@ -462,14 +462,7 @@ impl CudaBackend {
     /// frames, so that their kernels overlap as they do in the engine (pipeline depth 2).
     /// Returns milliseconds per job.
     pub fn time_kernels(&mut self, jobs: &[Job], plan: &Plan, iterations: usize) -> Result<f64> {
-        self.bind()?;
-        if jobs.is_empty() {
-            return Err(Error::State("time_kernels without jobs".into()));
-        }
-        self.wait_for_frames(jobs)?;
-        let ctx = self.device.ctx.clone();
-        let start = Event::new(&ctx, true).map_err(backend_err)?;
-        let stop = Event::new(&ctx, true).map_err(backend_err)?;
+        let (start, stop) = self.start_timing(jobs)?;
         let outs = (0..3).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
         let warm = jobs.len().max(3);
         for i in 0..warm {
@@ -482,24 +475,14 @@ impl CudaBackend {
             self.enqueue_into(std::slice::from_ref(&jobs[i % jobs.len()]), plan, &[outs[i % 3]])?;
         }
         self.wait_raw(computed(self, iterations.max(1) - 1))?;
-        stop.record(&self.compute).map_err(backend_err)?;
-        stop.synchronize().map_err(backend_err)?;
-        self.state.as_mut().expect("configured").free.extend(outs);
-        Ok(start.elapsed_ms(&stop).map_err(backend_err)? as f64 / iterations.max(1) as f64)
+        self.stop_timing(&start, &stop, outs, iterations.max(1))
     }
 
     /// Times batched launches: `iterations` / `jobs.len()` launches of all of `jobs` at once.
     /// Returns milliseconds per job.
     pub fn time_batched(&mut self, jobs: &[Job], plan: &Plan, iterations: usize) -> Result<f64> {
-        self.bind()?;
-        if jobs.is_empty() {
-            return Err(Error::State("time_batched without jobs".into()));
-        }
-        self.wait_for_frames(jobs)?;
-        let ctx = self.device.ctx.clone();
+        let (start, stop) = self.start_timing(jobs)?;
         let outs = (0..jobs.len()).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
-        let start = Event::new(&ctx, true).map_err(backend_err)?;
-        let stop = Event::new(&ctx, true).map_err(backend_err)?;
         self.enqueue_into(jobs, plan, &outs)?;
         let rounds = iterations.div_ceil(jobs.len()).max(1);
         let all_done = |b: &Self| -> Result<()> {
@@ -514,10 +497,26 @@ impl CudaBackend {
             self.enqueue_into(jobs, plan, &outs)?;
         }
         all_done(self)?;
+        self.stop_timing(&start, &stop, outs, rounds * jobs.len())
+    }
+
+    /// Before a timing: the jobs' frames have arrived; two timing events.
+    fn start_timing(&mut self, jobs: &[Job]) -> Result<(Event, Event)> {
+        self.bind()?;
+        if jobs.is_empty() {
+            return Err(Error::State("timing without jobs".into()));
+        }
+        self.wait_for_frames(jobs)?;
+        let ctx = &self.device.ctx;
+        Ok((Event::new(ctx, true).map_err(backend_err)?, Event::new(ctx, true).map_err(backend_err)?))
+    }
+
+    /// After a timing: records `stop`, frees the output frames and returns milliseconds per job.
+    fn stop_timing(&mut self, start: &Event, stop: &Event, outs: Vec<usize>, jobs: usize) -> Result<f64> {
         stop.record(&self.compute).map_err(backend_err)?;
         stop.synchronize().map_err(backend_err)?;
         self.state.as_mut().expect("configured").free.extend(outs);
-        Ok(start.elapsed_ms(&stop).map_err(backend_err)? as f64 / (rounds * jobs.len()) as f64)
+        Ok(start.elapsed_ms(stop).map_err(backend_err)? as f64 / jobs as f64)
     }
 
     /// Makes the compute stream wait for an event given by its handle.

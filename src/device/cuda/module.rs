@@ -15,6 +15,15 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use super::loader;
 
+/// `(file name, text)` of files under `kernels/`, embedded at compile time, for
+/// [`program_source`]: `kernel_sources!["nlm/args.cuh", "nlm/fused.cu"]`.
+#[macro_export]
+macro_rules! kernel_sources {
+    ($($file:literal),+ $(,)?) => {
+        &[$(($file, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/", $file)))),+]
+    };
+}
+
 /// The program text of `sources` ((file name under kernels/, text) in order), each file marked
 /// with its name.
 pub fn program_source(sources: &[(&str, &str)]) -> String {
@@ -40,14 +49,16 @@ pub fn shared_per_sm(ctx: &CudaContext) -> Result<usize, String> {
 }
 
 type ProgramKey = (String, Vec<String>, String);
+/// (device ordinal, program name, definitions).
+type ModuleKey = (usize, String, Vec<String>);
 
 fn program_ptx_cache() -> &'static Mutex<HashMap<ProgramKey, Arc<String>>> {
     static C: OnceLock<Mutex<HashMap<ProgramKey, Arc<String>>>> = OnceLock::new();
     C.get_or_init(Default::default)
 }
 
-fn program_module_cache() -> &'static Mutex<HashMap<(usize, String, Vec<String>), Arc<CudaModule>>> {
-    static C: OnceLock<Mutex<HashMap<(usize, String, Vec<String>), Arc<CudaModule>>>> = OnceLock::new();
+fn program_module_cache() -> &'static Mutex<HashMap<ModuleKey, Arc<CudaModule>>> {
+    static C: OnceLock<Mutex<HashMap<ModuleKey, Arc<CudaModule>>>> = OnceLock::new();
     C.get_or_init(Default::default)
 }
 

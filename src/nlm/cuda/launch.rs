@@ -200,6 +200,14 @@ pub struct NlmJob {
 
 pub const NLM_ARGS_BYTES: usize = std::mem::size_of::<NlmArgs>();
 
+/// The kernels' WEIGHTING constant.
+pub fn weighting_define(w: Weighting) -> u32 {
+    match w {
+        Weighting::Welsch => 0,
+        Weighting::Bisquare => 1,
+    }
+}
+
 /// Weight constants of a group: the kernel computes welsch weights as
 /// exp2(-max(dist * k_dist - k_bias, 0)) and bisquare as (sat(1 + k_bias - dist * k_dist))^2,
 /// where dist is the plain sum of squared sample differences over all guide planes and patch

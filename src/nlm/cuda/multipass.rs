@@ -30,12 +30,12 @@ use crate::planar::Geometry;
 use crate::window::Job;
 
 /// Kernel sources, concatenated into one program (one module per variant, four entry points).
-pub const SOURCES: &[(&str, &str)] = &[
-    ("nlm/multipass_common.cuh", include_str!("../../../kernels/nlm/multipass_common.cuh")),
-    ("nlm/multipass_vertical.cu", include_str!("../../../kernels/nlm/multipass_vertical.cu")),
-    ("nlm/multipass_weight.cu", include_str!("../../../kernels/nlm/multipass_weight.cu")),
-    ("nlm/multipass_accumulate.cu", include_str!("../../../kernels/nlm/multipass_accumulate.cu")),
-    ("nlm/multipass_finalize.cu", include_str!("../../../kernels/nlm/multipass_finalize.cu")),
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources![
+    "nlm/multipass_common.cuh",
+    "nlm/multipass_vertical.cu",
+    "nlm/multipass_weight.cu",
+    "nlm/multipass_accumulate.cu",
+    "nlm/multipass_finalize.cu",
 ];
 
 /// Name of the program in NVRTC's logs and the caches.
@@ -46,7 +46,7 @@ pub const KERNEL_NAMES: [&str; 4] = ["mp_vertical", "mp_weight", "mp_accumulate"
 pub const MAX_OFFSETS_PER_PASS: u32 = 4;
 /// Threads per block of every pass (1-D blocks).
 pub const BLOCK: u32 = 128;
-/// Output rows per thread of the vertical pass (kernels/multipass_common.cuh, MP_ROWS).
+/// Output rows per thread of the vertical pass (kernels/nlm/multipass_common.cuh, MP_ROWS).
 pub const MP_ROWS: u32 = 8;
 /// Welsch distance cut of the normalized intermediates, in log2 units of the weight: distances
 /// whose weight is below 2^-cut are stored as "past the cut" (weight 0). For unorm10 a weight
@@ -58,7 +58,7 @@ pub const WELSCH_CUT_F16: f64 = 24.0;
 const EXACT_BLOCKS: u32 = 2112;
 
 /// f32 bisquare: a largest weight below this is at the edge of the support, where float's
-/// rounding of the distance is large relative to `1 - x` (as kernels/weight.cuh `needs_exact`).
+/// rounding of the distance is large relative to `1 - x` (as kernels/nlm/weight.cuh `needs_exact`).
 pub const EXACT_BELOW_F32_BISQUARE: f32 = 1.0e-6;
 /// unorm10: a largest weight below 16 steps of the stored weight (1/1023) goes exact. Below it the
 /// stored weights carry a relative error of more than 1/32 from their own rounding (and, for
@@ -139,16 +139,12 @@ impl MpVariant {
     }
 
     pub fn defines(&self) -> Vec<String> {
-        let weighting = match self.weighting {
-            Weighting::Welsch => 0,
-            Weighting::Bisquare => 1,
-        };
         let inter = match self.intermediate {
             Intermediate::F32 => 0,
             Intermediate::F16 => 1,
             Intermediate::Unorm10 => 2,
         };
-        [
+        module::defines(&[
             ("MP_P", self.offsets_per_pass),
             ("PATCH_R", self.patch_radius),
             ("N_GUIDES", self.guides),
@@ -156,14 +152,11 @@ impl MpVariant {
             ("STEP_X", self.step_x),
             ("STEP_Y", self.step_y),
             ("SAMPLE_BYTES", self.sample_bytes),
-            ("WEIGHTING", weighting),
+            ("WEIGHTING", launch::weighting_define(self.weighting)),
             ("INTER", inter),
             ("MP_ROWS", MP_ROWS),
             ("MP_ARGS_BYTES", MP_ARGS_BYTES as u32),
-        ]
-        .iter()
-        .map(|(k, v)| format!("-D{k}={v}"))
-        .collect()
+        ])
     }
 
     pub fn words(&self) -> u32 {
@@ -181,7 +174,7 @@ pub fn compile_ptx(v: &MpVariant, arch: &str) -> std::result::Result<Arc<String>
     module::program_ptx(PROGRAM_NAME, &program_source(), &v.defines(), arch)
 }
 
-/// One weight group of a launch (kernels/multipass_common.cuh, MpGroup).
+/// One weight group of a launch (kernels/nlm/multipass_common.cuh, MpGroup).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MpGroup {
@@ -195,7 +188,7 @@ pub struct MpGroup {
 
 pub const MAX_P: usize = MAX_OFFSETS_PER_PASS as usize;
 
-/// The by-value argument of every pass (kernels/multipass_common.cuh, MpArgs).
+/// The by-value argument of every pass (kernels/nlm/multipass_common.cuh, MpArgs).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MpArgs {

@@ -12,13 +12,7 @@ use crate::nlm::NlmPlan;
 use crate::params::Weighting;
 
 /// The kernel sources, in the order they are concatenated into one program.
-pub const SOURCES: &[(&str, &str)] = &[
-    ("nlm/args.cuh", include_str!("../../../kernels/nlm/args.cuh")),
-    ("common/border.cuh", include_str!("../../../kernels/common/border.cuh")),
-    ("nlm/weight.cuh", include_str!("../../../kernels/nlm/weight.cuh")),
-    ("nlm/fused.cu", include_str!("../../../kernels/nlm/fused.cu")),
-    ("nlm/exact.cu", include_str!("../../../kernels/nlm/exact.cu")),
-];
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["nlm/args.cuh", "common/border.cuh", "nlm/weight.cuh", "nlm/fused.cu", "nlm/exact.cu"];
 
 /// Name of the program in NVRTC's logs and the caches.
 pub const PROGRAM_NAME: &str = "nlm_fused.cu";
@@ -54,7 +48,7 @@ pub struct KernelVariant {
     pub exact_ties: bool,
     pub weighting: Weighting,
     /// The plan subtracts a distance offset (`sigma` set): welsch exponents need their clamp
-    /// (kernels/weight.cuh, DIST_OFFSET); without one the clamp is left out of the build.
+    /// (kernels/nlm/weight.cuh, DIST_OFFSET); without one the clamp is left out of the build.
     pub distance_offset: bool,
     /// The output planes are the guide planes (`Batch::outputs_are_guides`).
     pub outputs_are_guides: bool,
@@ -108,11 +102,7 @@ impl KernelVariant {
 
     /// The `-D` definitions of this variant.
     pub fn defines(&self) -> Vec<String> {
-        let weighting = match self.weighting {
-            Weighting::Welsch => 0,
-            Weighting::Bisquare => 1,
-        };
-        [
+        let mut d = module::defines(&[
             ("SEARCH_R", self.search_radius),
             ("PATCH_R", self.patch_radius),
             ("N_GUIDES", self.guides),
@@ -120,7 +110,7 @@ impl KernelVariant {
             ("STEP_X", self.step_x),
             ("STEP_Y", self.step_y),
             ("SAMPLE_BYTES", self.sample_bytes),
-            ("WEIGHTING", weighting),
+            ("WEIGHTING", launch::weighting_define(self.weighting)),
             ("DIST_OFFSET", self.distance_offset as u32),
             ("OUTPUTS_ARE_GUIDES", self.outputs_are_guides as u32),
             ("VEC_LOADS_WANTED", self.vec_loads as u32),
@@ -132,11 +122,9 @@ impl KernelVariant {
             ("NLM_ARGS_BYTES", NLM_ARGS_BYTES as u32),
             // The kernel checks at compile time that its layout needs exactly this much.
             ("SMEM_BYTES", self.shared_bytes() as u32),
-        ]
-        .iter()
-        .map(|(k, v)| format!("-D{k}={v}"))
-        .chain(std::iter::once(format!("-DTIE_WINDOW={:e}f", if self.exact_ties && self.scale_to_8bit <= 4 { TIE_WINDOW * self.scale_to_8bit as f64 } else { 0.0 })))
-        .collect()
+        ]);
+        d.push(format!("-DTIE_WINDOW={:e}f", if self.exact_ties && self.scale_to_8bit <= 4 { TIE_WINDOW * self.scale_to_8bit as f64 } else { 0.0 }));
+        d
     }
 }
 

@@ -27,7 +27,7 @@ use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STR
 use nlmdenoise::{ChromaMode as EngineChromaMode, Denoiser, FrameMut, FrameRef, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
 use super::logbridge::{with_engine_logs, GstLogSubscriber};
-use super::{Backend, ChromaMode, Intermediate, Kernel, Planes, Weighting};
+use super::{Algorithm, Backend, ChromaMode, Intermediate, Kernel, Planes, Weighting};
 
 pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
     gst::DebugCategory::new("nlmdenoise", gst::DebugColorFlags::empty(), Some("Temporal non-local means video denoiser"))
@@ -398,6 +398,11 @@ impl ObjectImpl for NlmDenoise {
                     .default_value(o.threads as u32)
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecEnum::builder_with_default("algorithm", Algorithm::Nlm)
+                    .nick("Algorithm")
+                    .blurb("Denoising algorithm (changing it while playing finishes the held frames first)")
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecFloat::builder("strength")
                     .nick("Strength")
                     .blurb("Filtering strength h for luma, RGB and shared weights, in 8-bit code values (higher = smoother)")
@@ -558,6 +563,7 @@ impl ObjectImpl for NlmDenoise {
             name => {
                 let p = &mut s.params;
                 match name {
+                    "algorithm" => p.algorithm = value.get::<Algorithm>().unwrap_or_default().to_engine(),
                     "strength" => {
                         p.strength = value.get().unwrap_or(p.strength);
                         s.strength_set = true;
@@ -652,6 +658,7 @@ impl ObjectImpl for NlmDenoise {
             }
             .to_value(),
             "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
+            "algorithm" => Algorithm::from_engine(p.algorithm).to_value(),
             "strength" => p.strength.to_value(),
             "chroma-strength" => p.chroma_strength.to_value(),
             "search-radius" => p.search_radius.to_value(),

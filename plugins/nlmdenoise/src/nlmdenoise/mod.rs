@@ -15,6 +15,30 @@ glib::wrapper! {
     pub struct NlmDenoise(ObjectSubclass<imp::NlmDenoise>) @extends gst_base::BaseTransform, gst::Element, gst::Object;
 }
 
+/// Property `algorithm`.
+#[derive(Debug, Eq, PartialEq, Ord, PartialOrd, Hash, Clone, Copy, glib::Enum, Default)]
+#[repr(u32)]
+#[enum_type(name = "GstNlmDenoiseAlgorithm")]
+pub enum Algorithm {
+    #[default]
+    #[enum_value(name = "Temporal non-local means", nick = "nlm")]
+    Nlm = 0,
+}
+
+impl Algorithm {
+    pub fn to_engine(self) -> nlmdenoise::Algorithm {
+        match self {
+            Algorithm::Nlm => nlmdenoise::Algorithm::Nlm,
+        }
+    }
+
+    pub fn from_engine(a: nlmdenoise::Algorithm) -> Self {
+        match a {
+            nlmdenoise::Algorithm::Nlm => Algorithm::Nlm,
+        }
+    }
+}
+
 /// Property `backend`.
 #[derive(Debug, Eq, PartialEq, Ord, PartialOrd, Hash, Clone, Copy, glib::Enum, Default)]
 #[repr(u32)]
@@ -101,6 +125,7 @@ pub enum Intermediate {
 /// Registers the element (and its enum types as plugin API) with `plugin`.
 pub fn register(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
     for t in [
+        Algorithm::static_type(),
         Backend::static_type(),
         Weighting::static_type(),
         ChromaMode::static_type(),
