@@ -71,10 +71,10 @@ impl<T> Denoiser<T> {
         self.backend.describe()
     }
 
-    /// Frames between pushing a frame and being able to pop it: `temporal_future` plus the
-    /// backend's pipeline depth.
+    /// Frames between pushing a frame and being able to pop it: the future frames a job reads
+    /// (`Params::frames_needed`) plus the backend's pipeline depth.
     pub fn latency_frames(&self) -> usize {
-        self.params.temporal_future as usize + self.backend.pipeline_depth()
+        self.params.latency_frames() as usize + self.backend.pipeline_depth()
     }
 
     /// Frames pushed whose output has not been popped yet.
@@ -253,16 +253,17 @@ impl<T> Denoiser<T> {
 }
 
 /// Configures `backend` for a stream and returns the temporal window that goes with it. The
-/// window's ring holds `temporal_past + 1 + temporal_future + pipeline_depth` slots; a backend may
+/// window's ring holds `past + 1 + future + pipeline_depth` slots (`Params::frames_needed`); a backend may
 /// only know its pipeline depth once configured (chunked execution with an automatic chunk size
 /// sizes chunks from the frame size), so when the depth changed the window is rebuilt and the
 /// backend configured again with the final slot count.
 fn configure_backend(backend: &mut dyn Backend, geometry: &Geometry, plan: &Plan, params: &Params) -> Result<TemporalWindow> {
-    backend.set_window(params.temporal_past, params.temporal_future);
-    let window = TemporalWindow::new(params.temporal_past, params.temporal_future, backend.pipeline_depth());
+    let (past, future) = params.frames_needed();
+    backend.set_window(past, future);
+    let window = TemporalWindow::new(past, future, backend.pipeline_depth());
     backend.configure(geometry, plan, window.slots())?;
     let depth = backend.pipeline_depth();
-    let expected = TemporalWindow::new(params.temporal_past, params.temporal_future, depth);
+    let expected = TemporalWindow::new(past, future, depth);
     if expected.slots() == window.slots() {
         return Ok(window);
     }

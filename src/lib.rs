@@ -1,4 +1,4 @@
-//! Video denoising engine: temporal non-local means on host threads and CUDA devices.
+//! Video denoising engine: temporal non-local means and (V-)BM3D on host threads and CUDA devices.
 //!
 //! The engine knows nothing of GStreamer: give it frames ([`frame::FrameRef`]) of a supported
 //! [`format::PixelFormat`], get denoised frames back in order from [`engine::Denoiser`].
@@ -6,12 +6,13 @@
 //! Two axes, kept apart in the tree:
 //! * *where* frames are computed: [`device`] (host threads, a CUDA device with its ring, streams
 //!   and host I/O, chunks along time, several devices);
-//! * *what* is computed: one folder per algorithm ([`nlm`]), each with its plan, its f64
-//!   reference, its CPU and its CUDA implementation.
+//! * *what* is computed: one folder per algorithm ([`nlm`], [`bm3d`]), each with its plan, its
+//!   f64 reference, its CPU and its CUDA implementation.
 //!
 //! [`engine`] (window, ordering, unpack/pack) sits above both; [`plan::Plan`] carries the
 //! parameters resolved for a stream from the engine to the device layer and its algorithm.
 
+pub mod bm3d;
 pub mod convert;
 pub mod device;
 pub mod engine;
@@ -30,5 +31,5 @@ pub use engine::Denoiser;
 pub use error::{Error, Result};
 pub use format::PixelFormat;
 pub use frame::{FrameMut, FrameRef, OwnedFrame, VideoInfo};
-pub use params::{Algorithm, ChromaMode, Params, PlaneSelection, Weighting};
+pub use params::{Algorithm, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
 pub use plan::Plan;

@@ -26,6 +26,158 @@ pub enum Algorithm {
     /// Temporal non-local means ([`crate::nlm`]).
     #[default]
     Nlm,
+    /// Block matching and 3D filtering, spatial or over the temporal window (V-BM3D,
+    /// [`crate::bm3d`]).
+    Bm3d,
+}
+
+/// A set of BM3D settings chosen together (docs/tuning.md says what each costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Bm3dProfile {
+    /// Sparse reference patches, small search window and groups: real time at 1080p.
+    Fast,
+    /// The default: the balance of speed and quality.
+    #[default]
+    Normal,
+    /// Dense reference patches, wide search, large groups: closest to the published BM3D.
+    High,
+}
+
+/// BM3D settings: a profile and, where set, individual values that replace the profile's.
+/// Distances and thresholds are in 8-bit code values squared (mean over the patch samples).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Bm3dParams {
+    pub profile: Bm3dProfile,
+    /// 1: hard thresholding only (the basic estimate); 2: then the Wiener step (default).
+    pub steps: Option<u32>,
+    /// Patch side k (4 or 8).
+    pub patch_size: Option<u32>,
+    /// Block matching searches offsets -r..=r in x and y of the target frame.
+    pub search_radius: Option<u32>,
+    /// Pixels between reference patches, horizontally and vertically (1..=k).
+    pub block_step: Option<u32>,
+    /// Most patches in a group of the hard-thresholding step (power of 2, 1..=32).
+    pub group_size: Option<u32>,
+    /// Most patches in a group of the Wiener step (power of 2, 1..=32).
+    pub wiener_group_size: Option<u32>,
+    /// Largest distance of a grouped patch, hard-thresholding step.
+    pub threshold: Option<f32>,
+    /// Largest distance of a grouped patch, Wiener step (distances on the basic estimate).
+    pub wiener_threshold: Option<f32>,
+    /// Hard threshold in units of sigma.
+    pub lambda: Option<f32>,
+    /// Other frames: patches around the best `seeds` matches of the neighbouring frame are
+    /// searched (predictive search)...
+    pub seeds: Option<u32>,
+    /// ... within this radius of each.
+    pub seed_radius: Option<u32>,
+    /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
+    pub chroma_sigma: Option<f32>,
+}
+
+/// BM3D settings with every value resolved (profile plus overrides), checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm3dSettings {
+    pub steps: u32,
+    pub patch_size: u32,
+    pub search_radius: u32,
+    pub block_step: u32,
+    pub group_size: u32,
+    pub wiener_group_size: u32,
+    pub threshold: f32,
+    pub wiener_threshold: f32,
+    pub lambda: f32,
+    pub seeds: u32,
+    pub seed_radius: u32,
+}
+
+pub const BM3D_MAX_GROUP: u32 = 32;
+pub const BM3D_MAX_SEARCH_RADIUS: u32 = 24;
+pub const BM3D_MAX_SEEDS: u32 = 8;
+pub const BM3D_MAX_SEED_RADIUS: u32 = 8;
+
+impl Bm3dProfile {
+    /// The profile's values (docs/tuning.md, "BM3D profiles").
+    pub fn settings(self) -> Bm3dSettings {
+        let base = Bm3dSettings {
+            steps: 2,
+            patch_size: 8,
+            search_radius: 8,
+            block_step: 6,
+            group_size: 16,
+            wiener_group_size: 16,
+            threshold: 2500.0,
+            wiener_threshold: 400.0,
+            lambda: 2.7,
+            seeds: 2,
+            seed_radius: 3,
+        };
+        match self {
+            Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, block_step: 8, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
+            Bm3dProfile::Normal => base,
+            Bm3dProfile::High => Bm3dSettings { search_radius: 16, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, ..base },
+        }
+    }
+}
+
+impl Bm3dParams {
+    /// The profile's settings with the overrides applied, checked.
+    pub fn resolve(&self) -> Result<Bm3dSettings> {
+        let p = self.profile.settings();
+        let s = Bm3dSettings {
+            steps: self.steps.unwrap_or(p.steps),
+            patch_size: self.patch_size.unwrap_or(p.patch_size),
+            search_radius: self.search_radius.unwrap_or(p.search_radius),
+            block_step: self.block_step.unwrap_or(p.block_step),
+            group_size: self.group_size.unwrap_or(p.group_size),
+            wiener_group_size: self.wiener_group_size.unwrap_or(p.wiener_group_size),
+            threshold: self.threshold.unwrap_or(p.threshold),
+            wiener_threshold: self.wiener_threshold.unwrap_or(p.wiener_threshold),
+            lambda: self.lambda.unwrap_or(p.lambda),
+            seeds: self.seeds.unwrap_or(p.seeds),
+            seed_radius: self.seed_radius.unwrap_or(p.seed_radius),
+        };
+        // An explicit patch size smaller than the profile's step brings the step down with it.
+        let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };
+        let bad = |m: String| Err(Error::InvalidParameter(m));
+        if !(1..=2).contains(&s.steps) {
+            return bad(format!("bm3d steps {} out of range 1..=2", s.steps));
+        }
+        if s.patch_size != 4 && s.patch_size != 8 {
+            return bad(format!("bm3d patch size {} not supported (4 or 8)", s.patch_size));
+        }
+        if s.search_radius > BM3D_MAX_SEARCH_RADIUS {
+            return bad(format!("bm3d search radius {} out of range 0..={BM3D_MAX_SEARCH_RADIUS}", s.search_radius));
+        }
+        if s.block_step < 1 || s.block_step > s.patch_size {
+            return bad(format!("bm3d block step {} out of range 1..={} (the patch size)", s.block_step, s.patch_size));
+        }
+        for (name, n) in [("group size", s.group_size), ("wiener group size", s.wiener_group_size)] {
+            if !(1..=BM3D_MAX_GROUP).contains(&n) || !n.is_power_of_two() {
+                return bad(format!("bm3d {name} {n} must be a power of two in 1..={BM3D_MAX_GROUP}"));
+            }
+        }
+        for (name, t) in [("threshold", s.threshold), ("wiener threshold", s.wiener_threshold)] {
+            if !(t.is_finite() && t >= 0.0 && t <= 65025.0) {
+                return bad(format!("bm3d {name} {t} out of range [0, 65025]"));
+            }
+        }
+        if !(s.lambda.is_finite() && (0.0..=20.0).contains(&s.lambda)) {
+            return bad(format!("bm3d lambda {} out of range [0, 20]", s.lambda));
+        }
+        if !(1..=BM3D_MAX_SEEDS).contains(&s.seeds) {
+            return bad(format!("bm3d seeds {} out of range 1..={BM3D_MAX_SEEDS}", s.seeds));
+        }
+        if s.seed_radius > BM3D_MAX_SEED_RADIUS {
+            return bad(format!("bm3d seed radius {} out of range 0..={BM3D_MAX_SEED_RADIUS}", s.seed_radius));
+        }
+        if let Some(c) = self.chroma_sigma {
+            if !(c.is_finite() && (0.0..=MAX_SIGMA).contains(&c)) {
+                return bad(format!("chroma sigma {c} out of range [0, {MAX_SIGMA}]"));
+            }
+        }
+        Ok(s)
+    }
 }
 
 /// How a patch distance becomes a weight.
@@ -81,7 +233,8 @@ macro_rules! text_enum {
     };
 }
 
-text_enum!(Algorithm, "algorithm", Algorithm::Nlm => "nlm");
+text_enum!(Algorithm, "algorithm", Algorithm::Nlm => "nlm", Algorithm::Bm3d => "bm3d");
+text_enum!(Bm3dProfile, "bm3d profile", Bm3dProfile::Fast => "fast", Bm3dProfile::Normal => "normal", Bm3dProfile::High => "high");
 text_enum!(Weighting, "weighting", Weighting::Welsch => "welsch", Weighting::Bisquare => "bisquare");
 text_enum!(ChromaMode, "chroma mode", ChromaMode::Independent => "independent", ChromaMode::LumaGuided => "luma-guided", ChromaMode::Joint => "joint");
 text_enum!(PlaneSelection, "plane selection", PlaneSelection::All => "all", PlaneSelection::Luma => "luma", PlaneSelection::Chroma => "chroma");
@@ -108,8 +261,11 @@ pub struct Params {
     pub wref: f32,
     pub chroma_mode: ChromaMode,
     pub planes: PlaneSelection,
-    /// Noise standard deviation; when set, 2*sigma^2 is subtracted from every distance.
+    /// Noise standard deviation. NLM: when set, 2*sigma^2 is subtracted from every distance;
+    /// BM3D: required (thresholds and Wiener coefficients follow it).
     pub sigma: Option<f32>,
+    /// BM3D settings (ignored by NLM).
+    pub bm3d: Bm3dParams,
 }
 
 impl Default for Params {
@@ -127,6 +283,7 @@ impl Default for Params {
             chroma_mode: ChromaMode::Independent,
             planes: PlaneSelection::All,
             sigma: None,
+            bm3d: Bm3dParams::default(),
         }
     }
 }
@@ -167,23 +324,44 @@ impl Params {
                 return bad(format!("sigma {s} out of range [0, {MAX_SIGMA}]"));
             }
         }
+        if self.algorithm == Algorithm::Bm3d {
+            self.bm3d.resolve()?;
+            if self.sigma.is_none() {
+                return bad("bm3d needs the noise level: set sigma (8-bit code values)".into());
+            }
+        }
         Ok(())
+    }
+
+    /// Past and future frames a job reads. NLM: the temporal window. Two-step BM3D over a
+    /// temporal window reads twice as far: the Wiener step of frame t matches on the basic
+    /// estimates of t-past..t+future, each computed from its own window (src/bm3d/mod.rs).
+    pub fn frames_needed(&self) -> (u32, u32) {
+        let two_step = self.algorithm == Algorithm::Bm3d && self.bm3d.resolve().map(|s| s.steps == 2).unwrap_or(false);
+        if two_step {
+            (2 * self.temporal_past, 2 * self.temporal_future)
+        } else {
+            (self.temporal_past, self.temporal_future)
+        }
     }
 
     /// Frames of delay between an input frame and its output.
     pub fn latency_frames(&self) -> u32 {
-        self.temporal_future
+        self.frames_needed().1
     }
 
-    /// Number of frames the temporal window spans.
+    /// Number of frames a job reads.
     pub fn window_frames(&self) -> u32 {
-        self.temporal_past + 1 + self.temporal_future
+        let (p, f) = self.frames_needed();
+        p + 1 + f
     }
 
     /// True when changing from `self` to `other` only changes per-launch values (strengths, wref,
     /// weighting, sigma), so that the window and compiled kernels stay valid.
     pub fn same_structure(&self, other: &Params) -> bool {
-        self.algorithm == other.algorithm
+        let bm3d_same = self.algorithm != Algorithm::Bm3d || self.bm3d.resolve().ok() == other.bm3d.resolve().ok();
+        bm3d_same
+            && self.algorithm == other.algorithm
             && self.search_radius == other.search_radius
             && self.patch_radius == other.patch_radius
             && self.temporal_past == other.temporal_past

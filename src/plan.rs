@@ -3,6 +3,7 @@
 //! algorithm's implementation for that device (the *what*: [`crate::nlm`], ...); the device layer
 //! itself only asks which planes a job writes.
 
+use crate::bm3d::Bm3dPlan;
 use crate::error::{Error, Result};
 use crate::nlm::NlmPlan;
 use crate::params::{Algorithm, Params};
@@ -12,6 +13,7 @@ use crate::planar::Geometry;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     Nlm(NlmPlan),
+    Bm3d(Bm3dPlan),
 }
 
 impl Plan {
@@ -19,12 +21,14 @@ impl Plan {
     pub fn new(geometry: &Geometry, params: &Params) -> Result<Plan> {
         match params.algorithm {
             Algorithm::Nlm => Ok(Plan::Nlm(NlmPlan::new(geometry, params)?)),
+            Algorithm::Bm3d => Ok(Plan::Bm3d(Bm3dPlan::new(geometry, params)?)),
         }
     }
 
     pub fn algorithm(&self) -> Algorithm {
         match self {
             Plan::Nlm(_) => Algorithm::Nlm,
+            Plan::Bm3d(_) => Algorithm::Bm3d,
         }
     }
 
@@ -32,6 +36,7 @@ impl Plan {
     pub fn output_planes(&self) -> Vec<usize> {
         match self {
             Plan::Nlm(p) => p.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect(),
+            Plan::Bm3d(p) => p.output_planes(),
         }
     }
 
@@ -39,6 +44,7 @@ impl Plan {
     pub fn passthrough(&self) -> &[usize] {
         match self {
             Plan::Nlm(p) => &p.passthrough,
+            Plan::Bm3d(p) => &p.passthrough,
         }
     }
 
@@ -50,6 +56,7 @@ impl Plan {
                 let groups: Vec<_> = p.groups.iter().map(|g| (&g.outputs, &g.guides, g.guide_step_x, g.guide_step_y)).collect();
                 format!("nlm {} {} {groups:?} {:?}", p.search_radius, p.patch_radius, p.passthrough)
             }
+            Plan::Bm3d(p) => p.structure_key(),
         }
     }
 
@@ -57,8 +64,15 @@ impl Plan {
     pub fn nlm(&self, what: &str) -> Result<&NlmPlan> {
         match self {
             Plan::Nlm(p) => Ok(p),
-            #[allow(unreachable_patterns)]
             _ => Err(Error::Unsupported(format!("{what} computes NLM, not {}", self.algorithm()))),
+        }
+    }
+
+    /// The BM3D plan, or an error naming what `what` cannot compute.
+    pub fn bm3d(&self, what: &str) -> Result<&Bm3dPlan> {
+        match self {
+            Plan::Bm3d(p) => Ok(p),
+            _ => Err(Error::Unsupported(format!("{what} computes BM3D, not {}", self.algorithm()))),
         }
     }
 }

@@ -13,6 +13,10 @@ pub struct Reference {
 /// One output frame to compute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
+    /// Which run of frames (counted from 0, one more after every reset of the window): with
+    /// `seq` it names a frame for good, so that an algorithm may keep what it derived from a ring
+    /// slot's frame (BM3D's basic estimates) across jobs.
+    pub epoch: u64,
     /// Sequence number of the target frame since the last reset.
     pub seq: u64,
     /// Ring slot of the target frame.
@@ -46,13 +50,14 @@ pub struct TemporalWindow {
     /// Sequence number of the next frame to hand out as a job.
     next_job: u64,
     draining: bool,
+    epoch: u64,
 }
 
 impl TemporalWindow {
     /// `extra_slots` keeps frames alive for jobs still in flight on an asynchronous backend.
     pub fn new(past: u32, future: u32, extra_slots: usize) -> Self {
         let slots = (past + 1 + future) as usize + extra_slots;
-        TemporalWindow { past, future, slots, next_seq: 0, next_job: 0, draining: false }
+        TemporalWindow { past, future, slots, next_seq: 0, next_job: 0, draining: false, epoch: 0 }
     }
 
     pub fn slots(&self) -> usize {
@@ -92,7 +97,7 @@ impl TemporalWindow {
             .filter(|&s| s != seq)
             .map(|s| Reference { slot: (s % self.slots as u64) as usize, dt: (s as i64 - seq as i64) as i32 })
             .collect();
-        Some(Job { seq, slot: (seq % self.slots as u64) as usize, references })
+        Some(Job { epoch: self.epoch, seq, slot: (seq % self.slots as u64) as usize, references })
     }
 
     /// Forgets every frame: the next frame starts a new window.
@@ -100,6 +105,7 @@ impl TemporalWindow {
         self.next_seq = 0;
         self.next_job = 0;
         self.draining = false;
+        self.epoch += 1;
     }
 }
 

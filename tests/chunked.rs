@@ -648,14 +648,14 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
     r.configure(&geometry, &plan, 2).unwrap();
     let mut expect = planar[0].clone();
     r.upload(0, &expect).unwrap();
-    r.launch(&Job { seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
+    r.launch(&Job { epoch: 0, seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
     r.finish(&mut expect).unwrap();
     assert!(expect.planes[0] != planar[0].planes[0], "the luma plane is denoised");
 
     let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>))).unwrap();
     b.configure(&geometry, &plan, 4).unwrap();
     b.upload(0, &planar[0]).unwrap();
-    b.launch(&Job { seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
+    b.launch(&Job { epoch: 0, seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
     // Another frame than the uploaded one: the luma plane comes from the pooled output frame,
     // the chroma planes stay what they were in that frame.
     let (uploaded, other) = planar.split_at_mut(1);
@@ -703,7 +703,7 @@ fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
         for (i, p) in planar.iter().enumerate() {
             b.upload(i, p).unwrap();
             let references = if i > 0 { vec![nlmdenoise::window::Reference { slot: i - 1, dt: -1 }] } else { vec![] };
-            b.launch(&Job { seq: i as u64, slot: i, references }, &plan).unwrap();
+            b.launch(&Job { epoch: 0, seq: i as u64, slot: i, references }, &plan).unwrap();
         }
         for p in planar.iter_mut() {
             b.finish(p).unwrap();

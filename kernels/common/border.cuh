@@ -1,4 +1,4 @@
-// Border rule shared with the CPU backends (src/plan.rs `mirror`): reflect with the edge sample
+// Border rule shared with the CPU backends (src/planar.rs `mirror`): reflect with the edge sample
 // repeated, ... 1 0 | 0 1 2 ... n-1 | n-1 n-2 ..., for any x and any n >= 1.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Launch arguments of the fused NLM kernel, passed by value. The Rust mirror is `NlmArgs` in
-// src/backend/cuda/launch.rs; both sides check the size (NLM_ARGS_BYTES is set by the host).
+// src/nlm/cuda/launch.rs; both sides check the size (NLM_ARGS_BYTES is set by the host).
 #pragma once
 
 #define NLM_MAX_FRAMES 16   // temporal_past + 1 + temporal_future <= 15

@@ -1,5 +1,5 @@
 // The exact path: samples the fused kernel queued (args.exact) are recomputed here one warp
-// each, in f64, with the reference backend's order of operations (src/backend/reference.rs), so
+// each, in f64, with the reference backend's order of operations (src/nlm/reference.rs), so
 // they round like the definition. Rare on real video (rounding ties, hopeless patches); common
 // only on noise-only test content. Uses the fused kernel's compile-time constants and arguments.
 
@@ -105,7 +105,7 @@ __device__ __forceinline__ void stage_exact(unsigned short* st, const JobView& j
     }
 }
 
-// A warp's running sums, as in the reference (src/backend/reference.rs): chain 0 the total of the
+// A warp's running sums, as in the reference (src/nlm/reference.rs): chain 0 the total of the
 // weights, chain o + 1 the sum of weight x value of output o. Lane L < EXACT_CHAINS keeps chain L
 // and adds its 32 terms of a round in pair order (the lanes past the chains repeat the last one;
 // their results are unused); each pair's lane rounds its products first, as the reference does.

@@ -2,9 +2,9 @@
 // planes of I420, say: each group's tiles in turn along blockIdx.x, see nlm_args.cuh) of one frame
 // (or, batched, of one job per blockIdx.z).
 //
-// The definition is src/backend/reference.rs. Per block, a TILE_W x TILE_H tile of output
+// The definition is src/nlm/reference.rs. Per block, a TILE_W x TILE_H tile of output
 // samples; per frame u of the window the block stages in shared memory (as float, borders
-// mirrored like src/plan.rs) the target's guide tile + patch halo (once), u's guide tile + patch
+// mirrored like src/planar.rs) the target's guide tile + patch halo (once), u's guide tile + patch
 // and search halo, and u's output-plane tile + search halo. For each search offset the patch
 // distance of every output sample is a separable box sum of squared differences:
 //
@@ -15,7 +15,7 @@
 //            weight exponents, turned into weights and accumulated in registers (weight.cuh).
 //
 // Nothing per offset goes to device memory. Compile-time constants (-D, set by
-// src/backend/cuda/module.rs; the defaults below only let the file compile on its own):
+// src/nlm/cuda/variant.rs; the defaults below only let the file compile on its own):
 #ifndef SEARCH_R
 #define SEARCH_R 3      // search radius a: offsets -a..a in x and y
 #endif

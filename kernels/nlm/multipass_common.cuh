@@ -1,6 +1,6 @@
 // Multi-pass NLM (kernels/multipass_*.cu): shared constants, the by-value argument block and the
 // storage of intermediates. The design is docs/multipass.md; the host side is
-// src/backend/cuda/multipass.rs (MpArgs mirrors the struct below; both sides check the size).
+// src/nlm/cuda/multipass.rs (MpArgs mirrors the struct below; both sides check the size).
 //
 // Per weight group and frame, the search offsets are split into packs of up to P offsets; each
 // pack runs three passes (vertical, weight, accumulate), then one finalize pass writes the frame:

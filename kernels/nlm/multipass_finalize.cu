@@ -1,4 +1,4 @@
-// Last pass of a frame: centre weight, normalisation and rounding, as src/backend/reference.rs:
+// Last pass of a frame: centre weight, normalisation and rounding, as src/nlm/reference.rs:
 // centre weight = wref * largest other weight, round half up, clamp, and a zero weight sum (or no
 // offset at all: n_off == 0) keeps the input sample.
 //

@@ -2,7 +2,7 @@
 //
 // One thread per column x' of the vertical-sum images and MP_ROWS consecutive rows y of the
 // weight grid. Column x' = STEP_X * ex0 - PATCH_R + c covers the patch columns of every weight
-// position (border columns are mirrored per coordinate, exactly as src/plan.rs `mirror`). Each
+// position (border columns are mirrored per coordinate, exactly as src/planar.rs `mirror`). Each
 // target guide sample is read once and feeds every offset of the pack.
 //
 // Grid: (ceil(vw / blockDim.x), ceil(eh / MP_ROWS), groups); any 1-D block size.

@@ -1,6 +1,6 @@
-// Patch distance -> weight, the formulas of DenoisePlan::weight (src/plan.rs), and the
+// Patch distance -> weight, the formulas of NlmPlan::weight (src/nlm/plan.rs), and the
 // accumulators of one phase-2 thread's column of pixels. Strength h and the distance offset
-// arrive at run time folded into two constants (k_dist, k_bias, see src/backend/cuda/launch.rs),
+// arrive at run time folded into two constants (k_dist, k_bias, see src/nlm/cuda/launch.rs),
 // so a strength change needs no recompile.
 //
 // Both formulas are functions of one exponent per (pixel, offset),

@@ -180,6 +180,7 @@ pub type BackendFactory = Arc<dyn Fn(usize, usize) -> Result<Box<dyn Backend>> +
 type OutFrame = Arc<Mutex<PlanarFrame>>;
 
 struct ChunkJob {
+    epoch: u64,
     seq: u64,
     target: FrameId,
     refs: Vec<(FrameId, i32)>,
@@ -579,7 +580,7 @@ impl ChunkedBackend {
             let refs = job.references.iter().map(|r| Ok((resolve(r.slot, r.dt)?, r.dt))).collect::<Result<Vec<_>>>()?;
             keep_from = (job.seq as i64 + job.references.first().map(|r| r.dt.min(0)).unwrap_or(0) as i64) as u64;
             let output = self.free_output();
-            jobs.push(ChunkJob { seq: job.seq, target, refs, plan: plan.clone(), output, write_to: write_to.clone(), whole: *whole });
+            jobs.push(ChunkJob { epoch: job.epoch, seq: job.seq, target, refs, plan: plan.clone(), output, write_to: write_to.clone(), whole: *whole });
         }
         let outputs: VecDeque<_> = jobs.iter().map(|j| (j.output.clone(), j.plan.clone(), j.write_to.clone())).collect();
         let first_input = jobs.first().filter(|j| j.whole).and_then(|j| frames.get(&j.target).cloned());
@@ -1010,7 +1011,7 @@ impl Worker {
             let jobs: Vec<Job> = c
                 .jobs
                 .iter()
-                .map(|j| Job { seq: j.seq, slot: slot_of[&j.target], references: j.refs.iter().map(|(id, dt)| Reference { slot: slot_of[id], dt: *dt }).collect() })
+                .map(|j| Job { epoch: j.epoch, seq: j.seq, slot: slot_of[&j.target], references: j.refs.iter().map(|(id, dt)| Reference { slot: slot_of[id], dt: *dt }).collect() })
                 .collect();
             let t = Instant::now();
             let mut a = 0;

@@ -48,6 +48,8 @@ fn make_algorithm(algorithm: Algorithm, which: HostImpl, tuning: &NlmTuning) -> 
     match (algorithm, which) {
         (Algorithm::Nlm, HostImpl::Reference) => Box::new(crate::nlm::reference::ReferenceNlm::default()),
         (Algorithm::Nlm, HostImpl::Cpu) => Box::new(crate::nlm::cpu::CpuNlm::new(tuning)),
+        (Algorithm::Bm3d, HostImpl::Reference) => Box::new(crate::bm3d::reference::ReferenceBm3d::default()),
+        (Algorithm::Bm3d, HostImpl::Cpu) => Box::new(crate::bm3d::cpu::CpuBm3d::default()),
     }
 }
 

@@ -148,6 +148,7 @@ pub trait CudaAlgorithm: Send {
 fn output_scratch_bytes(plan: &Plan, geometry: &Geometry) -> usize {
     match plan.algorithm() {
         Algorithm::Nlm => crate::nlm::cuda::output_scratch_bytes(geometry),
+        Algorithm::Bm3d => 0,
     }
 }
 
@@ -155,6 +156,7 @@ fn output_scratch_bytes(plan: &Plan, geometry: &Geometry) -> usize {
 fn make_algorithm(algorithm: Algorithm, kind: GpuKernel, options: &BackendOptions, device: &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> {
     match algorithm {
         Algorithm::Nlm => crate::nlm::cuda::make(kind, options, device),
+        Algorithm::Bm3d => Ok(Box::new(crate::bm3d::cuda::CudaBm3d::new(device)?)),
     }
 }
 

@@ -1,0 +1,471 @@
+//! The multithreaded CPU implementation of BM3D (run by [`crate::device::host::HostBackend`]).
+//!
+//! Computes the definition of [`crate::bm3d`] in f32, organised like the CUDA kernels
+//! (kernels/bm3d/): per reference patch, distances as sums of squares, candidates ranked by one
+//! 64-bit key (distance bits, frame code, row, column) kept in short sorted lists, the group's
+//! transforms with precomputed DCT matrices, and aggregation into 64-bit fixed-point sums
+//! ([`super::FIXED_ONE`]) shared by all threads (atomic adds: the result does not depend on the
+//! order). Reference patch rows run in parallel on the host backend's pool. Each ring slot holds
+//! its frame's planes in f32 (8-bit units, extended to the BM3D extent) and, with two steps, the
+//! basic estimates computed from it.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use rayon::prelude::*;
+
+use super::{basics_to_compute, dct_matrix, extent, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, Bm3dGroup, Bm3dPlan, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use crate::bm3d::reference::slot_of;
+use crate::device::host::HostAlgorithm;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::planar::{mirror, Geometry, PlanarFrame};
+use crate::window::Job;
+
+/// A plane in f32 8-bit units over its BM3D extent.
+#[derive(Debug, Clone, Default)]
+pub struct FImage {
+    pub w: usize,
+    pub h: usize,
+    pub data: Vec<f32>,
+}
+
+impl FImage {
+    #[inline(always)]
+    fn row(&self, x: usize, y: usize, n: usize) -> &[f32] {
+        &self.data[y * self.w + x..y * self.w + x + n]
+    }
+}
+
+/// Key of a candidate: distance (f32 bits; non-negative floats order like their bits), then
+/// frame code, row, column (the group order of the definition).
+#[inline(always)]
+pub fn key(ssd: f32, dt: i32, y: usize, x: usize) -> u64 {
+    ((ssd.to_bits() as u64) << 32) | (((dt + FRAME_CODE_BIAS) as u64) << 28) | ((y as u64) << 14) | x as u64
+}
+
+#[inline(always)]
+pub fn key_pos(k: u64) -> (i32, usize, usize) {
+    ((((k >> 28) & 0xF) as i32) - FRAME_CODE_BIAS, ((k >> 14) & 0x3FFF) as usize, (k & 0x3FFF) as usize)
+}
+
+/// The `cap` smallest keys seen, ascending.
+struct TopList {
+    keys: Vec<u64>,
+    cap: usize,
+}
+
+impl TopList {
+    fn new(cap: usize) -> Self {
+        TopList { keys: Vec::with_capacity(cap + 1), cap }
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, k: u64) {
+        if self.keys.len() == self.cap {
+            if self.cap == 0 || k >= self.keys[self.cap - 1] {
+                return;
+            }
+            self.keys.pop();
+        }
+        let at = self.keys.partition_point(|&x| x < k);
+        self.keys.insert(at, k);
+    }
+}
+
+/// Sum of squared differences between the patch at (`ax`, `ay`) of `a` and (`bx`, `by`) of `b`,
+/// over the group's planes.
+#[inline(always)]
+fn ssd(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, by: usize) -> f32 {
+    let mut s = 0.0f32;
+    for (pa, pb) in a.iter().zip(b) {
+        for i in 0..k {
+            for (u, v) in pa.row(ax, ay + i, k).iter().zip(pb.row(bx, by + i, k)) {
+                let d = u - v;
+                s += d * d;
+            }
+        }
+    }
+    s
+}
+
+/// The group of the reference patch at (`x0`, `y0`) of frame 0 (keys, R's first): `matching`
+/// holds the matching planes of the step's frames, dt ascending.
+fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool, x0: usize, y0: usize) -> Vec<u64> {
+    let s = &plan.settings;
+    let k = s.patch_size as usize;
+    let m = matching[0].1.len();
+    let (max_x, max_y) = (matching[0].1[0].w - k, matching[0].1[0].h - k);
+    let norm = (m * k * k) as f32;
+    let (tau, cap) = if wiener { (s.wiener_threshold, s.wiener_group_size as usize) } else { (s.threshold, s.group_size as usize) };
+    let tau_ssd = tau * norm;
+    let frame0 = &matching.iter().find(|f| f.0 == 0).expect("target frame").1;
+    let mut group = TopList::new(cap - 1);
+    let seeds_n = s.seeds as usize;
+    // Frame 0: exhaustive; seeds: R, then the best others.
+    let (r, sr) = (s.search_radius as usize, s.seed_radius as usize);
+    let mut seeds0 = TopList::new(seeds_n.saturating_sub(1));
+    for y in y0.saturating_sub(r)..=(y0 + r).min(max_y) {
+        for x in x0.saturating_sub(r)..=(x0 + r).min(max_x) {
+            if (x, y) == (x0, y0) {
+                continue;
+            }
+            let d = ssd(frame0, frame0, k, x0, y0, x, y);
+            let key0 = key(d, 0, y, x);
+            if d <= tau_ssd {
+                group.insert(key0);
+            }
+            seeds0.insert(key0);
+        }
+    }
+    let mut first: Vec<(usize, usize)> = vec![(y0, x0)];
+    first.extend(seeds0.keys.iter().map(|&q| {
+        let (_, y, x) = key_pos(q);
+        (y, x)
+    }));
+    for dir in [-1i32, 1] {
+        let mut seeds = first.clone();
+        let mut dt = dir;
+        while let Some(f) = matching.iter().find(|f| f.0 == dt) {
+            let mut next = TopList::new(seeds_n);
+            for (si, &(sy, sx)) in seeds.iter().enumerate() {
+                for y in sy.saturating_sub(sr)..=(sy + sr).min(max_y) {
+                    for x in sx.saturating_sub(sr)..=(sx + sr).min(max_x) {
+                        if seeds[..si].iter().any(|&(py, px)| py.abs_diff(y) <= sr && px.abs_diff(x) <= sr) {
+                            continue;
+                        }
+                        let d = ssd(frame0, &f.1, k, x0, y0, x, y);
+                        let kk = key(d, dt, y, x);
+                        if d <= tau_ssd {
+                            group.insert(kk);
+                        }
+                        // Seeds rank by (distance, row, column): the frame code is the same for all.
+                        next.insert(kk);
+                    }
+                }
+            }
+            seeds = next.keys.iter().map(|&q| {
+                let (_, y, x) = key_pos(q);
+                (y, x)
+            }).collect();
+            dt += dir;
+        }
+    }
+    let mut keys = vec![key(0.0, 0, y0, x0)];
+    keys.extend(group.keys);
+    keys.truncate(pow2_floor(keys.len()));
+    keys
+}
+
+/// In-place normalized WHT of the first `n` values.
+#[inline(always)]
+fn wht_f32(v: &mut [f32], n: usize) {
+    super::wht(&mut v[..n]);
+}
+
+/// Precomputed transforms of one patch size.
+struct Transforms {
+    k: usize,
+    c: Vec<f32>,
+    kaiser: Vec<f32>,
+}
+
+impl Transforms {
+    fn new(k: usize) -> Self {
+        Transforms { k, c: dct_matrix(k).iter().map(|&v| v as f32).collect(), kaiser: kaiser_window(k, KAISER_BETA).iter().map(|&v| v as f32).collect() }
+    }
+
+    /// 2D DCT of a k x k patch (forward or inverse), in place; `tmp` holds k*k values.
+    fn dct2(&self, p: &mut [f32], tmp: &mut [f32], inverse: bool) {
+        let (k, c) = (self.k, &self.c);
+        for i in 0..k {
+            for f in 0..k {
+                let mut s = 0.0;
+                for n in 0..k {
+                    s += if inverse { c[n * k + f] } else { c[f * k + n] } * p[i * k + n];
+                }
+                tmp[i * k + f] = s;
+            }
+        }
+        for j in 0..k {
+            for f in 0..k {
+                let mut s = 0.0;
+                for n in 0..k {
+                    s += if inverse { c[n * k + f] } else { c[f * k + n] } * tmp[n * k + j];
+                }
+                p[f * k + j] = s;
+            }
+        }
+    }
+}
+
+/// Plane `j` of the frame at `dt`.
+fn plane_of<'a>(set: &[(i32, Vec<&'a FImage>)], dt: i32, j: usize) -> &'a FImage {
+    set.iter().find(|f| f.0 == dt).expect("window frame").1[j]
+}
+
+/// Fixed-point sums of one plane: numerators per sample, weights per patch corner.
+struct Sums {
+    num: Vec<AtomicI64>,
+    wimg: Vec<AtomicI64>,
+}
+
+#[inline(always)]
+fn fixed(v: f32) -> i64 {
+    (v * FIXED_ONE as f32).round() as i64
+}
+
+/// One step's estimate of the group's planes in frame 0, over the extent (f32, 8-bit units).
+fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FImage>)], basic: Option<&[(i32, Vec<&FImage>)]>, pool: &rayon::ThreadPool) -> Vec<FImage> {
+    let s = &plan.settings;
+    let k = s.patch_size as usize;
+    let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
+    let matching = basic.unwrap_or(noisy);
+    let tr = Transforms::new(k);
+    let sums: Vec<Sums> = g.planes.iter().map(|_| Sums { num: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), wimg: (0..ew * eh).map(|_| AtomicI64::new(0)).collect() }).collect();
+    let xs = reference_corners(ew, k, s.block_step as usize);
+    let ys = reference_corners(eh, k, s.block_step as usize);
+    let lambda = if wiener { 0.0 } else { s.lambda };
+    pool.install(|| {
+        ys.par_iter().for_each(|&y0| {
+            let cap = if wiener { s.wiener_group_size } else { s.group_size } as usize;
+            let mut y = vec![0.0f32; cap * k * k];
+            let mut b = vec![0.0f32; cap * k * k];
+            let mut tmp = vec![0.0f32; k * k];
+            let mut col = vec![0.0f32; cap];
+            let mut bcol = vec![0.0f32; cap];
+            for &x0 in &xs {
+                let members = select_group(plan, matching, wiener, x0, y0);
+                let n = members.len();
+                for (j, sj) in sums.iter().enumerate() {
+                    let sigma = g.sigmas[j];
+                    let load = |set: &[(i32, Vec<&FImage>)], dst: &mut [f32], tmp: &mut [f32]| {
+                        for (mi, &q) in members.iter().enumerate() {
+                            let (dt, py, px) = key_pos(q);
+                            let img = plane_of(set, dt, j);
+                            let p = &mut dst[mi * k * k..(mi + 1) * k * k];
+                            for i in 0..k {
+                                p[i * k..(i + 1) * k].copy_from_slice(img.row(px, py + i, k));
+                            }
+                            tr.dct2(p, tmp, false);
+                        }
+                    };
+                    load(noisy, &mut y, &mut tmp);
+                    if wiener {
+                        load(basic.expect("basic estimates in step 2"), &mut b, &mut tmp);
+                    }
+                    let mut weight_sum = 0.0f32;
+                    for t in 0..k * k {
+                        for m in 0..n {
+                            col[m] = y[m * k * k + t];
+                        }
+                        wht_f32(&mut col, n);
+                        if wiener {
+                            for m in 0..n {
+                                bcol[m] = b[m * k * k + t];
+                            }
+                            wht_f32(&mut bcol, n);
+                            for m in 0..n {
+                                let bv = bcol[m];
+                                let omega = if sigma == 0.0 { 1.0 } else { bv * bv / (bv * bv + sigma * sigma) };
+                                col[m] *= omega;
+                                weight_sum += omega * omega;
+                            }
+                        } else {
+                            for v in col[..n].iter_mut() {
+                                if v.abs() <= lambda * sigma {
+                                    *v = 0.0;
+                                } else {
+                                    weight_sum += 1.0;
+                                }
+                            }
+                        }
+                        wht_f32(&mut col, n);
+                        for m in 0..n {
+                            y[m * k * k + t] = col[m];
+                        }
+                    }
+                    let wj = 1.0 / weight_sum.max(1.0);
+                    let wfix = fixed(wj);
+                    for (mi, &q) in members.iter().enumerate() {
+                        let (dt, py, px) = key_pos(q);
+                        if dt != 0 {
+                            continue;
+                        }
+                        let p = &mut y[mi * k * k..(mi + 1) * k * k];
+                        tr.dct2(p, &mut tmp, true);
+                        sj.wimg[py * ew + px].fetch_add(wfix, Ordering::Relaxed);
+                        for i in 0..k {
+                            for c in 0..k {
+                                sj.num[(py + i) * ew + px + c].fetch_add(fixed(wj * tr.kaiser[i * k + c] * p[i * k + c]), Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    });
+    // Estimates: numerator / sum over the patches covering the sample of weight x window.
+    sums.iter()
+        .map(|sj| {
+            let mut out = FImage { w: ew, h: eh, data: vec![0.0; ew * eh] };
+            pool.install(|| {
+                out.data.par_chunks_mut(ew).enumerate().for_each(|(yy, row)| {
+                    for (xx, o) in row.iter_mut().enumerate() {
+                        let mut den = 0.0f64;
+                        for i in 0..k {
+                            let Some(cy) = yy.checked_sub(i) else { break };
+                            if cy > eh - k {
+                                continue;
+                            }
+                            for c in 0..k {
+                                let Some(cx) = xx.checked_sub(c) else { break };
+                                if cx > ew - k {
+                                    continue;
+                                }
+                                let wv = sj.wimg[cy * ew + cx].load(Ordering::Relaxed);
+                                if wv != 0 {
+                                    den += wv as f64 * tr.kaiser[i * k + c] as f64;
+                                }
+                            }
+                        }
+                        let num = sj.num[yy * ew + xx].load(Ordering::Relaxed) as f64;
+                        *o = if den > 0.0 { (num / den) as f32 } else { 0.0 };
+                    }
+                });
+            });
+            out
+        })
+        .collect()
+}
+
+/// A ring slot: the frame's planes (f32, extended; None for planes not denoised) and, with two
+/// steps, their basic estimates with the (epoch, seq) they belong to.
+#[derive(Default)]
+struct Slot {
+    noisy: Vec<Option<FImage>>,
+    basic: Option<((u64, u64), Vec<Option<FImage>>)>,
+}
+
+/// BM3D on host threads.
+#[derive(Default)]
+pub struct CpuBm3d {
+    ring: Vec<Slot>,
+    /// Per plane: denoised (so stored in f32) or not.
+    used: Vec<bool>,
+    k: usize,
+    scale: f32,
+}
+
+/// A `w x h` plane extended to `ew x eh` by the border rule.
+fn extend(v: &[f32], w: usize, h: usize, ew: usize, eh: usize) -> FImage {
+    let mut data = vec![0.0; ew * eh];
+    for y in 0..eh {
+        for x in 0..ew {
+            data[y * ew + x] = v[mirror(y as isize, h) * w + mirror(x as isize, w)];
+        }
+    }
+    FImage { w: ew, h: eh, data }
+}
+
+impl CpuBm3d {
+    fn images<'a>(&'a self, job: &Job, dts: &[i32], g: &Bm3dGroup, basic: bool) -> Result<Vec<(i32, Vec<&'a FImage>)>> {
+        dts.iter()
+            .map(|&dt| {
+                let slot = &self.ring[slot_of(job, dt)];
+                let planes = if basic {
+                    &slot.basic.as_ref().ok_or_else(|| Error::State("basic estimate missing".into()))?.1
+                } else {
+                    &slot.noisy
+                };
+                let imgs = g.planes.iter().map(|&p| planes[p].as_ref().ok_or_else(|| Error::State(format!("ring slot holds no plane {p}")))).collect::<Result<Vec<_>>>()?;
+                Ok((dt, imgs))
+            })
+            .collect()
+    }
+}
+
+impl HostAlgorithm for CpuBm3d {
+    fn describe(&self, threads: usize) -> String {
+        format!("cpu ({threads} threads)")
+    }
+
+    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize, _pool: &rayon::ThreadPool) -> Result<()> {
+        let plan = plan.bm3d("the CPU BM3D implementation")?;
+        self.used = vec![false; geometry.planes.len()];
+        for p in plan.output_planes() {
+            self.used[p] = true;
+        }
+        self.k = plan.settings.patch_size as usize;
+        self.scale = plan.scale_to_8bit;
+        self.ring = (0..ring_slots).map(|_| Slot::default()).collect();
+        Ok(())
+    }
+
+    fn store(&mut self, slot: usize, frame: &PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
+        let (k, scale, used) = (self.k, self.scale, &self.used);
+        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
+        let noisy: Vec<Option<FImage>> = pool.install(|| {
+            frame
+                .planes
+                .par_iter()
+                .enumerate()
+                .map(|(p, plane)| {
+                    used.get(p).copied().unwrap_or(false).then(|| {
+                        let v: Vec<f32> = (0..plane.width * plane.height).map(|i| plane.samples.get(i) as f32 / scale).collect();
+                        let (ew, eh) = extent(plane.width, plane.height, k);
+                        extend(&v, plane.width, plane.height, ew, eh)
+                    })
+                })
+                .collect()
+        });
+        *dst = Slot { noisy, basic: None };
+        Ok(())
+    }
+
+    fn compute(&mut self, job: &Job, _window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
+        let plan = plan.bm3d("the CPU BM3D implementation")?;
+        let dts = job_dts(job);
+        if plan.two_step() {
+            for dt in basics_to_compute(&dts, plan) {
+                let slot = slot_of(job, dt);
+                let key = (job.epoch, (job.seq as i64 + dt as i64) as u64);
+                if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(key) {
+                    continue;
+                }
+                let window = step_window(&dts, dt, plan.past, plan.future);
+                let mut planes: Vec<Option<FImage>> = vec![None; self.used.len()];
+                for g in &plan.groups {
+                    let noisy: Vec<(i32, Vec<&FImage>)> = self.images(job, &window, g, false)?.into_iter().map(|(d, v)| (d - dt, v)).collect();
+                    let est = run_step(plan, g, false, &noisy, None, pool);
+                    for (j, &p) in g.planes.iter().enumerate() {
+                        let plane = &out.planes[p];
+                        let (w, h) = (plane.width, plane.height);
+                        // The basic estimate is defined on the plane; beyond it, the border rule.
+                        let own: Vec<f32> = (0..h).flat_map(|y| est[j].data[y * est[j].w..y * est[j].w + w].iter().copied()).collect();
+                        planes[p] = Some(extend(&own, w, h, est[j].w, est[j].h));
+                    }
+                }
+                self.ring[slot].basic = Some((key, planes));
+            }
+        }
+        let window = step_window(&dts, 0, plan.past, plan.future);
+        for g in &plan.groups {
+            let noisy = self.images(job, &window, g, false)?;
+            let est = if plan.two_step() {
+                let basic = self.images(job, &window, g, true)?;
+                run_step(plan, g, true, &noisy, Some(&basic), pool)
+            } else {
+                run_step(plan, g, false, &noisy, None, pool)
+            };
+            for (j, &p) in g.planes.iter().enumerate() {
+                let plane = &mut out.planes[p];
+                let w = plane.width;
+                for i in 0..w * plane.height {
+                    let v = est[j].data[(i / w) * est[j].w + i % w];
+                    plane.samples.set(i, to_stored(v as f64, plan.scale_to_8bit as f64, plan.max_value));
+                }
+            }
+        }
+        Ok(())
+    }
+}

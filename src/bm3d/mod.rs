@@ -1,0 +1,315 @@
+//! Block matching and 3D filtering (BM3D), spatial or over the temporal window (V-BM3D): *what*
+//! the BM3D filter computes, in every implementation.
+//!
+//! * this module: the plan (which planes are matched together, their sigmas, the resolved
+//!   settings), the transforms and windows, the reference-patch grid and the temporal schedule,
+//!   shared by every implementation;
+//! * [`reference`]: the f64 definition below, written plainly (the oracle);
+//! * [`cpu`]: the multithreaded f32 implementation (a host algorithm);
+//! * [`cuda`]: the CUDA implementation (kernels in `kernels/bm3d/`).
+//!
+//! # The definition
+//!
+//! Per plane group G (planes `P_1..P_m` of one size `W x H`, matched together: luma alone, U and V
+//! together, or R, G and B together; noise sigma `sigma_j` per plane in 8-bit code values), values
+//! in 8-bit units (`sample / scale`), patch side `K`:
+//!
+//! * **Plane extent.** A plane narrower or shorter than `K` is extended by the border rule
+//!   ([`crate::planar::mirror`]) to `max(W, K) x max(H, K)`; estimates are kept for the plane's
+//!   own samples only.
+//! * **Patches** are the `K x K` squares inside the extent; a patch is named by its frame and
+//!   top-left corner. **Reference patches**: corners on the grid `0, p, 2p, ...` plus the last
+//!   corner of each axis (`p` = block step), so every sample is covered.
+//! * **Distance** of two patches: the mean over the group's planes and the `K^2` samples of the
+//!   squared difference (8-bit units squared), on the noisy frames in step 1 and on the basic
+//!   estimates in step 2.
+//! * **Candidates** of a reference patch R in frame t: in frame t every corner within the search
+//!   radius `r` (Chebyshev) of R's; in frames t-1, t-2, ... and t+1, t+2, ... (those of the step's
+//!   window that exist; the chain stops at the first missing frame): the corners within the seed
+//!   radius of each *seed*, each corner once (claimed by the first seed whose square holds it), where
+//!   the seeds of a frame are the `S` best candidates of the frame one step closer to t (for t's
+//!   neighbours: R and the best of frame t), best = smallest (distance, row, column), R first.
+//! * **Group**: R first, then the other candidates with distance `<= tau`, ascending by
+//!   (distance, frame code = dt + 7, row, column), at most `N`; its size `n` is the largest power
+//!   of two not above the count.
+//! * **Transform** `T`, per plane: the orthonormal 2D DCT-II of each patch, then the normalized
+//!   Walsh-Hadamard transform of length `n` along the group.
+//! * **Step 1 (hard thresholding)**: coefficients with `|c| <= lambda * sigma_j` become 0; the
+//!   group estimate is `T^-1` of the rest; weight `w_j = 1 / max(retained, 1)`.
+//! * **Step 2 (Wiener)**: `omega = B^2 / (B^2 + sigma_j^2)` from the transformed basic-estimate
+//!   group `B` (1 where `sigma_j = 0`); the estimate is `T^-1(omega * Y)` of the transformed noisy
+//!   group; weight `w_j = 1 / max(sum omega^2, 1)`.
+//! * **Aggregation**: every patch of the group that lies in the target frame adds
+//!   `w_j * kaiser(i, k) * estimate` to the numerator and `w_j * kaiser(i, k)` to the denominator
+//!   of each of its samples (Kaiser window, beta [`KAISER_BETA`]); the estimate of a sample is
+//!   numerator / denominator.
+//! * **Steps and frames.** Step 1 of frame u uses the noisy frames `u-past ..= u+future` that
+//!   exist and gives the basic estimate of u. With two steps, step 2 of frame t groups on the basic
+//!   estimates of `t-past ..= t+future` (each from its own window) and filters the noisy frames;
+//!   a job therefore reads `2 past` and `2 future` frames ([`crate::params::Params::frames_needed`])
+//!   and the basic estimate of each frame is computed once, by the first job that needs it
+//!   ([`basics_to_compute`]). The output is the last step's estimate, rounded (half up) to
+//!   stored units and clamped.
+//!
+//! Implementations accumulate numerators and denominators in 64-bit fixed point
+//! ([`FIXED_ONE`]), so that their sums do not depend on the order of the additions (GPU atomics,
+//! threads): one run gives the same bits as another, batched or chunked.
+
+pub mod cpu;
+pub mod cuda;
+pub mod reference;
+
+use crate::error::{Error, Result};
+use crate::format::ComponentKind;
+use crate::params::{Bm3dSettings, Params, PlaneSelection};
+use crate::planar::Geometry;
+use crate::window::Job;
+
+/// Kaiser window parameter of the aggregation weights (as in the published BM3D for 8x8 patches).
+pub const KAISER_BETA: f64 = 2.0;
+
+/// One in the 64-bit fixed point of the aggregation sums (numerators: value x weight; weights
+/// are at most 1, values at most a few hundred 8-bit units, so 2^23 contributions fit).
+pub const FIXED_ONE: f64 = 4_294_967_296.0;
+
+/// Frame code of a patch in the group order: dt + this (dt in -7..=7).
+pub const FRAME_CODE_BIAS: i32 = 7;
+
+/// Planes matched and filtered together, with the noise sigma of each (8-bit code values).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bm3dGroup {
+    pub planes: Vec<usize>,
+    pub sigmas: Vec<f32>,
+}
+
+/// The BM3D plan of one stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bm3dPlan {
+    pub settings: Bm3dSettings,
+    pub groups: Vec<Bm3dGroup>,
+    /// Planes copied through unchanged (alpha, padding, planes not selected).
+    pub passthrough: Vec<usize>,
+    /// The temporal window of each step (a job reads twice as far with two steps).
+    pub past: u32,
+    pub future: u32,
+    pub scale_to_8bit: f32,
+    pub max_value: u32,
+}
+
+impl Bm3dPlan {
+    pub fn new(geometry: &Geometry, params: &Params) -> Result<Self> {
+        params.validate()?;
+        let settings = params.bm3d.resolve()?;
+        let sigma = params.sigma.ok_or_else(|| Error::InvalidParameter("bm3d needs the noise level: set sigma".into()))?;
+        let chroma_sigma = params.bm3d.chroma_sigma.unwrap_or(sigma);
+        let planes = &geometry.planes;
+        let by_kind = |k: ComponentKind| -> Vec<usize> { (0..planes.len()).filter(|&i| planes[i].kind == k).collect() };
+        let (luma, chroma, color) = (by_kind(ComponentKind::Luma), by_kind(ComponentKind::Chroma), by_kind(ComponentKind::Color));
+        let mut groups = Vec::new();
+        if !color.is_empty() {
+            if params.planes != PlaneSelection::All {
+                return Err(Error::InvalidParameter(format!("planes={} needs a YUV format; RGB is denoised as three joint channels", params.planes)));
+            }
+            groups.push(Bm3dGroup { sigmas: vec![sigma; color.len()], planes: color });
+        } else {
+            if params.planes == PlaneSelection::Chroma && chroma.is_empty() {
+                return Err(Error::InvalidParameter("planes=chroma on a format without chroma".into()));
+            }
+            if params.planes != PlaneSelection::Chroma {
+                groups.extend(luma.iter().map(|&p| Bm3dGroup { planes: vec![p], sigmas: vec![sigma] }));
+            }
+            if params.planes != PlaneSelection::Luma && !chroma.is_empty() {
+                groups.push(Bm3dGroup { sigmas: vec![chroma_sigma; chroma.len()], planes: chroma });
+            }
+        }
+        for g in &groups {
+            let first = planes[g.planes[0]];
+            if g.planes.iter().any(|&p| planes[p].width != first.width || planes[p].height != first.height) {
+                return Err(Error::State("planes matched together differ in size".into()));
+            }
+        }
+        let processed: Vec<usize> = groups.iter().flat_map(|g| g.planes.iter().copied()).collect();
+        let passthrough = (0..planes.len()).filter(|i| !processed.contains(i)).collect();
+        Ok(Bm3dPlan {
+            settings,
+            groups,
+            passthrough,
+            past: params.temporal_past,
+            future: params.temporal_future,
+            scale_to_8bit: geometry.scale_to_8bit() as f32,
+            max_value: geometry.max_value(),
+        })
+    }
+
+    pub fn output_planes(&self) -> Vec<usize> {
+        self.groups.iter().flat_map(|g| g.planes.iter().copied()).collect()
+    }
+
+    /// A text that changes exactly when a configured backend must be configured again.
+    pub fn structure_key(&self) -> String {
+        let planes: Vec<&Vec<usize>> = self.groups.iter().map(|g| &g.planes).collect();
+        format!("bm3d {:?} {planes:?} {:?} {} {}", self.settings, self.passthrough, self.past, self.future)
+    }
+
+    pub fn two_step(&self) -> bool {
+        self.settings.steps == 2
+    }
+}
+
+/// Corners of reference patches along an axis of `extent` samples: 0, step, 2 step, ... and the
+/// last corner `extent - k` (extent >= k).
+pub fn reference_corners(extent: usize, k: usize, step: usize) -> Vec<usize> {
+    let last = extent - k;
+    let mut v: Vec<usize> = (0..=last).step_by(step.max(1)).collect();
+    if *v.last().expect("0 is a corner") != last {
+        v.push(last);
+    }
+    v
+}
+
+/// The extent BM3D works on for a plane of `w x h` (see the module doc).
+pub fn extent(w: usize, h: usize, k: usize) -> (usize, usize) {
+    (w.max(k), h.max(k))
+}
+
+/// Orthonormal DCT-II matrix of size k, row-major: `C[f][n] = a_f cos(pi (2n+1) f / 2k)`.
+pub fn dct_matrix(k: usize) -> Vec<f64> {
+    let mut c = vec![0.0; k * k];
+    for f in 0..k {
+        let a = if f == 0 { (1.0 / k as f64).sqrt() } else { (2.0 / k as f64).sqrt() };
+        for n in 0..k {
+            c[f * k + n] = a * (std::f64::consts::PI * (2 * n + 1) as f64 * f as f64 / (2 * k) as f64).cos();
+        }
+    }
+    c
+}
+
+/// Modified Bessel function of the first kind, order 0 (series; converges fast for small x).
+fn bessel_i0(x: f64) -> f64 {
+    let mut sum = 1.0;
+    let mut term = 1.0;
+    let q = x * x / 4.0;
+    for m in 1..64 {
+        term *= q / (m as f64 * m as f64);
+        sum += term;
+        if term < 1e-17 * sum {
+            break;
+        }
+    }
+    sum
+}
+
+/// The 2D Kaiser window of side k (row-major), the product of two 1D windows.
+pub fn kaiser_window(k: usize, beta: f64) -> Vec<f64> {
+    let one: Vec<f64> = (0..k)
+        .map(|i| {
+            let t = if k == 1 { 0.0 } else { 2.0 * i as f64 / (k - 1) as f64 - 1.0 };
+            bessel_i0(beta * (1.0 - t * t).max(0.0).sqrt()) / bessel_i0(beta)
+        })
+        .collect();
+    let mut w = vec![0.0; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            w[i * k + j] = one[i] * one[j];
+        }
+    }
+    w
+}
+
+/// In-place normalized Walsh-Hadamard transform (natural order) of `v` (length a power of two);
+/// its own inverse.
+pub fn wht<T>(v: &mut [T])
+where
+    T: Copy + std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T> + From<f32>,
+{
+    let n = v.len();
+    let mut len = 1;
+    while len < n {
+        for i in (0..n).step_by(2 * len) {
+            for j in i..i + len {
+                let (a, b) = (v[j], v[j + len]);
+                v[j] = a + b;
+                v[j + len] = a - b;
+            }
+        }
+        len *= 2;
+    }
+    let s = T::from(1.0 / (n as f32).sqrt());
+    for x in v.iter_mut() {
+        *x = *x * s;
+    }
+}
+
+/// The largest power of two not above `n` (n >= 1).
+pub fn pow2_floor(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.max(1).leading_zeros())
+}
+
+/// The dt of the job's frames (target 0), ascending.
+pub fn job_dts(job: &Job) -> Vec<i32> {
+    job.frames_in_time_order().iter().map(|f| f.0).collect()
+}
+
+/// The frames of step 1 (or of a one-step run) for the frame at `center` (dt): those of
+/// `center - past ..= center + future` the job holds, ascending.
+pub fn step_window(dts: &[i32], center: i32, past: u32, future: u32) -> Vec<i32> {
+    dts.iter().copied().filter(|&d| d >= center - past as i32 && d <= center + future as i32).collect()
+}
+
+/// With two steps: the frames (dt, ascending) whose basic estimates step 2 of the job's target
+/// groups on; an implementation computes those it does not hold yet (keyed by the job's epoch and
+/// `seq + dt`), in this order, before step 2.
+pub fn basics_to_compute(dts: &[i32], plan: &Bm3dPlan) -> Vec<i32> {
+    step_window(dts, 0, plan.past, plan.future)
+}
+
+/// Rounds an estimate in 8-bit units to stored units (half up) and clamps it.
+#[inline]
+pub fn to_stored(v: f64, scale: f64, max_value: u32) -> u32 {
+    (v * scale + 0.5).floor().clamp(0.0, max_value as f64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transforms_are_orthonormal() {
+        for k in [4usize, 8] {
+            let c = dct_matrix(k);
+            for a in 0..k {
+                for b in 0..k {
+                    let dot: f64 = (0..k).map(|n| c[a * k + n] * c[b * k + n]).sum();
+                    assert!((dot - if a == b { 1.0 } else { 0.0 }).abs() < 1e-12);
+                }
+            }
+        }
+        let mut v = vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        let orig = v.clone();
+        wht(&mut v);
+        let energy: f64 = v.iter().map(|x| x * x).sum();
+        assert!((energy - orig.iter().map(|x| x * x).sum::<f64>()).abs() < 1e-9);
+        wht(&mut v);
+        assert!(v.iter().zip(&orig).all(|(a, b)| (a - b).abs() < 1e-12));
+    }
+
+    #[test]
+    fn grid_covers_every_sample() {
+        assert_eq!(reference_corners(20, 8, 6), vec![0, 6, 12]);
+        assert_eq!(reference_corners(21, 8, 6), vec![0, 6, 12, 13]);
+        assert_eq!(reference_corners(8, 8, 3), vec![0]);
+        assert_eq!(pow2_floor(1), 1);
+        assert_eq!(pow2_floor(7), 4);
+        assert_eq!(pow2_floor(16), 16);
+        let w = kaiser_window(8, KAISER_BETA);
+        assert!((w[0] - (1.0 / bessel_i0(2.0)).powi(2)).abs() < 1e-12);
+        assert!(w.iter().all(|&x| x > 0.0 && x <= 1.0));
+    }
+
+    #[test]
+    fn schedule_of_steps() {
+        let dts = [-4, -3, -2, -1, 0, 1, 2];
+        assert_eq!(step_window(&dts, 1, 2, 1), vec![-1, 0, 1, 2]);
+        assert_eq!(step_window(&dts, -2, 2, 1), vec![-4, -3, -2, -1]);
+    }
+}

@@ -1,0 +1,385 @@
+//! The BM3D reference: the definition of [`crate::bm3d`] written plainly, in f64, one reference
+//! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
+
+use super::{basics_to_compute, dct_matrix, extent, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, wht, Bm3dGroup, Bm3dPlan, FRAME_CODE_BIAS, KAISER_BETA};
+use crate::device::host::HostAlgorithm;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::planar::{mirror, Geometry, PlanarFrame};
+use crate::window::Job;
+
+/// One plane of a frame in 8-bit units over its extent (mirrored beyond the plane).
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub w: usize,
+    pub h: usize,
+    pub data: Vec<f64>,
+}
+
+impl Image {
+    /// Plane `p` of `frame` in 8-bit units, extended to `ew x eh`.
+    pub fn from_plane(frame: &PlanarFrame, p: usize, scale: f64, ew: usize, eh: usize) -> Self {
+        let plane = &frame.planes[p];
+        let mut data = vec![0.0; ew * eh];
+        for y in 0..eh {
+            for x in 0..ew {
+                data[y * ew + x] = plane.get(mirror(x as isize, plane.width), mirror(y as isize, plane.height)) as f64 / scale;
+            }
+        }
+        Image { w: ew, h: eh, data }
+    }
+
+    #[inline]
+    fn at(&self, x: usize, y: usize) -> f64 {
+        self.data[y * self.w + x]
+    }
+}
+
+/// A candidate patch: distance, frame (dt), corner.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub d: f64,
+    pub dt: i32,
+    pub y: usize,
+    pub x: usize,
+}
+
+/// The patch distance of the group's planes (mean squared difference, 8-bit units squared).
+fn distance(images: &[(i32, Vec<&Image>)], k: usize, a: (i32, usize, usize), b: (i32, usize, usize)) -> f64 {
+    let fa = &images.iter().find(|f| f.0 == a.0).expect("frame of the window").1;
+    let fb = &images.iter().find(|f| f.0 == b.0).expect("frame of the window").1;
+    let mut sum = 0.0;
+    for (ia, ib) in fa.iter().zip(fb) {
+        for i in 0..k {
+            for j in 0..k {
+                let d = ia.at(a.2 + j, a.1 + i) - ib.at(b.2 + j, b.1 + i);
+                sum += d * d;
+            }
+        }
+    }
+    sum / (fa.len() * k * k) as f64
+}
+
+/// The candidates of the reference patch at (`x0`, `y0`) of frame 0 (see the module doc of
+/// [`crate::bm3d`]): `matching` holds the matching images of the window's frames (dt ascending).
+pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, x0: usize, y0: usize, radius: usize, seeds: usize, seed_radius: usize) -> Vec<Candidate> {
+    let (ew, eh) = (matching[0].1[0].w, matching[0].1[0].h);
+    let (max_x, max_y) = (ew - k, eh - k);
+    let mut out = Vec::new();
+    // Frame 0: exhaustive.
+    let mut frame0 = Vec::new();
+    for y in y0.saturating_sub(radius)..=(y0 + radius).min(max_y) {
+        for x in x0.saturating_sub(radius)..=(x0 + radius).min(max_x) {
+            if (x, y) != (x0, y0) {
+                frame0.push(Candidate { d: distance(matching, k, (0, y0, x0), (0, y, x)), dt: 0, y, x });
+            }
+        }
+    }
+    out.extend(frame0.iter().copied());
+    let by_key = |a: &Candidate, b: &Candidate| a.d.total_cmp(&b.d).then(a.y.cmp(&b.y)).then(a.x.cmp(&b.x));
+    // The seeds of t's neighbours: R, then the best of frame 0.
+    let mut sorted0 = frame0.clone();
+    sorted0.sort_by(by_key);
+    let mut first_seeds: Vec<(usize, usize)> = vec![(y0, x0)];
+    first_seeds.extend(sorted0.iter().map(|c| (c.y, c.x)));
+    first_seeds.truncate(seeds);
+    for dir in [-1i32, 1] {
+        let mut seed_list = first_seeds.clone();
+        let mut dt = dir;
+        while matching.iter().any(|f| f.0 == dt) {
+            let mut here = Vec::new();
+            for (si, &(sy, sx)) in seed_list.iter().enumerate() {
+                for y in sy.saturating_sub(seed_radius)..=(sy + seed_radius).min(max_y) {
+                    for x in sx.saturating_sub(seed_radius)..=(sx + seed_radius).min(max_x) {
+                        let claimed = seed_list[..si].iter().any(|&(py, px)| py.abs_diff(y) <= seed_radius && px.abs_diff(x) <= seed_radius);
+                        if !claimed {
+                            here.push(Candidate { d: distance(matching, k, (0, y0, x0), (dt, y, x)), dt, y, x });
+                        }
+                    }
+                }
+            }
+            out.extend(here.iter().copied());
+            here.sort_by(by_key);
+            seed_list = here.iter().take(seeds).map(|c| (c.y, c.x)).collect();
+            dt += dir;
+        }
+    }
+    out
+}
+
+/// The group of a reference patch: R first, then the candidates within `tau`, best first, `n` in
+/// all (a power of two).
+pub fn group(r: Candidate, cands: &[Candidate], tau: f64, max: usize) -> Vec<Candidate> {
+    let mut within: Vec<Candidate> = cands.iter().copied().filter(|c| c.d <= tau).collect();
+    within.sort_by(|a, b| a.d.total_cmp(&b.d).then((a.dt + FRAME_CODE_BIAS).cmp(&(b.dt + FRAME_CODE_BIAS))).then(a.y.cmp(&b.y)).then(a.x.cmp(&b.x)));
+    let mut g = vec![r];
+    g.extend(within);
+    g.truncate(max);
+    let n = pow2_floor(g.len());
+    g.truncate(n);
+    g
+}
+
+/// 2D DCT (forward or inverse) of a k x k patch, in place.
+fn dct2(c: &[f64], k: usize, p: &mut [f64], inverse: bool) {
+    let mut tmp = vec![0.0; k * k];
+    // Rows.
+    for i in 0..k {
+        for f in 0..k {
+            tmp[i * k + f] = (0..k).map(|n| if inverse { c[n * k + f] * p[i * k + n] } else { c[f * k + n] * p[i * k + n] }).sum();
+        }
+    }
+    // Columns.
+    for j in 0..k {
+        for f in 0..k {
+            p[f * k + j] = (0..k).map(|n| if inverse { c[n * k + f] * tmp[n * k + j] } else { c[f * k + n] * tmp[n * k + j] }).sum();
+        }
+    }
+}
+
+/// Numerators and denominators of one plane over its extent.
+struct Sums {
+    num: Vec<f64>,
+    den: Vec<f64>,
+}
+
+/// One step's estimate of the group's planes in frame 0 (8-bit units, over the plane's own
+/// samples, row-major): `noisy` and `matching` (the basic estimates in step 2) hold the step's
+/// window, `basic` the basic estimates in step 2.
+#[allow(clippy::too_many_arguments)]
+pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&Image>)], basic: Option<&[(i32, Vec<&Image>)]>, w: usize, h: usize) -> Vec<Vec<f64>> {
+    let s = &plan.settings;
+    let k = s.patch_size as usize;
+    let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
+    let matching = basic.unwrap_or(noisy);
+    let c = dct_matrix(k);
+    let kai = kaiser_window(k, KAISER_BETA);
+    let (tau, max, lambda) = if wiener { (s.wiener_threshold as f64, s.wiener_group_size as usize, 0.0) } else { (s.threshold as f64, s.group_size as usize, s.lambda as f64) };
+    let mut sums: Vec<Sums> = g.planes.iter().map(|_| Sums { num: vec![0.0; ew * eh], den: vec![0.0; ew * eh] }).collect();
+    fn frame_of<'a>(set: &[(i32, Vec<&'a Image>)], dt: i32, j: usize) -> &'a Image {
+        set.iter().find(|f| f.0 == dt).expect("window frame").1[j]
+    }
+    for &y0 in &reference_corners(eh, k, s.block_step as usize) {
+        for &x0 in &reference_corners(ew, k, s.block_step as usize) {
+            let cands = candidates(matching, k, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
+            let members = group(Candidate { d: 0.0, dt: 0, y: y0, x: x0 }, &cands, tau, max);
+            let n = members.len();
+            for (j, sj) in sums.iter_mut().enumerate() {
+                let sigma = g.sigmas[j] as f64;
+                let patches = |set: &[(i32, Vec<&Image>)]| -> Vec<Vec<f64>> {
+                    members
+                        .iter()
+                        .map(|m| {
+                            let img = frame_of(set, m.dt, j);
+                            let mut p = vec![0.0; k * k];
+                            for i in 0..k {
+                                for q in 0..k {
+                                    p[i * k + q] = img.at(m.x + q, m.y + i);
+                                }
+                            }
+                            dct2(&c, k, &mut p, false);
+                            p
+                        })
+                        .collect()
+                };
+                let mut y = patches(noisy);
+                let b = if wiener { Some(patches(basic.expect("basic estimates in step 2"))) } else { None };
+                let mut col = vec![0.0; n];
+                let mut bcol = vec![0.0; n];
+                let mut weight_sum = 0.0;
+                for t in 0..k * k {
+                    for m in 0..n {
+                        col[m] = y[m][t];
+                    }
+                    wht(&mut col);
+                    match &b {
+                        None => {
+                            for v in col.iter_mut() {
+                                if v.abs() <= lambda * sigma {
+                                    *v = 0.0;
+                                } else {
+                                    weight_sum += 1.0;
+                                }
+                            }
+                        }
+                        Some(b) => {
+                            for m in 0..n {
+                                bcol[m] = b[m][t];
+                            }
+                            wht(&mut bcol);
+                            for (v, bv) in col.iter_mut().zip(&bcol) {
+                                let omega = if sigma == 0.0 { 1.0 } else { bv * bv / (bv * bv + sigma * sigma) };
+                                *v *= omega;
+                                weight_sum += omega * omega;
+                            }
+                        }
+                    }
+                    wht(&mut col);
+                    for m in 0..n {
+                        y[m][t] = col[m];
+                    }
+                }
+                let wj = 1.0 / weight_sum.max(1.0);
+                for (m, p) in members.iter().zip(y.iter_mut()) {
+                    if m.dt != 0 {
+                        continue;
+                    }
+                    dct2(&c, k, p, true);
+                    for i in 0..k {
+                        for q in 0..k {
+                            let at = (m.y + i) * ew + m.x + q;
+                            sj.num[at] += wj * kai[i * k + q] * p[i * k + q];
+                            sj.den[at] += wj * kai[i * k + q];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    sums.iter()
+        .map(|sj| {
+            let mut out = vec![0.0; w * h];
+            for y in 0..h {
+                for x in 0..w {
+                    out[y * w + x] = sj.num[y * ew + x] / sj.den[y * ew + x];
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// A ring slot: the frame and, with two steps, the basic estimates computed from it.
+#[derive(Default)]
+struct Slot {
+    frame: Option<PlanarFrame>,
+    /// (epoch, seq) of the frame the basic estimates belong to, and per plane of the geometry
+    /// (None for planes not denoised) the estimate over the plane's extent.
+    basic: Option<((u64, u64), Vec<Option<Image>>)>,
+}
+
+/// The f64 reference as a host algorithm.
+#[derive(Default)]
+pub struct ReferenceBm3d {
+    ring: Vec<Slot>,
+}
+
+impl ReferenceBm3d {
+    fn frame(&self, slot: usize) -> Result<&PlanarFrame> {
+        self.ring.get(slot).and_then(|s| s.frame.as_ref()).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))
+    }
+
+    /// The noisy images (8-bit units, extended) of `g`'s planes for the frames `dts`.
+    fn noisy_images(&self, job: &Job, dts: &[i32], g: &Bm3dGroup, plan: &Bm3dPlan) -> Result<Vec<(i32, Vec<Image>)>> {
+        let k = plan.settings.patch_size as usize;
+        dts.iter()
+            .map(|&dt| {
+                let f = self.frame(slot_of(job, dt))?;
+                let p0 = &f.planes[g.planes[0]];
+                let (ew, eh) = extent(p0.width, p0.height, k);
+                Ok((dt, g.planes.iter().map(|&p| Image::from_plane(f, p, plan.scale_to_8bit as f64, ew, eh)).collect()))
+            })
+            .collect()
+    }
+}
+
+/// The ring slot of the job's frame at `dt`.
+pub fn slot_of(job: &Job, dt: i32) -> usize {
+    if dt == 0 {
+        job.slot
+    } else {
+        job.references.iter().find(|r| r.dt == dt).map(|r| r.slot).expect("dt of the job")
+    }
+}
+
+/// A `w x h` plane extended to `ew x eh` by the border rule.
+pub fn extend(v: &[f64], w: usize, h: usize, ew: usize, eh: usize) -> Image {
+    let mut data = vec![0.0; ew * eh];
+    for y in 0..eh {
+        for x in 0..ew {
+            data[y * ew + x] = v[mirror(y as isize, h) * w + mirror(x as isize, w)];
+        }
+    }
+    Image { w: ew, h: eh, data }
+}
+
+fn borrow(v: &[(i32, Vec<Image>)]) -> Vec<(i32, Vec<&Image>)> {
+    v.iter().map(|(dt, imgs)| (*dt, imgs.iter().collect())).collect()
+}
+
+/// Shifts the dt of every frame by `-center`, so that `center` becomes frame 0.
+fn recenter<T: Clone>(v: &[(i32, T)], center: i32) -> Vec<(i32, T)> {
+    v.iter().map(|(dt, x)| (dt - center, x.clone())).collect()
+}
+
+impl HostAlgorithm for ReferenceBm3d {
+    fn describe(&self, _threads: usize) -> String {
+        "reference (f64, single thread)".into()
+    }
+
+    fn configure(&mut self, _geometry: &Geometry, plan: &Plan, ring_slots: usize, _pool: &rayon::ThreadPool) -> Result<()> {
+        plan.bm3d("the BM3D reference")?;
+        self.ring = (0..ring_slots).map(|_| Slot::default()).collect();
+        Ok(())
+    }
+
+    fn store(&mut self, slot: usize, frame: &PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
+        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
+        *dst = Slot { frame: Some(frame.clone()), basic: None };
+        Ok(())
+    }
+
+    fn compute(&mut self, job: &Job, _window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
+        let plan = plan.bm3d("the BM3D reference")?;
+        let dts = job_dts(job);
+        if plan.two_step() {
+            for dt in basics_to_compute(&dts, plan) {
+                let slot = slot_of(job, dt);
+                let key = (job.epoch, (job.seq as i64 + dt as i64) as u64);
+                if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(key) {
+                    continue;
+                }
+                let window = step_window(&dts, dt, plan.past, plan.future);
+                let nplanes = self.frame(slot)?.planes.len();
+                let mut planes: Vec<Option<Image>> = vec![None; nplanes];
+                for g in &plan.groups {
+                    let noisy = self.noisy_images(job, &window, g, plan)?;
+                    let centered = recenter(&noisy, dt);
+                    let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
+                    let p0 = &self.frame(slot)?.planes[g.planes[0]];
+                    let (w, h) = (p0.width, p0.height);
+                    let est = estimate(plan, g, false, &borrow(&centered), None, w, h);
+                    for (j, &p) in g.planes.iter().enumerate() {
+                        planes[p] = Some(extend(&est[j], w, h, ew, eh));
+                    }
+                }
+                self.ring[slot].basic = Some((key, planes));
+            }
+        }
+        for g in &plan.groups {
+            let p0 = &out.planes[g.planes[0]];
+            let (w, h) = (p0.width, p0.height);
+            let window = step_window(&dts, 0, plan.past, plan.future);
+            let noisy = self.noisy_images(job, &window, g, plan)?;
+            let est = if plan.two_step() {
+                let basic: Vec<(i32, Vec<Image>)> = window
+                    .iter()
+                    .map(|&dt| {
+                        let b = self.ring[slot_of(job, dt)].basic.as_ref().ok_or_else(|| Error::State("basic estimate missing".into()))?;
+                        Ok((dt, g.planes.iter().map(|&p| b.1[p].clone().expect("estimated plane")).collect()))
+                    })
+                    .collect::<Result<_>>()?;
+                estimate(plan, g, true, &borrow(&noisy), Some(&borrow(&basic)), w, h)
+            } else {
+                estimate(plan, g, false, &borrow(&noisy), None, w, h)
+            };
+            for (j, &p) in g.planes.iter().enumerate() {
+                let plane = &mut out.planes[p];
+                for (i, &v) in est[j].iter().enumerate() {
+                    plane.samples.set(i, to_stored(v, plan.scale_to_8bit as f64, plan.max_value));
+                }
+            }
+        }
+        Ok(())
+    }
+}
