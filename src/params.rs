@@ -324,8 +324,9 @@ impl Params {
                 return bad(format!("sigma {s} out of range [0, {MAX_SIGMA}]"));
             }
         }
+        // BM3D settings are checked whatever the algorithm, so that a front end can hand them on.
+        self.bm3d.resolve()?;
         if self.algorithm == Algorithm::Bm3d {
-            self.bm3d.resolve()?;
             if self.sigma.is_none() {
                 return bad("bm3d needs the noise level: set sigma (8-bit code values)".into());
             }

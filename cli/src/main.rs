@@ -20,7 +20,7 @@ use anyhow::{bail, Result};
 use clap::{Parser, ValueEnum};
 
 use nlmdenoise::device::{ChunkFrames, GpuKernel, Intermediate};
-use nlmdenoise::{Algorithm, BackendKind, BackendOptions, ChromaMode, Params, PlaneSelection, Weighting};
+use nlmdenoise::{Algorithm, BackendKind, BackendOptions, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
 
 mod media;
 mod progress;
@@ -136,9 +136,44 @@ pub struct Cli {
     #[arg(long, value_enum)]
     container: Option<Container>,
 
-    /// Denoising algorithm: nlm (temporal non-local means).
+    /// Denoising algorithm: nlm (temporal non-local means) or bm3d (block matching and 3D
+    /// filtering, V-BM3D over the temporal window; needs --sigma).
     #[arg(long, default_value_t = Params::default().algorithm)]
     algorithm: Algorithm,
+
+    /// BM3D settings chosen together: fast, normal or high (docs/tuning.md); the --bm3d-* flags
+    /// below replace single values of it.
+    #[arg(long, default_value_t = Bm3dProfile::default())]
+    bm3d_profile: Bm3dProfile,
+
+    /// BM3D steps: 1 (hard thresholding) or 2 (then Wiener; with a temporal window two steps read
+    /// twice as many frames). Default: the profile's.
+    #[arg(long, value_name = "N")]
+    bm3d_steps: Option<u32>,
+
+    /// BM3D patch side: 4 or 8. Default: the profile's.
+    #[arg(long, value_name = "K")]
+    bm3d_patch_size: Option<u32>,
+
+    /// BM3D block matching radius in the target frame. Default: the profile's.
+    #[arg(long, value_name = "R")]
+    bm3d_search_radius: Option<u32>,
+
+    /// BM3D pixels between reference patches (1..=patch size). Default: the profile's.
+    #[arg(long, value_name = "P")]
+    bm3d_block_step: Option<u32>,
+
+    /// BM3D most patches per group, hard-thresholding step (power of two <= 32).
+    #[arg(long, value_name = "N")]
+    bm3d_group_size: Option<u32>,
+
+    /// BM3D most patches per group, Wiener step (power of two <= 32).
+    #[arg(long, value_name = "N")]
+    bm3d_wiener_group_size: Option<u32>,
+
+    /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
+    #[arg(long, value_name = "SIGMA")]
+    chroma_sigma: Option<f32>,
 
     /// Search window radius a: offsets -a..=a in x and y (0..=12).
     #[arg(long, default_value_t = Params::default().search_radius)]
@@ -182,7 +217,8 @@ pub struct Cli {
     #[arg(long, default_value_t = Params::default().planes)]
     planes: PlaneSelection,
 
-    /// Noise standard deviation (8-bit units); 2*sigma^2 is subtracted from every distance.
+    /// Noise standard deviation (8-bit units). NLM: 2*sigma^2 is subtracted from every distance
+    /// and the strengths follow it; BM3D: required.
     #[arg(long)]
     sigma: Option<f32>,
 
@@ -279,6 +315,17 @@ impl Cli {
             wref: self.wref,
             chroma_mode: self.chroma_mode,
             planes: self.planes,
+            bm3d: Bm3dParams {
+                profile: self.bm3d_profile,
+                steps: self.bm3d_steps,
+                patch_size: self.bm3d_patch_size,
+                search_radius: self.bm3d_search_radius,
+                block_step: self.bm3d_block_step,
+                group_size: self.bm3d_group_size,
+                wiener_group_size: self.bm3d_wiener_group_size,
+                chroma_sigma: self.chroma_sigma,
+                ..Bm3dParams::default()
+            },
             ..Params::default()
         };
         // Strengths follow the noise level unless given.

@@ -125,6 +125,16 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
         },
     );
     den.set_property("pipeline-depth", cli.pipeline_depth as u32);
+    den.set_property_from_str("algorithm", p.algorithm.as_str());
+    den.set_property_from_str("bm3d-profile", p.bm3d.profile.as_str());
+    let profile_value = |v: Option<u32>| v.map(|v| v as i32).unwrap_or(-1);
+    den.set_property("bm3d-steps", profile_value(p.bm3d.steps));
+    den.set_property("bm3d-patch-size", profile_value(p.bm3d.patch_size));
+    den.set_property("bm3d-search-radius", profile_value(p.bm3d.search_radius));
+    den.set_property("bm3d-block-step", profile_value(p.bm3d.block_step));
+    den.set_property("bm3d-group-size", profile_value(p.bm3d.group_size));
+    den.set_property("bm3d-wiener-group-size", profile_value(p.bm3d.wiener_group_size));
+    den.set_property("chroma-sigma", p.bm3d.chroma_sigma.unwrap_or(-1.0));
     den.set_property("search-radius", p.search_radius);
     den.set_property("patch-radius", p.patch_radius);
     den.set_property("temporal-past", p.temporal_past);

@@ -1,17 +1,276 @@
-//! BM3D on a CUDA device (kernels/bm3d/): not written yet.
+//! BM3D on a CUDA device: a [`CudaAlgorithm`] whose kernels are kernels/bm3d/ (`bm3d_hard`,
+//! `bm3d_wiener`: one warp per reference patch for matching, filtering and aggregation;
+//! `bm3d_finish`: numerators over denominators into the basic estimate or the output frame).
+//!
+//! Per job, on the compute stream: with two steps, step 1 of every frame of the window whose basic
+//! estimate this algorithm does not hold yet (into its basic-estimate ring, one f32 frame per ring
+//! slot, keyed by the job's epoch and the frame's sequence number), then the last step of the
+//! target into the output frame. Each step of each plane group: clear the fixed-point sums, one
+//! launch over the reference patches, one over the samples. The sums are 64-bit integers, so the
+//! result does not depend on the order of the atomic additions.
+//!
+//! Device memory: the basic-estimate ring (ring slots x samples x 4 bytes, two steps only) and the
+//! sums (2 x 8 bytes per sample of the largest plane group's extent); no per-group buffers, so a
+//! 3840x2160 I420 stream holds about 270 MB with a ring of 7 slots.
 
-use crate::device::cuda::{CudaAlgorithm, DeviceInfo, FrameLayout, Launch};
-use crate::device::cuda::raw::Stream;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys, CudaFunction};
+
+use super::{basics_to_compute, dct_matrix, extent, job_dts, kaiser_window, reference_corners, step_window, Bm3dGroup, Bm3dPlan, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use crate::bm3d::reference::slot_of;
+use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
+use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::planar::Geometry;
 use crate::window::Job;
 
-pub struct CudaBm3d;
+/// The kernel sources, in the order they are concatenated (after the generated constants).
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/finish.cu"];
+
+pub const PROGRAM_NAME: &str = "bm3d.cu";
+
+/// Warps (reference patches) per block of the group kernels.
+pub const WARPS: u32 = 4;
+/// Threads per block of the finish kernel.
+pub const FINISH_THREADS: u32 = 256;
+/// Planes matched together at most (kernels/bm3d/args.cuh, BM3D_MAX_PLANES).
+pub const MAX_PLANES: usize = 3;
+/// Frame codes of a step's window (dt -7..=7).
+pub const FRAME_CODES: usize = 15;
+
+/// The by-value argument of every BM3D kernel (kernels/bm3d/args.cuh, Bm3dArgs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bm3dArgs {
+    pub ring: u64,
+    pub frame_bytes: u64,
+    pub basic: u64,
+    pub basic_floats: u64,
+    pub num: u64,
+    pub wimg: u64,
+    pub out: u64,
+    pub basic_out: u64,
+    pub plane_bytes: [u64; MAX_PLANES],
+    pub basic_plane: [u64; MAX_PLANES],
+    pub sigma: [f32; MAX_PLANES],
+    pub slot: [i32; FRAME_CODES],
+    pub n_planes: i32,
+    pub w: i32,
+    pub h: i32,
+    pub ew: i32,
+    pub eh: i32,
+    pub refs_x: i32,
+    pub refs_y: i32,
+    pub block_step: i32,
+    pub radius: i32,
+    pub n_seeds: i32,
+    pub seed_radius: i32,
+    pub tau_ssd: f32,
+    pub lambda: f32,
+    pub inv_scale: f32,
+    pub scale: f32,
+    pub max_value: u32,
+}
+
+pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
+
+/// Everything that is a compile-time constant of one build of the BM3D program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bm3dVariant {
+    pub patch: u32,
+    pub nmax_hard: u32,
+    pub nmax_wiener: u32,
+    pub seeds: u32,
+    pub sample_bytes: u32,
+}
+
+impl Bm3dVariant {
+    pub fn for_plan(plan: &Bm3dPlan, sample_bytes: usize) -> Self {
+        let s = &plan.settings;
+        Bm3dVariant { patch: s.patch_size, nmax_hard: s.group_size, nmax_wiener: s.wiener_group_size, seeds: s.seeds, sample_bytes: sample_bytes as u32 }
+    }
+
+    pub fn defines(&self) -> Vec<String> {
+        module::defines(&[
+            ("PATCH", self.patch),
+            ("NMAX_HARD", self.nmax_hard),
+            ("NMAX_WIENER", self.nmax_wiener),
+            ("SEEDS", self.seeds),
+            ("SAMPLE_BYTES", self.sample_bytes),
+            ("WARPS", WARPS),
+            ("BM3D_ARGS_BYTES", BM3D_ARGS_BYTES as u32),
+        ])
+    }
+
+    /// Shared memory of one warp of the hard (`wiener` false) or Wiener kernel, bytes: the
+    /// layout at the top of kernels/bm3d/group.cu (`warp_floats`).
+    pub fn smem_per_warp(&self, wiener: bool) -> usize {
+        let pp = (self.patch * self.patch) as usize;
+        let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
+        4 * (MAX_PLANES * pp + 2 * self.seeds as usize + 3 * n + n * pp * if wiener { 2 } else { 1 })
+    }
+
+    /// The program text: the DCT matrix and Kaiser window of the patch size as constants, then
+    /// the sources.
+    pub fn program_source(&self) -> String {
+        let k = self.patch as usize;
+        let list = |v: Vec<f64>| v.iter().map(|x| format!("{:e}f", *x as f32)).collect::<Vec<_>>().join(", ");
+        format!(
+            "// ---- generated by src/bm3d/cuda.rs: transforms of {k}x{k} patches\n__constant__ float BM3D_DCT[{n}] = {{{}}};\n__constant__ float BM3D_KAISER[{n}] = {{{}}};\n#define BM3D_FIXED_ONE {:e}f\n{}\nstatic_assert(sizeof(Bm3dArgs) == BM3D_ARGS_BYTES, \"Bm3dArgs differs from the host's\");\n",
+            list(dct_matrix(k)),
+            list(kaiser_window(k, KAISER_BETA)),
+            FIXED_ONE,
+            module::program_source(SOURCES),
+            n = k * k
+        )
+    }
+}
+
+/// Compiles `v` to PTX for `arch` (e.g. "compute_90"); no GPU needed (tests/nvrtc_compile.rs).
+pub fn compile_ptx(v: &Bm3dVariant, arch: &str) -> std::result::Result<Arc<String>, String> {
+    module::program_ptx(PROGRAM_NAME, &v.program_source(), &v.defines(), arch).map_err(|e| format!("{v:?}: {e}"))
+}
+
+#[derive(Clone)]
+struct Kernels {
+    hard: CudaFunction,
+    wiener: CudaFunction,
+    finish: CudaFunction,
+}
+
+/// BM3D as a CUDA algorithm.
+pub struct CudaBm3d {
+    device: DeviceInfo,
+    kernels: HashMap<Bm3dVariant, Kernels>,
+    variant: Option<Bm3dVariant>,
+    /// Fixed-point numerators and corner weights, one extent per plane of the largest group.
+    num: Option<DeviceBuffer>,
+    wimg: Option<DeviceBuffer>,
+    sum_floats: usize,
+    /// Basic estimates, one f32 frame (every plane, `basic_offsets`) per ring slot.
+    basic: Option<DeviceBuffer>,
+    basic_floats: usize,
+    basic_offsets: Vec<u64>,
+    /// Per ring slot: (epoch, seq) of the frame whose basic estimate the slot holds.
+    basic_keys: Vec<Option<(u64, u64)>>,
+    layout: Option<FrameLayout>,
+    plane_sizes: Vec<(usize, usize)>,
+}
 
 impl CudaBm3d {
-    pub fn new(_device: &DeviceInfo) -> Result<Self> {
-        Err(Error::Unsupported("BM3D on CUDA is not available yet".into()))
+    pub fn new(device: &DeviceInfo) -> Result<Self> {
+        Ok(CudaBm3d {
+            device: device.clone(),
+            kernels: HashMap::new(),
+            variant: None,
+            num: None,
+            wimg: None,
+            sum_floats: 0,
+            basic: None,
+            basic_floats: 0,
+            basic_offsets: Vec::new(),
+            basic_keys: Vec::new(),
+            layout: None,
+            plane_sizes: Vec::new(),
+        })
+    }
+
+    fn kernels(&mut self, v: &Bm3dVariant) -> Result<Kernels> {
+        if let Some(k) = self.kernels.get(v) {
+            return Ok(k.clone());
+        }
+        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &v.program_source(), &v.defines()).map_err(|e| Error::Backend(format!("{v:?}: {e}")))?;
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, finish: load("bm3d_finish")? };
+        for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
+            let smem = WARPS as usize * v.smem_per_warp(wiener);
+            if smem > self.device.max_shared {
+                return Err(Error::Unsupported(format!("bm3d groups of {} need {smem} bytes of shared memory per block; {} has {}", if wiener { v.nmax_wiener } else { v.nmax_hard }, self.device.name, self.device.max_shared)));
+            }
+            // SAFETY: f is a live function of a loaded module.
+            unsafe { result::function::set_function_attribute(f.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
+                .map_err(|e| Error::Backend(format!("raising the shared memory limit: {e}")))?;
+        }
+        self.kernels.insert(*v, k.clone());
+        Ok(k)
+    }
+
+    /// Queues one step of plane group `g` for the frame at `center` (dt) of `job`: into the basic
+    /// ring at `basic_slot`, or into `out` (the output frame).
+    #[allow(clippy::too_many_arguments)]
+    fn step(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, g: &Bm3dGroup, job: &Job, center: i32, wiener: bool, basic_slot: Option<usize>, out: Option<&OutputTarget>) -> Result<()> {
+        let v = self.variant.ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
+        let k = self.kernels(&v)?;
+        let layout = self.layout.as_ref().ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
+        let s = &plan.settings;
+        let patch = s.patch_size as usize;
+        let (w, h) = self.plane_sizes[g.planes[0]];
+        let (ew, eh) = extent(w, h, patch);
+        let dts = job_dts(job);
+        let window = step_window(&dts, center, plan.past, plan.future);
+        let mut slot = [-1i32; FRAME_CODES];
+        for &dt in &window {
+            slot[(dt - center + FRAME_CODE_BIAS) as usize] = slot_of(job, dt) as i32;
+        }
+        let m = g.planes.len();
+        let mut args = Bm3dArgs {
+            ring: launch.ring.frames.ptr,
+            frame_bytes: layout.frame_bytes as u64,
+            basic: self.basic.as_ref().map(|b| b.ptr).unwrap_or(0),
+            basic_floats: self.basic_floats as u64,
+            num: self.num.as_ref().expect("configured").ptr,
+            wimg: self.wimg.as_ref().expect("configured").ptr,
+            out: out.map(|o| o.frame).unwrap_or(0),
+            basic_out: 0,
+            slot,
+            n_planes: m as i32,
+            w: w as i32,
+            h: h as i32,
+            ew: ew as i32,
+            eh: eh as i32,
+            refs_x: reference_corners(ew, patch, s.block_step as usize).len() as i32,
+            refs_y: reference_corners(eh, patch, s.block_step as usize).len() as i32,
+            block_step: s.block_step as i32,
+            radius: s.search_radius as i32,
+            n_seeds: s.seeds as i32,
+            seed_radius: s.seed_radius as i32,
+            tau_ssd: (if wiener { s.wiener_threshold } else { s.threshold }) * (m * patch * patch) as f32,
+            lambda: s.lambda,
+            inv_scale: 1.0 / plan.scale_to_8bit,
+            scale: plan.scale_to_8bit,
+            max_value: plan.max_value,
+            ..Default::default()
+        };
+        for (j, &p) in g.planes.iter().enumerate() {
+            args.plane_bytes[j] = layout.offsets[p] as u64;
+            args.basic_plane[j] = self.basic_offsets[p];
+            args.sigma[j] = g.sigmas[j];
+        }
+        if let Some(bs) = basic_slot {
+            args.basic_out = self.basic.as_ref().expect("two steps").ptr + 4 * (bs * self.basic_floats) as u64;
+        }
+        let stream = launch.compute;
+        let sum_bytes = 8 * m * ew * eh;
+        // SAFETY: both ranges lie in the sum buffers (sized for the largest group); the previous
+        // step's kernels that read them are ordered before on this stream.
+        unsafe {
+            raw::memset(args.num, 0, sum_bytes, stream).map_err(backend_err)?;
+            raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
+        }
+        let refs = (args.refs_x * args.refs_y) as u32;
+        let f = if wiener { &k.wiener } else { &k.hard };
+        let smem = WARPS as usize * v.smem_per_warp(wiener);
+        // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
+        // address in it lies in the ring, the basic ring, the sums or the output frame, and the
+        // kernels read planes within (w, h) and sums within the extent.
+        unsafe { raw::launch(f, (refs.div_ceil(WARPS), 1, 1), WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
+        let samples = (w * h) as u32;
+        // SAFETY: as above.
+        unsafe { raw::launch(&k.finish, (samples.div_ceil(FINISH_THREADS), m as u32, 1), FINISH_THREADS, 0, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d finish: {e}")))?;
+        Ok(())
     }
 }
 
@@ -19,10 +278,66 @@ impl CudaAlgorithm for CudaBm3d {
     fn describe(&self) -> String {
         "BM3D".into()
     }
-    fn configure(&mut self, _device: &DeviceInfo, _geometry: &Geometry, _layout: &FrameLayout, _plan: &Plan) -> Result<()> {
+
+    fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, ring_slots: usize) -> Result<()> {
+        let plan = plan.bm3d("the CUDA BM3D implementation")?;
+        let v = Bm3dVariant::for_plan(plan, geometry.bytes_per_sample);
+        self.kernels(&v)?;
+        self.variant = Some(v);
+        self.layout = Some(layout.clone());
+        self.plane_sizes = geometry.planes.iter().map(|p| (p.width, p.height)).collect();
+        let k = plan.settings.patch_size as usize;
+        let sum_floats = plan
+            .groups
+            .iter()
+            .map(|g| {
+                let (w, h) = self.plane_sizes[g.planes[0]];
+                let (ew, eh) = extent(w, h, k);
+                g.planes.len() * ew * eh
+            })
+            .max()
+            .unwrap_or(1);
+        let ctx = &device.ctx;
+        self.num = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
+        self.wimg = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
+        self.sum_floats = sum_floats;
+        self.basic_offsets.clear();
+        let mut at = 0u64;
+        for &(w, h) in &self.plane_sizes {
+            self.basic_offsets.push(at);
+            at += (w * h) as u64;
+        }
+        self.basic_floats = at as usize;
+        self.basic = if plan.two_step() { Some(DeviceBuffer::new(ctx, 4 * self.basic_floats * ring_slots).map_err(backend_err)?) } else { None };
+        self.basic_keys = vec![None; ring_slots];
         Ok(())
     }
-    fn enqueue<'a>(&'a mut self, launch: &Launch<'a>, _jobs: &[Job], _plan: &Plan) -> Result<&'a Stream> {
+
+    fn enqueue<'a>(&'a mut self, launch: &Launch<'a>, jobs: &[Job], plan: &Plan) -> Result<&'a Stream> {
+        let plan = plan.bm3d("the CUDA BM3D implementation")?;
+        if self.basic_keys.len() != launch.ring.slots {
+            return Err(Error::State("bm3d: ring size differs from the configured one".into()));
+        }
+        for (job, out) in jobs.iter().zip(launch.outputs) {
+            let dts = job_dts(job);
+            if plan.two_step() {
+                for dt in basics_to_compute(&dts, plan) {
+                    let slot = slot_of(job, dt);
+                    let key = (job.epoch, (job.seq as i64 + dt as i64) as u64);
+                    if self.basic_keys[slot] == Some(key) {
+                        continue;
+                    }
+                    self.basic_keys[slot] = None;
+                    for g in &plan.groups {
+                        self.step(launch, plan, g, job, dt, false, Some(slot), None)?;
+                    }
+                    self.basic_keys[slot] = Some(key);
+                }
+            }
+            for g in &plan.groups {
+                self.step(launch, plan, g, job, 0, plan.two_step(), None, Some(out))?;
+            }
+        }
         Ok(launch.compute)
     }
 }

@@ -5,6 +5,8 @@
 //! Each test file includes this with `mod common;`; not every file uses every helper.
 #![allow(dead_code)]
 
+pub mod clips;
+
 use std::fmt::Debug;
 use std::time::{SystemTime, UNIX_EPOCH};
 

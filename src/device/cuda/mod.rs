@@ -131,8 +131,9 @@ pub trait CudaAlgorithm: Send {
     fn describe(&self) -> String;
 
     /// Compiles the kernels and allocates working memory for frames of `geometry` (planes at
-    /// `layout`) under `plan`. Called at every configure of the backend, nothing in flight.
-    fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan) -> Result<()>;
+    /// `layout`) under `plan`, for a ring of `ring_slots` frames. Called at every configure of the
+    /// backend, nothing in flight.
+    fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, ring_slots: usize) -> Result<()>;
 
     /// Queues the kernels of `jobs` (job i writing `launch.outputs[i]`: `plan`'s output planes)
     /// and returns the stream after whose queued work all of them are done.
@@ -564,7 +565,7 @@ impl Backend for CudaBackend {
         self.finish_targets.clear();
         let (_, a) = self.algorithm.as_mut().expect("just made");
         // Compiles now rather than on the first frame.
-        a.configure(&self.device, geometry, &layout, plan)?;
+        a.configure(&self.device, geometry, &layout, plan, ring_slots.max(1))?;
         self.state = Some(Configured {
             geometry: geometry.clone(),
             plan_key: plan.structure_key(),

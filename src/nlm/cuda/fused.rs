@@ -141,7 +141,7 @@ impl CudaAlgorithm for FusedNlm {
         "fused NLM kernel".into()
     }
 
-    fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan) -> Result<()> {
+    fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan, _ring_slots: usize) -> Result<()> {
         let plan = plan.nlm("the fused NLM kernel")?;
         self.sample_bytes = geometry.bytes_per_sample;
         self.batches = launch::batches(geometry, plan);

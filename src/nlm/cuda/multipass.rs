@@ -542,7 +542,7 @@ impl CudaAlgorithm for MultipassNlm {
         format!("multi-pass NLM kernel, {} offsets per pass, {:?} intermediates", self.per_pass, self.inter)
     }
 
-    fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan) -> Result<()> {
+    fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan, _ring_slots: usize) -> Result<()> {
         let plan = plan.nlm("the multi-pass NLM kernel")?;
         self.sample_bytes = geometry.bytes_per_sample;
         self.exact_capacity = exact_capacity(geometry);

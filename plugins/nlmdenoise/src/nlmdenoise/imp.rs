@@ -23,11 +23,11 @@ use gst_base::subclass::prelude::*;
 
 use nlmdenoise::device::chunked::MAX_CHUNK_FRAMES;
 use nlmdenoise::device::{BackendKind, BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
-use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
+use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Denoiser, FrameMut, FrameRef, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
 use super::logbridge::{with_engine_logs, GstLogSubscriber};
-use super::{Algorithm, Backend, ChromaMode, Intermediate, Kernel, Planes, Weighting};
+use super::{Algorithm, Backend, Bm3dProfile, ChromaMode, Intermediate, Kernel, Planes, Weighting};
 
 pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
     gst::DebugCategory::new("nlmdenoise", gst::DebugColorFlags::empty(), Some("Temporal non-local means video denoiser"))
@@ -80,6 +80,16 @@ pub fn devices_to_string(options: &BackendOptions) -> String {
 
 /// Locks a mutex even if a previous holder panicked: the data is plain settings and engine state,
 /// and a panic must never turn into a second one here.
+/// A `bm3d-*` integer property: -1 = the profile's value.
+fn profile_value(value: &glib::Value) -> Option<u32> {
+    let v: i32 = value.get().unwrap_or(-1);
+    (v >= 0).then_some(v as u32)
+}
+
+fn profile_property(v: Option<u32>) -> glib::Value {
+    v.map(|v| v as i32).unwrap_or(-1).to_value()
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -190,13 +200,13 @@ impl NlmDenoise {
     /// lasting 1/framerate, or the last buffer duration for variable-framerate streams (zero
     /// before the first buffer).
     fn added_latency(&self) -> gst::ClockTime {
-        let future = lock(&self.settings).params.temporal_future as u64;
+        let future = lock(&self.settings).params.latency_frames() as u64;
         let state = lock(&self.state);
         let Some(state) = state.as_ref() else {
             return gst::ClockTime::ZERO;
         };
         // The backend may ignore `pipeline-depth` (CPU): ask the engine for its real depth.
-        let depth = (state.denoiser.latency_frames() as u64).saturating_sub(state.denoiser.params().temporal_future as u64);
+        let depth = (state.denoiser.latency_frames() as u64).saturating_sub(state.denoiser.params().latency_frames() as u64);
         let frames = future + depth;
         let fps = state.info.fps();
         let frame_duration = if fps.numer() > 0 && fps.denom() > 0 {
@@ -400,7 +410,68 @@ impl ObjectImpl for NlmDenoise {
                     .build(),
                 glib::ParamSpecEnum::builder_with_default("algorithm", Algorithm::Nlm)
                     .nick("Algorithm")
-                    .blurb("Denoising algorithm (changing it while playing finishes the held frames first)")
+                    .blurb("Denoising algorithm (changing it while playing finishes the held frames first); bm3d needs sigma")
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("bm3d-profile", Bm3dProfile::Normal)
+                    .nick("BM3D profile")
+                    .blurb("BM3D settings chosen together (the bm3d-* properties below replace single values of it)")
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-steps")
+                    .nick("BM3D steps")
+                    .blurb("1: hard thresholding only; 2: then the Wiener step (with a temporal window, two steps read twice as many frames); -1: the profile's")
+                    .minimum(-1)
+                    .maximum(2)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-patch-size")
+                    .nick("BM3D patch size")
+                    .blurb("Side of the patches: 4 or 8; -1: the profile's")
+                    .minimum(-1)
+                    .maximum(8)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-search-radius")
+                    .nick("BM3D search radius")
+                    .blurb("Block matching searches offsets -r..r of the target frame; -1: the profile's")
+                    .minimum(-1)
+                    .maximum(BM3D_MAX_SEARCH_RADIUS as i32)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-block-step")
+                    .nick("BM3D block step")
+                    .blurb("Pixels between reference patches (1..patch size; smaller = better and slower); -1: the profile's")
+                    .minimum(-1)
+                    .maximum(8)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-group-size")
+                    .nick("BM3D group size")
+                    .blurb("Most patches per group, hard-thresholding step (power of two up to 32); -1: the profile's")
+                    .minimum(-1)
+                    .maximum(BM3D_MAX_GROUP as i32)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-wiener-group-size")
+                    .nick("BM3D Wiener group size")
+                    .blurb("Most patches per group, Wiener step (power of two up to 32); -1: the profile's")
+                    .minimum(-1)
+                    .maximum(BM3D_MAX_GROUP as i32)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("chroma-sigma")
+                    .nick("Chroma noise sigma")
+                    .blurb("BM3D: noise sigma of the chroma planes in 8-bit code values; -1 = sigma")
+                    .minimum(SIGMA_UNSET)
+                    .maximum(MAX_SIGMA)
+                    .default_value(SIGMA_UNSET)
                     .mutable_playing()
                     .build(),
                 glib::ParamSpecFloat::builder("strength")
@@ -516,7 +587,7 @@ impl ObjectImpl for NlmDenoise {
     fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
         let mut guard = lock(&self.settings);
         let s = &mut *guard;
-        let old_future = s.params.temporal_future;
+        let old_future = s.params.latency_frames();
         // `value` has been validated against the pspec (type and range) by GObject.
         match pspec.name() {
             "backend" => {
@@ -564,6 +635,17 @@ impl ObjectImpl for NlmDenoise {
                 let p = &mut s.params;
                 match name {
                     "algorithm" => p.algorithm = value.get::<Algorithm>().unwrap_or_default().to_engine(),
+                    "bm3d-profile" => p.bm3d.profile = value.get::<Bm3dProfile>().unwrap_or_default().to_engine(),
+                    "bm3d-steps" => p.bm3d.steps = profile_value(value),
+                    "bm3d-patch-size" => p.bm3d.patch_size = profile_value(value),
+                    "bm3d-search-radius" => p.bm3d.search_radius = profile_value(value),
+                    "bm3d-block-step" => p.bm3d.block_step = profile_value(value),
+                    "bm3d-group-size" => p.bm3d.group_size = profile_value(value),
+                    "bm3d-wiener-group-size" => p.bm3d.wiener_group_size = profile_value(value),
+                    "chroma-sigma" => {
+                        let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
+                        p.bm3d.chroma_sigma = if v < 0.0 { None } else { Some(v) };
+                    }
                     "strength" => {
                         p.strength = value.get().unwrap_or(p.strength);
                         s.strength_set = true;
@@ -613,7 +695,7 @@ impl ObjectImpl for NlmDenoise {
             }
         }
         gst::debug!(CAT, imp = self, "{} set", pspec.name());
-        let latency_changed = s.params.temporal_future != old_future;
+        let latency_changed = s.params.latency_frames() != old_future;
         drop(guard);
         if latency_changed {
             // Let the pipeline query the new latency.
@@ -659,6 +741,14 @@ impl ObjectImpl for NlmDenoise {
             .to_value(),
             "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
             "algorithm" => Algorithm::from_engine(p.algorithm).to_value(),
+            "bm3d-profile" => Bm3dProfile::from_engine(p.bm3d.profile).to_value(),
+            "bm3d-steps" => profile_property(p.bm3d.steps),
+            "bm3d-patch-size" => profile_property(p.bm3d.patch_size),
+            "bm3d-search-radius" => profile_property(p.bm3d.search_radius),
+            "bm3d-block-step" => profile_property(p.bm3d.block_step),
+            "bm3d-group-size" => profile_property(p.bm3d.group_size),
+            "bm3d-wiener-group-size" => profile_property(p.bm3d.wiener_group_size),
+            "chroma-sigma" => p.bm3d.chroma_sigma.unwrap_or(SIGMA_UNSET).to_value(),
             "strength" => p.strength.to_value(),
             "chroma-strength" => p.chroma_strength.to_value(),
             "search-radius" => p.search_radius.to_value(),

@@ -23,18 +23,54 @@ pub enum Algorithm {
     #[default]
     #[enum_value(name = "Temporal non-local means", nick = "nlm")]
     Nlm = 0,
+    #[enum_value(name = "BM3D: block matching and 3D filtering (V-BM3D over the temporal window); needs sigma", nick = "bm3d")]
+    Bm3d = 1,
 }
 
 impl Algorithm {
     pub fn to_engine(self) -> nlmdenoise::Algorithm {
         match self {
             Algorithm::Nlm => nlmdenoise::Algorithm::Nlm,
+            Algorithm::Bm3d => nlmdenoise::Algorithm::Bm3d,
         }
     }
 
     pub fn from_engine(a: nlmdenoise::Algorithm) -> Self {
         match a {
             nlmdenoise::Algorithm::Nlm => Algorithm::Nlm,
+            nlmdenoise::Algorithm::Bm3d => Algorithm::Bm3d,
+        }
+    }
+}
+
+/// Property `bm3d-profile`.
+#[derive(Debug, Eq, PartialEq, Ord, PartialOrd, Hash, Clone, Copy, glib::Enum, Default)]
+#[repr(u32)]
+#[enum_type(name = "GstNlmDenoiseBm3dProfile")]
+pub enum Bm3dProfile {
+    #[enum_value(name = "Fast: sparse reference patches, small search and groups", nick = "fast")]
+    Fast = 0,
+    #[default]
+    #[enum_value(name = "Normal: the balance of speed and quality", nick = "normal")]
+    Normal = 1,
+    #[enum_value(name = "High: dense reference patches, wide search, large groups", nick = "high")]
+    High = 2,
+}
+
+impl Bm3dProfile {
+    pub fn to_engine(self) -> nlmdenoise::Bm3dProfile {
+        match self {
+            Bm3dProfile::Fast => nlmdenoise::Bm3dProfile::Fast,
+            Bm3dProfile::Normal => nlmdenoise::Bm3dProfile::Normal,
+            Bm3dProfile::High => nlmdenoise::Bm3dProfile::High,
+        }
+    }
+
+    pub fn from_engine(p: nlmdenoise::Bm3dProfile) -> Self {
+        match p {
+            nlmdenoise::Bm3dProfile::Fast => Bm3dProfile::Fast,
+            nlmdenoise::Bm3dProfile::Normal => Bm3dProfile::Normal,
+            nlmdenoise::Bm3dProfile::High => Bm3dProfile::High,
         }
     }
 }
@@ -126,6 +162,7 @@ pub enum Intermediate {
 pub fn register(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
     for t in [
         Algorithm::static_type(),
+        Bm3dProfile::static_type(),
         Backend::static_type(),
         Weighting::static_type(),
         ChromaMode::static_type(),

@@ -1,0 +1,275 @@
+// One BM3D step for the reference patches of one plane group of the target frame (dt 0): one warp
+// per reference patch does the block matching, the collaborative filtering and the aggregation
+// (src/bm3d/mod.rs has the definition; src/bm3d/cpu.rs computes the same on the host).
+//
+//   1. The reference patch goes to shared memory. Every lane scores its share of the candidates
+//      (sums of squared differences over the group's planes, read through the cache from the
+//      ring frames in step 1 and from the basic estimates in step 2) and keeps the best keys in
+//      two register lists: the group list (distances within tau) and the seed list of the frame.
+//   2. Frame 0 is searched exhaustively; the other frames of the window around the seeds taken
+//      from the frame one step closer to frame 0 (predictive search), each position once.
+//   3. The warp takes the best NMAX - 1 keys of all lanes' group lists: the group is the
+//      reference patch and those, cut to a power of two.
+//   4. Per plane: the group's patches (and in step 2 the basic estimate's) go to shared memory,
+//      through the 2D DCT, the WHT along the group, hard thresholding (step 1) or Wiener
+//      shrinkage (step 2), back; the patches that lie in frame 0 are added to the fixed-point
+//      numerators with the group's weight and the Kaiser window, and the weight to the patch's
+//      corner in `wimg` (bm3d_finish.cu turns those into the denominators).
+//
+// Shared memory per warp (the host sizes the launch, src/bm3d/cuda.rs `smem_per_warp`): the
+// reference patch (BM3D_MAX_PLANES x PP floats), the seeds, the members and the group buffers.
+
+template <bool WIENER>
+struct Step {
+    static constexpr int NMAX = WIENER ? NMAX_WIENER : NMAX_HARD;
+};
+
+// Per-warp shared memory layout, in floats (the host computes the same total).
+#define REF_FLOATS (BM3D_MAX_PLANES * PP)
+#define SEED_INTS (2 * SEEDS)
+
+template <bool WIENER>
+__device__ __forceinline__ int warp_floats()
+{
+    constexpr int N = Step<WIENER>::NMAX;
+    return REF_FLOATS + SEED_INTS + 3 * N + N * PP * (WIENER ? 2 : 1);
+}
+
+// A sample of a plane in 8-bit units at (x, y) of the extent (mirrored beyond the plane).
+__device__ __forceinline__ float noisy_at(const unsigned char* plane, int x, int y, const Bm3dArgs& a)
+{
+    x = x < a.w ? x : mirror_index(x, a.w);
+    y = y < a.h ? y : mirror_index(y, a.h);
+#if SAMPLE_BYTES == 1
+    return (float)__ldg(plane + y * a.w + x) * a.inv_scale;
+#else
+    return (float)__ldg((const unsigned short*)plane + y * a.w + x) * a.inv_scale;
+#endif
+}
+
+__device__ __forceinline__ float basic_at(const float* plane, int x, int y, const Bm3dArgs& a)
+{
+    x = x < a.w ? x : mirror_index(x, a.w);
+    y = y < a.h ? y : mirror_index(y, a.h);
+    return __ldg(plane + y * a.w + x);
+}
+
+__device__ __forceinline__ const unsigned char* noisy_plane(const Bm3dArgs& a, int code, int j)
+{
+    return a.ring + (u64)a.slot[code] * a.frame_bytes + a.plane_bytes[j];
+}
+
+__device__ __forceinline__ const float* basic_plane(const Bm3dArgs& a, int code, int j)
+{
+    return a.basic + (u64)a.slot[code] * a.basic_floats + a.basic_plane[j];
+}
+
+// The matching value of plane j of the frame at `code`: noisy (step 1) or basic (step 2).
+template <bool WIENER>
+__device__ __forceinline__ float match_at(const Bm3dArgs& a, int code, int j, int x, int y)
+{
+    if (WIENER) return basic_at(basic_plane(a, code, j), x, y, a);
+    return noisy_at(noisy_plane(a, code, j), x, y, a);
+}
+
+// Sum of squared differences between the reference patch (shared memory) and the patch at (x, y)
+// of the frame at `code`.
+template <bool WIENER>
+__device__ __forceinline__ float patch_ssd(const Bm3dArgs& a, const float* ref, int code, int x, int y)
+{
+    float s = 0.0f;
+    for (int j = 0; j < a.n_planes; ++j) {
+#pragma unroll
+        for (int i = 0; i < PATCH; ++i) {
+#pragma unroll
+            for (int c = 0; c < PATCH; ++c) {
+                const float d = ref[j * PP + i * PATCH + c] - match_at<WIENER>(a, code, j, x + c, y + i);
+                s = fmaf(d, d, s);
+            }
+        }
+    }
+    return s;
+}
+
+__device__ __forceinline__ int corner(int i, int step, int extent)
+{
+    return min(i * step, extent - PATCH);
+}
+
+template <bool WIENER>
+__device__ void bm3d_step(const Bm3dArgs& a)
+{
+    constexpr int NMAX = Step<WIENER>::NMAX;
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int r = blockIdx.x * WARPS + warp;
+    if (r >= a.refs_x * a.refs_y) return;  // whole warps leave together
+    float* ref = smem + warp * warp_floats<WIENER>();
+    int* seeds = (int*)(ref + REF_FLOATS);      // SEEDS x (y, x)
+    int* members = seeds + SEED_INTS;           // NMAX x (code, y, x)
+    float* g = (float*)(members + 3 * NMAX);    // NMAX x PP (noisy group)
+    float* b = g + NMAX * PP;                   // NMAX x PP (basic group, step 2)
+
+    const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
+    const int y0 = corner(r / a.refs_x, a.block_step, a.eh);
+    const int max_x = a.ew - PATCH, max_y = a.eh - PATCH;
+    const float tau = a.tau_ssd;
+
+    // 1. The reference patch.
+    for (int e = lane; e < a.n_planes * PP; e += 32) {
+        const int j = e / PP, p = e % PP;
+        ref[e] = match_at<WIENER>(a, BM3D_CODE_BIAS, j, x0 + p % PATCH, y0 + p / PATCH);
+    }
+    __syncwarp();
+
+    u64 group[NMAX > 1 ? NMAX - 1 : 1];
+    list_clear(group);
+    u64 seed_list[SEEDS];
+    list_clear(seed_list);
+
+    // 2a. Frame 0, exhaustively.
+    {
+        const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
+        const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
+        const int cols = xb - xa + 1, count = cols * (yb - ya + 1);
+        for (int c = lane; c < count; c += 32) {
+            const int x = xa + c % cols, y = ya + c / cols;
+            if (x == x0 && y == y0) continue;
+            const float d = patch_ssd<WIENER>(a, ref, BM3D_CODE_BIAS, x, y);
+            const u64 k = make_key(d, BM3D_CODE_BIAS, y, x);
+            if (NMAX > 1 && d <= tau) list_insert(group, k);
+            list_insert(seed_list, k);
+        }
+    }
+    // Seeds of frame 0's neighbours: R, then the best others.
+    if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
+    for (int s = 1; s < a.n_seeds; ++s) {
+        const u64 k = warp_take_best(seed_list);
+        if (lane == 0) {
+            seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+            seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+        }
+    }
+    __syncwarp();
+    int first[2 * SEEDS];
+#pragma unroll
+    for (int s = 0; s < 2 * SEEDS; ++s) first[s] = seeds[s];
+
+    // 2b. The other frames: predictive search, backwards then forwards.
+    const int side = 2 * a.seed_radius + 1;
+    for (int dir = -1; dir <= 1; dir += 2) {
+        if (dir == 1) {
+            __syncwarp();
+#pragma unroll
+            for (int s = 0; s < 2 * SEEDS; ++s) if (lane == 0) seeds[s] = first[s];
+            __syncwarp();
+        }
+        for (int code = BM3D_CODE_BIAS + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
+            list_clear(seed_list);
+            const int per_seed = side * side;
+            for (int c = lane; c < a.n_seeds * per_seed; c += 32) {
+                const int si = c / per_seed, o = c % per_seed;
+                const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
+                if (sy < 0) continue;
+                const int x = sx - a.seed_radius + o % side, y = sy - a.seed_radius + o / side;
+                if (x < 0 || y < 0 || x > max_x || y > max_y) continue;
+                bool claimed = false;
+                for (int q = 0; q < si; ++q) {
+                    const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
+                    claimed |= qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius;
+                }
+                if (claimed) continue;
+                const float d = patch_ssd<WIENER>(a, ref, code, x, y);
+                const u64 k = make_key(d, code, y, x);
+                if (NMAX > 1 && d <= tau) list_insert(group, k);
+                list_insert(seed_list, k);
+            }
+            __syncwarp();
+            for (int s = 0; s < a.n_seeds; ++s) {
+                const u64 k = warp_take_best(seed_list);
+                if (lane == 0) {
+                    seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+                    seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+                }
+            }
+            __syncwarp();
+        }
+    }
+
+    // 3. The group: R, then the best of every lane's list, cut to a power of two.
+    int count = 1;
+    if (lane == 0) { members[0] = BM3D_CODE_BIAS; members[1] = y0; members[2] = x0; }
+    for (int m = 1; m < NMAX; ++m) {
+        if (NMAX == 1) break;
+        const u64 k = warp_take_best(group);
+        if (k == KEY_NONE) break;
+        if (lane == 0) { members[3 * m] = key_code(k); members[3 * m + 1] = key_y(k); members[3 * m + 2] = key_x(k); }
+        ++count;
+    }
+    const int n = 1 << (31 - __clz(count));
+    __syncwarp();
+
+    // 4. Filtering and aggregation, plane by plane.
+    const u64 extent = (u64)a.ew * a.eh;
+    for (int j = 0; j < a.n_planes; ++j) {
+        for (int e = lane; e < n * PP; e += 32) {
+            const int m = e / PP, p = e % PP;
+            const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+            g[e] = noisy_at(noisy_plane(a, code, j), x, y, a);
+            if (WIENER) b[e] = basic_at(basic_plane(a, code, j), x, y, a);
+        }
+        __syncwarp();
+        dct2(g, n, false, lane);
+        if (WIENER) dct2(b, n, false, lane);
+        const float sigma = a.sigma[j];
+        const float thr = a.lambda_ * sigma;
+        float weight_part = 0.0f;
+        for (int t = lane; t < PP; t += 32) {
+            wht_column(g, n, t);
+            if (WIENER) {
+                wht_column(b, n, t);
+                for (int m = 0; m < n; ++m) {
+                    const float bv = b[m * PP + t];
+                    const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
+                    g[m * PP + t] *= omega;
+                    weight_part += omega * omega;
+                }
+            } else {
+                for (int m = 0; m < n; ++m) {
+                    const float v = g[m * PP + t];
+                    if (fabsf(v) <= thr) g[m * PP + t] = 0.0f;
+                    else weight_part += 1.0f;
+                }
+            }
+            wht_column(g, n, t);
+        }
+        __syncwarp();
+        const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
+        dct2(g, n, true, lane);
+        long long* num = a.num + j * extent;
+        long long* wimg = a.wimg + j * extent;
+        for (int e = lane; e < n * PP; e += 32) {
+            const int m = e / PP, p = e % PP;
+            if (members[3 * m] != BM3D_CODE_BIAS) continue;
+            const int y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+            const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[e] * BM3D_FIXED_ONE);
+            atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
+        }
+        if (lane < n && members[3 * lane] == BM3D_CODE_BIAS) {
+            const long long wv = __float2ll_rn(weight * BM3D_FIXED_ONE);
+            atomicAdd((unsigned long long*)(wimg + (u64)members[3 * lane + 1] * a.ew + members[3 * lane + 2]), (unsigned long long)wv);
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32) bm3d_hard(const Bm3dArgs a)
+{
+    bm3d_step<false>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32) bm3d_wiener(const Bm3dArgs a)
+{
+    bm3d_step<true>(a);
+}
