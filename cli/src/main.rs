@@ -171,6 +171,20 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     bm3d_wiener_group_size: Option<u32>,
 
+    /// BM3D grouping threshold of the hard-thresholding step: the largest mean squared distance
+    /// (8-bit units squared) of a grouped patch. Default: the profile's (2500).
+    #[arg(long, value_name = "D")]
+    bm3d_threshold: Option<f32>,
+
+    /// BM3D grouping threshold of the Wiener step (distances on the basic estimate). Default:
+    /// the profile's (400).
+    #[arg(long, value_name = "D")]
+    bm3d_wiener_threshold: Option<f32>,
+
+    /// BM3D hard threshold in units of sigma. Default: the profile's (2.7).
+    #[arg(long, value_name = "L")]
+    bm3d_lambda: Option<f32>,
+
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
@@ -323,6 +337,9 @@ impl Cli {
                 block_step: self.bm3d_block_step,
                 group_size: self.bm3d_group_size,
                 wiener_group_size: self.bm3d_wiener_group_size,
+                threshold: self.bm3d_threshold,
+                wiener_threshold: self.bm3d_wiener_threshold,
+                lambda: self.bm3d_lambda,
                 chroma_sigma: self.chroma_sigma,
                 ..Bm3dParams::default()
             },

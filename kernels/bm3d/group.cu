@@ -11,7 +11,8 @@
 //   3. The warp takes the best NMAX - 1 keys of all lanes' group lists: the group is the
 //      reference patch and those, cut to a power of two.
 //   4. Per plane: the group's patches (and in step 2 the basic estimate's) go to shared memory,
-//      through the 2D DCT, the WHT along the group, hard thresholding (step 1) or Wiener
+//      through the 2D transform (bior1.5 in step 1, DCT in step 2), the Haar transform along the
+//      group, hard thresholding (step 1) or Wiener
 //      shrinkage (step 2), back; the patches that lie in frame 0 are added to the fixed-point
 //      numerators with the group's weight and the Kaiser window, and the weight to the patch's
 //      corner in `wimg` (bm3d_finish.cu turns those into the denominators).
@@ -220,15 +221,16 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             if (WIENER) b[e] = basic_at(basic_plane(a, code, j), x, y, a);
         }
         __syncwarp();
-        dct2(g, n, false, lane);
-        if (WIENER) dct2(b, n, false, lane);
+        const float* fwd = WIENER ? BM3D_WN_FWD : BM3D_HT_FWD;
+        transform2(g, n, fwd, lane);
+        if (WIENER) transform2(b, n, fwd, lane);
         const float sigma = a.sigma[j];
         const float thr = a.lambda_ * sigma;
         float weight_part = 0.0f;
         for (int t = lane; t < PP; t += 32) {
-            wht_column(g, n, t);
+            haar_column(g, n, t, false);
             if (WIENER) {
-                wht_column(b, n, t);
+                haar_column(b, n, t, false);
                 for (int m = 0; m < n; ++m) {
                     const float bv = b[m * PP + t];
                     const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
@@ -242,11 +244,11 @@ __device__ void bm3d_step(const Bm3dArgs& a)
                     else weight_part += 1.0f;
                 }
             }
-            wht_column(g, n, t);
+            haar_column(g, n, t, true);
         }
         __syncwarp();
         const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
-        dct2(g, n, true, lane);
+        transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
         long long* num = a.num + j * extent;
         long long* wimg = a.wimg + j * extent;
         for (int e = lane; e < n * PP; e += 32) {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use rayon::prelude::*;
 
-use super::{basics_to_compute, dct_matrix, extent, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, Bm3dGroup, Bm3dPlan, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -156,43 +156,41 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     keys
 }
 
-/// In-place normalized WHT of the first `n` values.
-#[inline(always)]
-fn wht_f32(v: &mut [f32], n: usize) {
-    super::wht(&mut v[..n]);
-}
-
-/// Precomputed transforms of one patch size.
+/// Precomputed transforms of one patch size and step.
 struct Transforms {
     k: usize,
-    c: Vec<f32>,
+    fwd: Vec<f32>,
+    inv: Vec<f32>,
     kaiser: Vec<f32>,
 }
 
 impl Transforms {
-    fn new(k: usize) -> Self {
-        Transforms { k, c: dct_matrix(k).iter().map(|&v| v as f32).collect(), kaiser: kaiser_window(k, KAISER_BETA).iter().map(|&v| v as f32).collect() }
+    fn new(k: usize, wiener: bool) -> Self {
+        let (f, i) = PatchTransform::of_step(wiener).matrices(k);
+        let f32s = |v: Vec<f64>| v.iter().map(|&x| x as f32).collect();
+        Transforms { k, fwd: f32s(f), inv: f32s(i), kaiser: f32s(kaiser_window(k, KAISER_BETA)) }
     }
 
-    /// 2D DCT of a k x k patch (forward or inverse), in place; `tmp` holds k*k values.
-    fn dct2(&self, p: &mut [f32], tmp: &mut [f32], inverse: bool) {
-        let (k, c) = (self.k, &self.c);
+    /// The separable 2D transform (forward or inverse) of a k x k patch, in place; `tmp` holds
+    /// k*k values.
+    fn apply(&self, p: &mut [f32], tmp: &mut [f32], inverse: bool) {
+        let (k, m) = (self.k, if inverse { &self.inv } else { &self.fwd });
         for i in 0..k {
-            for f in 0..k {
+            for a in 0..k {
                 let mut s = 0.0;
-                for n in 0..k {
-                    s += if inverse { c[n * k + f] } else { c[f * k + n] } * p[i * k + n];
+                for b in 0..k {
+                    s += m[a * k + b] * p[i * k + b];
                 }
-                tmp[i * k + f] = s;
+                tmp[i * k + a] = s;
             }
         }
         for j in 0..k {
-            for f in 0..k {
+            for a in 0..k {
                 let mut s = 0.0;
-                for n in 0..k {
-                    s += if inverse { c[n * k + f] } else { c[f * k + n] } * tmp[n * k + j];
+                for b in 0..k {
+                    s += m[a * k + b] * tmp[b * k + j];
                 }
-                p[f * k + j] = s;
+                p[a * k + j] = s;
             }
         }
     }
@@ -220,7 +218,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
     let k = s.patch_size as usize;
     let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
     let matching = basic.unwrap_or(noisy);
-    let tr = Transforms::new(k);
+    let tr = Transforms::new(k, wiener);
     let sums: Vec<Sums> = g.planes.iter().map(|_| Sums { num: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), wimg: (0..ew * eh).map(|_| AtomicI64::new(0)).collect() }).collect();
     let xs = reference_corners(ew, k, s.block_step as usize);
     let ys = reference_corners(eh, k, s.block_step as usize);
@@ -246,7 +244,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                             for i in 0..k {
                                 p[i * k..(i + 1) * k].copy_from_slice(img.row(px, py + i, k));
                             }
-                            tr.dct2(p, tmp, false);
+                            tr.apply(p, tmp, false);
                         }
                     };
                     load(noisy, &mut y, &mut tmp);
@@ -258,12 +256,12 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                         for m in 0..n {
                             col[m] = y[m * k * k + t];
                         }
-                        wht_f32(&mut col, n);
+                        haar(&mut col[..n], false);
                         if wiener {
                             for m in 0..n {
                                 bcol[m] = b[m * k * k + t];
                             }
-                            wht_f32(&mut bcol, n);
+                            haar(&mut bcol[..n], false);
                             for m in 0..n {
                                 let bv = bcol[m];
                                 let omega = if sigma == 0.0 { 1.0 } else { bv * bv / (bv * bv + sigma * sigma) };
@@ -279,7 +277,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                                 }
                             }
                         }
-                        wht_f32(&mut col, n);
+                        haar(&mut col[..n], true);
                         for m in 0..n {
                             y[m * k * k + t] = col[m];
                         }
@@ -292,7 +290,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                             continue;
                         }
                         let p = &mut y[mi * k * k..(mi + 1) * k * k];
-                        tr.dct2(p, &mut tmp, true);
+                        tr.apply(p, &mut tmp, true);
                         sj.wimg[py * ew + px].fetch_add(wfix, Ordering::Relaxed);
                         for i in 0..k {
                             for c in 0..k {

@@ -1,7 +1,7 @@
 //! The BM3D reference: the definition of [`crate::bm3d`] written plainly, in f64, one reference
 //! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
 
-use super::{basics_to_compute, dct_matrix, extent, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, wht, Bm3dGroup, Bm3dPlan, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -120,19 +120,18 @@ pub fn group(r: Candidate, cands: &[Candidate], tau: f64, max: usize) -> Vec<Can
     g
 }
 
-/// 2D DCT (forward or inverse) of a k x k patch, in place.
-fn dct2(c: &[f64], k: usize, p: &mut [f64], inverse: bool) {
+/// The separable 2D transform with matrix `m` (`out[a] = sum_b m[a][b] in[b]` on every row,
+/// then every column) of a k x k patch, in place.
+fn transform2(m: &[f64], k: usize, p: &mut [f64]) {
     let mut tmp = vec![0.0; k * k];
-    // Rows.
     for i in 0..k {
-        for f in 0..k {
-            tmp[i * k + f] = (0..k).map(|n| if inverse { c[n * k + f] * p[i * k + n] } else { c[f * k + n] * p[i * k + n] }).sum();
+        for a in 0..k {
+            tmp[i * k + a] = (0..k).map(|b| m[a * k + b] * p[i * k + b]).sum();
         }
     }
-    // Columns.
     for j in 0..k {
-        for f in 0..k {
-            p[f * k + j] = (0..k).map(|n| if inverse { c[n * k + f] * tmp[n * k + j] } else { c[f * k + n] * tmp[n * k + j] }).sum();
+        for a in 0..k {
+            p[a * k + j] = (0..k).map(|b| m[a * k + b] * tmp[b * k + j]).sum();
         }
     }
 }
@@ -152,7 +151,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
     let k = s.patch_size as usize;
     let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
     let matching = basic.unwrap_or(noisy);
-    let c = dct_matrix(k);
+    let (fwd, inv) = PatchTransform::of_step(wiener).matrices(k);
     let kai = kaiser_window(k, KAISER_BETA);
     let (tau, max, lambda) = if wiener { (s.wiener_threshold as f64, s.wiener_group_size as usize, 0.0) } else { (s.threshold as f64, s.group_size as usize, s.lambda as f64) };
     let mut sums: Vec<Sums> = g.planes.iter().map(|_| Sums { num: vec![0.0; ew * eh], den: vec![0.0; ew * eh] }).collect();
@@ -177,7 +176,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                                     p[i * k + q] = img.at(m.x + q, m.y + i);
                                 }
                             }
-                            dct2(&c, k, &mut p, false);
+                            transform2(&fwd, k, &mut p);
                             p
                         })
                         .collect()
@@ -191,7 +190,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                     for m in 0..n {
                         col[m] = y[m][t];
                     }
-                    wht(&mut col);
+                    haar(&mut col, false);
                     match &b {
                         None => {
                             for v in col.iter_mut() {
@@ -206,7 +205,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                             for m in 0..n {
                                 bcol[m] = b[m][t];
                             }
-                            wht(&mut bcol);
+                            haar(&mut bcol, false);
                             for (v, bv) in col.iter_mut().zip(&bcol) {
                                 let omega = if sigma == 0.0 { 1.0 } else { bv * bv / (bv * bv + sigma * sigma) };
                                 *v *= omega;
@@ -214,7 +213,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                             }
                         }
                     }
-                    wht(&mut col);
+                    haar(&mut col, true);
                     for m in 0..n {
                         y[m][t] = col[m];
                     }
@@ -224,7 +223,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                     if m.dt != 0 {
                         continue;
                     }
-                    dct2(&c, k, p, true);
+                    transform2(&inv, k, p);
                     for i in 0..k {
                         for q in 0..k {
                             let at = (m.y + i) * ew + m.x + q;
