@@ -8,20 +8,26 @@
 #            Debian GStreamer runtime into .gst-debs/ (../shared/gst-runtime) and FFmpeg's static
 #            build for the CPU comparison rows. BASE_BENCH=path/to/bench_cuda adds another build's
 #            benchmark as .devcarry/bench_cuda_base (kernel-only A/B rows on the same lease);
-#            EXTRA_BENCH="name:path ..." adds more as .devcarry/bench_cuda_<name>.
+#            EXTRA_BENCH="name:path ..." adds more as .devcarry/bench_cuda_<name>; FFMPEG=1 adds
+#            FFmpeg's static build for the speed suite's CPU rows (`bench` part).
 #   device:  bash scripts/gpu.sh [PART ...]         (carry [".devcarry", ".gst-debs"])
 #            default parts: env tests sanitizer kernel gst
 #
 # Parts:
 #   env        device, driver, clocks, host, git revision
 #   tests      cuda_vs_reference (fused kernel vs the f64 reference, batched == single),
-#              cuda_multipass, chunked_cuda, chunked (host backends), nvrtc_compile with the
-#              machine's NVRTC
-#   sanitizer  compute-sanitizer memcheck and racecheck on every kernel (fused, exact, multi-pass)
+#              cuda_multipass, chunked_cuda, cuda_bm3d (BM3D vs its f64 reference), chunked and
+#              bm3d (host backends), nvrtc_compile with the machine's NVRTC
+#   sanitizer  compute-sanitizer memcheck and racecheck on every kernel (fused, exact, multi-pass,
+#              BM3D)
 #   ptxas      registers, spills and stack of every fused variant (sm_90)
 #   kernel     kernel-only rows (R-live, R-knlm, 1080p), twice, for this build and every carried
 #              bench_cuda_<name>: same-lease A/B
 #   gst        appsrc ! nlmdenoise ! fakesink at 1080p (pipeline_bench), R-live and R-knlm
+#   bm3d       BM3D frames/s at 1080p through the engine (bench_bm3d: profiles x windows) and
+#              through GStreamer
+#   peers      bm3d-triton (PyPI, carried wheel) on the harness clips and at 1080p
+#              (scripts/peers/bm3d_triton.py)
 #   bench      the speed suite (scripts/bench: resolutions, sweeps, GStreamer, CPU, FFmpeg rows)
 #   chunks     frames/s against chunk size, 1 vs all devices, the 18000-frame 1080p long run
 #   ncu        Nsight Compute on one R-live fused launch (stall reasons, occupancy)
@@ -38,7 +44,7 @@ B=.devcarry
 if [ "${1:-}" = "--collect" ]; then
   set -e
   T=${CARGO_TARGET_DIR:-target}
-  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile"
+  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d"
   echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
@@ -47,7 +53,7 @@ if [ "${1:-}" = "--collect" ]; then
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done
-  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/examples/pipeline_bench "$B/"
+  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/examples/pipeline_bench "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
@@ -56,9 +62,23 @@ if [ "${1:-}" = "--collect" ]; then
   if [ -e "$NVRTC/libnvrtc.so.12" ]; then
     NLMDENOISE_NVRTC_DIR="$PWD/$NVRTC" NLMDENOISE_PTX_DUMP="$PWD/$B/ptx" "$B/nvrtc_compile" every_variant >/dev/null 2>&1 || echo "PTX dump failed (ptxas part will be empty)"
   fi
-  # FFmpeg for the CPU comparison rows on the GPU machine (which has none): the static build
-  # (johnvansickle.com, GPL) that PyPI's imageio-ffmpeg wheel ships, xz-compressed to fit the carry.
-  if [ ! -f .cache/ffmpeg-static.xz ]; then
+  # Peers: bm3d-triton's wheel (pure Python; torch and triton are on the GPU machine) and the
+  # quality harness's noisy clips, cut to 2 frames (scripts/quality makes them: target/quality).
+  mkdir -p "$B/wheels" "$B/clips"
+  [ -f .cache/wheel/bm3d_triton-0.1.1-py3-none-any.whl ] || python3 -m pip download --quiet --no-deps --only-binary=:all: --dest .cache/wheel 'bm3d-triton==0.1.1'
+  cp .cache/wheel/bm3d_triton-0.1.1-py3-none-any.whl "$B/wheels/"
+  for f in target/quality/work/clips/*-6f-*.y4m; do
+    [ -f "$f" ] || continue
+    python3 - "$f" "$B/clips/$(basename "$f" | sed 's/-6f-/-2f-/')" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+parts = data.split(b"FRAME")
+open(sys.argv[2], "wb").write(b"FRAME".join(parts[:3]))
+PY
+  done
+  # FFmpeg for the speed suite's CPU comparison rows (FFMPEG=1; 21 MB of the 64 MB a call may
+  # carry): the static build (johnvansickle.com, GPL) that PyPI's imageio-ffmpeg wheel ships.
+  if [ "${FFMPEG:-0}" = 1 ] && [ ! -f .cache/ffmpeg-static.xz ]; then
     mkdir -p .cache/wheel
     python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 --dest .cache/wheel 'imageio-ffmpeg==0.7.0'
     python3 - <<'PY'
@@ -71,7 +91,7 @@ with zipfile.ZipFile(w) as z:
 PY
     xz -T0 -6 -f .cache/ffmpeg-static
   fi
-  cp .cache/ffmpeg-static.xz "$B/"
+  if [ "${FFMPEG:-0}" = 1 ]; then cp .cache/ffmpeg-static.xz "$B/"; fi
   if [ ! -f .gst-debs/activate.sh ]; then
     ../shared/gst-runtime/fetch.sh "$PWD/.gst-debs"
     cp ../shared/gst-runtime/activate.sh .gst-debs/
@@ -108,7 +128,7 @@ run_part() {
     timeout "$(tmo 200)" $B/cuda_vs_reference --test-threads=8 > "$S/cuda_vs_reference.txt" 2>&1
     note "cuda_vs_reference: rc=$? $(grep -E '^test result' "$S/cuda_vs_reference.txt")"
     grep -E 'FAIL|panicked|SKIPPED' "$S/cuda_vs_reference.txt" | cut -c1-300 | head -20
-    for t in cuda_multipass chunked_cuda chunked; do
+    for t in cuda_multipass chunked_cuda chunked cuda_bm3d bm3d; do
       timeout "$(tmo 150)" $B/$t --nocapture --test-threads=4 > "$S/$t.txt" 2>&1
       note "$t: rc=$? $(grep -E '^test result' "$S/$t.txt") $(grep -c '^SKIPPED' "$S/$t.txt") skipped"
       grep -E 'FAIL|panicked' "$S/$t.txt" | cut -c1-300 | head -20
@@ -123,7 +143,11 @@ run_part() {
     timeout "$(tmo 200)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=2 sanitizer_smoke > "$S/racecheck_fused.txt" 2>&1
     note "racecheck (fused + exact): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_fused.txt" | sort | uniq -c | paste -sd' ' -)"
     timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_multipass --test-threads=2 f32_group_kinds > "$S/racecheck_multipass.txt" 2>&1
-    note "racecheck (multi-pass): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_multipass.txt" | sort | uniq -c | paste -sd' ' -)" ;;
+    note "racecheck (multi-pass): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_multipass.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d formats_patch_sizes > "$S/memcheck_bm3d.txt" 2>&1
+    note "memcheck (bm3d): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d > "$S/racecheck_bm3d.txt" 2>&1
+    note "racecheck (bm3d): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)" ;;
   ptxas)
     for f in "$B"/ptx/*.ptx; do
       [ -f "$f" ] || continue
@@ -152,6 +176,23 @@ run_part() {
     else
       note "gst: no .gst-debs/activate.sh (run --collect here)"
     fi ;;
+  bm3d)
+    timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} > "$S/bm3d.md" 2>&1
+    note "bench_bm3d: rc=$?"; grep -E '^\|' "$S/bm3d.md"
+    if [ -f .gst-debs/activate.sh ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        for cfg in "bm3d-profile=fast temporal-past=2 bm3d-steps=1" "bm3d-profile=normal temporal-past=2 bm3d-steps=1" \
+                   "bm3d-profile=fast temporal-past=0" "bm3d-profile=normal temporal-past=0"; do
+          timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 300 backend=cuda pipeline-depth=2 algorithm=bm3d sigma=20 $cfg >> "$S/gst_bm3d.txt" 2>&1 || echo "exit $? for $cfg" >> "$S/gst_bm3d.txt"
+        done
+      )
+      grep -E '^\| appsrc ! nlmdenoise|exit' "$S/gst_bm3d.txt"; note "gst bm3d: $(grep -c 'appsrc ! nlmdenoise' "$S/gst_bm3d.txt") rows"
+    fi ;;
+  peers)
+    python3 -m pip install -q --no-index --no-deps --target /tmp/peers $B/wheels/*.whl > "$S/peers_install.txt" 2>&1
+    PYTHONPATH=/tmp/peers timeout "$(tmo 300)" python3 scripts/peers/bm3d_triton.py $B/clips "$S/peers.md" > "$S/peers.txt" 2>&1
+    note "peers (bm3d-triton): rc=$?"; cat "$S/peers.md" 2>/dev/null || tail -20 "$S/peers.txt" ;;
   bench)
     mkdir -p "$S/bench"
     OUT=$S/bench B=$B BUDGET=$(tmo 400) bash scripts/bench > "$S/bench/console.txt" 2>&1

@@ -217,16 +217,26 @@ pub fn kaiser_window(k: usize, beta: f64) -> Vec<f64> {
     w
 }
 
+/// f32 or f64, for the transforms shared by the reference (f64) and the CPU implementation (f32).
+pub trait Real: Copy + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Mul<Output = Self> {
+    const FRAC_1_SQRT_2: Self;
+}
+
+impl Real for f32 {
+    const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+}
+
+impl Real for f64 {
+    const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+}
+
 /// In-place orthonormal Haar transform of `v` (length a power of two), full decomposition, its
 /// coefficients in place (level by level, each pair's sum at the lower index): the butterflies
 /// `(a, b) -> ((a + b) / sqrt 2, (a - b) / sqrt 2)` at strides 1, 2, 4, ... (forward) or in the
 /// reverse order (inverse). Shrinkage does not depend on the coefficients' order.
-pub fn haar<T>(v: &mut [T], inverse: bool)
-where
-    T: Copy + std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T> + From<f32>,
-{
+pub fn haar<T: Real>(v: &mut [T], inverse: bool) {
     let n = v.len();
-    let r = T::from(std::f32::consts::FRAC_1_SQRT_2);
+    let r = T::FRAC_1_SQRT_2;
     let mut butterflies = |s: usize| {
         for i in (0..n).step_by(2 * s) {
             let (a, b) = (v[i], v[i + s]);

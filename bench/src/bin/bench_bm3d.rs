@@ -1,0 +1,117 @@
+//! BM3D speed: frames/s through the engine (`Denoiser` push/pop: unpack, upload, every kernel,
+//! download, pack) for each profile and window shape, printed as a table (docs/benchmarks.md).
+//!
+//!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
+//!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2]
+//!       [--backend cuda|cpu] [--depth 2] [--sigma 20]
+//!
+//! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
+//! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
+//! moving pattern (bench_frames), 8 distinct frames cycled, after 8 warm-up frames.
+
+use std::time::Instant;
+
+use clap::Parser;
+use nlmdenoise::device::BackendOptions;
+use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
+use nlmdenoise_bench::bench_frames::frame;
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value_t = 1920)]
+    width: usize,
+    #[arg(long, default_value_t = 1080)]
+    height: usize,
+    /// Frames timed per row.
+    #[arg(long, default_value_t = 200)]
+    frames: usize,
+    #[arg(long, default_value = "fast,normal,high")]
+    profiles: String,
+    #[arg(long, default_value = "spatial,vbm3d,live1,live2")]
+    windows: String,
+    #[arg(long, default_value = "cuda")]
+    backend: String,
+    #[arg(long, default_value_t = 2)]
+    depth: usize,
+    #[arg(long, default_value_t = 20.0)]
+    sigma: f32,
+}
+
+fn window(name: &str) -> Option<(u32, u32, u32)> {
+    match name {
+        "spatial" => Some((0, 0, 2)),
+        "vbm3d" => Some((1, 1, 2)),
+        "live1" => Some((2, 0, 1)),
+        "live2" => Some((2, 0, 2)),
+        _ => None,
+    }
+}
+
+fn fps(info: VideoInfo, params: Params, options: &BackendOptions, frames: usize) -> nlmdenoise::Result<(f64, String)> {
+    let mut d: Denoiser<usize> = Denoiser::new(info, params, options)?;
+    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
+    let mut out = OwnedFrame::new(info);
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {}
+    }
+    let t = Instant::now();
+    let mut popped = 0;
+    for i in 0..frames {
+        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {
+            popped += 1;
+        }
+    }
+    d.finish_stream()?;
+    while d.pop(&mut out.as_mut())?.is_some() {
+        popped += 1;
+    }
+    Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
+}
+
+fn main() {
+    let args = Args::parse();
+    let kind: BackendKind = args.backend.parse().unwrap_or_else(|e| {
+        eprintln!("bench_bm3d: --backend: {e}");
+        std::process::exit(2)
+    });
+    let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
+    let options = BackendOptions { kind, pipeline_depth: args.depth, ..Default::default() };
+    println!("| profile | window | past | future | steps | size | frames/s | ms/frame |");
+    println!("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |");
+    let mut described = None;
+    for p in args.profiles.split(',') {
+        let profile: Bm3dProfile = match p.parse() {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("bench_bm3d: {e}");
+                continue;
+            }
+        };
+        for w in args.windows.split(',') {
+            let Some((past, future, steps)) = window(w) else {
+                eprintln!("bench_bm3d: unknown window {w}");
+                continue;
+            };
+            let params = Params {
+                algorithm: Algorithm::Bm3d,
+                sigma: Some(args.sigma),
+                temporal_past: past,
+                temporal_future: future,
+                bm3d: Bm3dParams { profile, steps: Some(steps), ..Default::default() },
+                ..Params::default()
+            };
+            match fps(info, params, &options, args.frames) {
+                Ok((f, d)) => {
+                    println!("| {p} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f);
+                    described.get_or_insert(d);
+                }
+                Err(e) => println!("| {p} | {w} | {past} | {future} | {steps} | {}x{} | error: {e} | |", args.width, args.height),
+            }
+        }
+    }
+    if let Some(d) = described {
+        println!("\nbackend: {d}");
+    }
+}
