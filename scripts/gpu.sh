@@ -27,7 +27,7 @@
 #   bm3d       BM3D frames/s at 1080p through the engine (bench_bm3d: profiles x windows) and
 #              through GStreamer
 #   peers      bm3d-triton (PyPI, carried wheel) on the harness clips and at 1080p
-#              (scripts/peers/bm3d_triton.py)
+#              (scripts/peers/run_bm3d_triton.py)
 #   bench      the speed suite (scripts/bench: resolutions, sweeps, GStreamer, CPU, FFmpeg rows)
 #   chunks     frames/s against chunk size, 1 vs all devices, the 18000-frame 1080p long run
 #   ncu        Nsight Compute on one R-live fused launch (stall reasons, occupancy)
@@ -177,8 +177,12 @@ run_part() {
       note "gst: no .gst-debs/activate.sh (run --collect here)"
     fi ;;
   bm3d)
-    timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} > "$S/bm3d.md" 2>&1
+    timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} ${BM3D_PROFILES:+--profiles $BM3D_PROFILES} > "$S/bm3d.md" 2>&1
     note "bench_bm3d: rc=$?"; grep -E '^\|' "$S/bm3d.md"
+    if [ -n "${BM3D_SWEEP:-}" ]; then
+      timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} --windows ${BM3D_SWEEP_WINDOWS:-spatial} --sweep "$BM3D_SWEEP" > "$S/bm3d_sweep.md" 2>&1
+      note "bench_bm3d sweep: rc=$?"; grep -E '^\|' "$S/bm3d_sweep.md"
+    fi
     if [ -f .gst-debs/activate.sh ]; then
       (
         source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
@@ -191,7 +195,7 @@ run_part() {
     fi ;;
   peers)
     python3 -m pip install -q --no-index --no-deps --target /tmp/peers $B/wheels/*.whl > "$S/peers_install.txt" 2>&1
-    PYTHONPATH=/tmp/peers timeout "$(tmo 300)" python3 scripts/peers/bm3d_triton.py $B/clips "$S/peers.md" > "$S/peers.txt" 2>&1
+    PYTHONPATH=/tmp/peers timeout "$(tmo 300)" python3 scripts/peers/run_bm3d_triton.py $B/clips "$S/peers.md" > "$S/peers.txt" 2>&1
     note "peers (bm3d-triton): rc=$?"; cat "$S/peers.md" 2>/dev/null || tail -20 "$S/peers.txt" ;;
   bench)
     mkdir -p "$S/bench"

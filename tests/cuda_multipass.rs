@@ -108,7 +108,8 @@ fn check_f32(c: &Case, rng: &mut SmallRng) {
     let line = format!("{:?} {}x{} {:?} p={} {:?}: {differing}/{total} differ, max {worst:.3}, mean {mean:.5} (8-bit units)", c.format, c.width, c.height, c.content, c.per_pass, c.params);
     assert!(worst <= tol, "FAIL f32 {line}: tolerance {tol}");
     if matches!(c.content, Content::Smooth { .. }) {
-        assert!(differing * 100 <= total.max(100), "FAIL f32 {line}: more than 1% differ");
+        // At most 1% of the samples, and two on frames of fewer than 200 samples.
+        assert!(differing <= (total / 100).max(2), "FAIL f32 {line}: more than 1% differ");
     }
     println!("PASS f32 {line}");
 }

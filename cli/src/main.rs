@@ -185,6 +185,15 @@ pub struct Cli {
     #[arg(long, value_name = "L")]
     bm3d_lambda: Option<f32>,
 
+    /// BM3D predictive search: patches around this many best matches of the neighbouring frame
+    /// are searched in each other frame of the window. Default: the profile's.
+    #[arg(long, value_name = "N")]
+    bm3d_seeds: Option<u32>,
+
+    /// BM3D predictive search radius around each seed. Default: the profile's.
+    #[arg(long, value_name = "R")]
+    bm3d_seed_radius: Option<u32>,
+
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
@@ -340,6 +349,8 @@ impl Cli {
                 threshold: self.bm3d_threshold,
                 wiener_threshold: self.bm3d_wiener_threshold,
                 lambda: self.bm3d_lambda,
+                seeds: self.bm3d_seeds,
+                seed_radius: self.bm3d_seed_radius,
                 chroma_sigma: self.chroma_sigma,
                 ..Bm3dParams::default()
             },

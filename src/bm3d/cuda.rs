@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaFunction};
 
-use super::{basics_to_compute, extent, job_dts, kaiser_window, reference_corners, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
@@ -34,8 +34,9 @@ pub const PROGRAM_NAME: &str = "bm3d.cu";
 
 /// Warps (reference patches) per block of the group kernels.
 pub const WARPS: u32 = 4;
-/// Threads per block of the finish kernel.
-pub const FINISH_THREADS: u32 = 256;
+/// Samples per block of the finish kernel, across and down (kernels/bm3d/finish.cu).
+pub const FINISH_W: u32 = 32;
+pub const FINISH_H: u32 = 8;
 /// Planes matched together at most (kernels/bm3d/args.cuh, BM3D_MAX_PLANES).
 pub const MAX_PLANES: usize = 3;
 /// Frame codes of a step's window (dt -7..=7).
@@ -73,6 +74,7 @@ pub struct Bm3dArgs {
     pub inv_scale: f32,
     pub scale: f32,
     pub max_value: u32,
+    pub tile_capacity: i32,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -113,6 +115,18 @@ impl Bm3dVariant {
         4 * (MAX_PLANES * pp + 2 * self.seeds as usize + 3 * n + n * pp * if wiener { 2 } else { 1 })
     }
 
+    /// 64-bit sums of a block's aggregation tile: every sample the frame-0 members of its
+    /// WARPS groups (consecutive reference patches of a row) can cover.
+    pub fn tile_capacity(&self, block_step: u32, search_radius: u32) -> usize {
+        let (k, p, r) = (self.patch as usize, block_step as usize, search_radius as usize);
+        ((WARPS as usize - 1) * p + k + 2 * r) * (k + 2 * r)
+    }
+
+    /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
+    pub fn smem_bytes(&self, wiener: bool, block_step: u32, search_radius: u32) -> usize {
+        8 * self.tile_capacity(block_step, search_radius) + WARPS as usize * self.smem_per_warp(wiener)
+    }
+
     /// The program text: the patch transforms (forward and inverse of each step) and the Kaiser
     /// window of the patch size as constants, then the sources.
     pub fn program_source(&self) -> String {
@@ -125,6 +139,7 @@ impl Bm3dVariant {
             s.push_str(&format!("__constant__ float BM3D_{name}_INV[{}] = {{{}}};\n", k * k, list(&i)));
         }
         s.push_str(&format!("__constant__ float BM3D_KAISER[{}] = {{{}}};\n", k * k, list(&kaiser_window(k, KAISER_BETA))));
+        s.push_str(&format!("__constant__ float BM3D_KAISER1[{k}] = {{{}}};\n", list(&kaiser_1d(k, KAISER_BETA))));
         s.push_str(&format!("#define BM3D_FIXED_ONE {FIXED_ONE:e}f\n"));
         s.push_str(&module::program_source(SOURCES));
         s.push_str("\nstatic_assert(sizeof(Bm3dArgs) == BM3D_ARGS_BYTES, \"Bm3dArgs differs from the host's\");\n");
@@ -189,7 +204,8 @@ impl CudaBm3d {
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
         let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, finish: load("bm3d_finish")? };
         for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
-            let smem = WARPS as usize * v.smem_per_warp(wiener);
+            // The largest search radius and block step the settings allow.
+            let smem = v.smem_bytes(wiener, v.patch, crate::params::BM3D_MAX_SEARCH_RADIUS);
             if smem > self.device.max_shared {
                 return Err(Error::Unsupported(format!("bm3d groups of {} need {smem} bytes of shared memory per block; {} has {}", if wiener { v.nmax_wiener } else { v.nmax_hard }, self.device.name, self.device.max_shared)));
             }
@@ -245,6 +261,7 @@ impl CudaBm3d {
             inv_scale: 1.0 / plan.scale_to_8bit,
             scale: plan.scale_to_8bit,
             max_value: plan.max_value,
+            tile_capacity: v.tile_capacity(s.block_step, s.search_radius) as i32,
             ..Default::default()
         };
         for (j, &p) in g.planes.iter().enumerate() {
@@ -263,16 +280,17 @@ impl CudaBm3d {
             raw::memset(args.num, 0, sum_bytes, stream).map_err(backend_err)?;
             raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
         }
-        let refs = (args.refs_x * args.refs_y) as u32;
         let f = if wiener { &k.wiener } else { &k.hard };
-        let smem = WARPS as usize * v.smem_per_warp(wiener);
+        let smem = v.smem_bytes(wiener, s.block_step, s.search_radius);
+        let grid = ((args.refs_x as u32).div_ceil(WARPS), args.refs_y as u32, 1);
         // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
         // address in it lies in the ring, the basic ring, the sums or the output frame, and the
-        // kernels read planes within (w, h) and sums within the extent.
-        unsafe { raw::launch(f, (refs.div_ceil(WARPS), 1, 1), WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
-        let samples = (w * h) as u32;
+        // kernels read planes within (w, h), sums within the extent and the block's tile within
+        // tile_capacity.
+        unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
+        let grid = ((w as u32).div_ceil(FINISH_W), (h as u32).div_ceil(FINISH_H), m as u32);
         // SAFETY: as above.
-        unsafe { raw::launch(&k.finish, (samples.div_ceil(FINISH_THREADS), m as u32, 1), FINISH_THREADS, 0, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d finish: {e}")))?;
+        unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d finish: {e}")))?;
         Ok(())
     }
 }

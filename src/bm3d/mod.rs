@@ -200,14 +200,19 @@ fn bessel_i0(x: f64) -> f64 {
     sum
 }
 
-/// The 2D Kaiser window of side k (row-major), the product of two 1D windows.
-pub fn kaiser_window(k: usize, beta: f64) -> Vec<f64> {
-    let one: Vec<f64> = (0..k)
+/// The 1D Kaiser window of length k.
+pub fn kaiser_1d(k: usize, beta: f64) -> Vec<f64> {
+    (0..k)
         .map(|i| {
             let t = if k == 1 { 0.0 } else { 2.0 * i as f64 / (k - 1) as f64 - 1.0 };
             bessel_i0(beta * (1.0 - t * t).max(0.0).sqrt()) / bessel_i0(beta)
         })
-        .collect();
+        .collect()
+}
+
+/// The 2D Kaiser window of side k (row-major), the product of two 1D windows.
+pub fn kaiser_window(k: usize, beta: f64) -> Vec<f64> {
+    let one = kaiser_1d(k, beta);
     let mut w = vec![0.0; k * k];
     for i in 0..k {
         for j in 0..k {

@@ -35,6 +35,10 @@ struct Args {
     depth: usize,
     #[arg(long, default_value_t = 20.0)]
     sigma: f32,
+    /// Cost sweep instead of the profile table: "block_step:group:radius" settings (group for
+    /// both steps), e.g. "6:16:8 8:8:6", each on every window of --windows.
+    #[arg(long)]
+    sweep: Option<String>,
 }
 
 fn window(name: &str) -> Option<(u32, u32, u32)> {
@@ -81,6 +85,25 @@ fn main() {
     println!("| profile | window | past | future | steps | size | frames/s | ms/frame |");
     println!("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |");
     let mut described = None;
+    if let Some(sweep) = &args.sweep {
+        for cell in sweep.split_whitespace() {
+            let v: Vec<u32> = cell.split(':').filter_map(|x| x.parse().ok()).collect();
+            let [step, group, radius] = v[..] else {
+                eprintln!("bench_bm3d: --sweep cell {cell} is not block_step:group:radius");
+                continue;
+            };
+            for w in args.windows.split(',') {
+                let Some((past, future, steps)) = window(w) else { continue };
+                let bm3d = Bm3dParams { steps: Some(steps), block_step: Some(step), group_size: Some(group), wiener_group_size: Some(group), search_radius: Some(radius), ..Default::default() };
+                let params = Params { algorithm: Algorithm::Bm3d, sigma: Some(args.sigma), temporal_past: past, temporal_future: future, bm3d, ..Params::default() };
+                match fps(info, params, &options, args.frames) {
+                    Ok((f, _)) => println!("| p{step} n{group} r{radius} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f),
+                    Err(e) => println!("| p{step} n{group} r{radius} | {w} | {past} | {future} | {steps} | {}x{} | error: {e} | |", args.width, args.height),
+                }
+            }
+        }
+        return;
+    }
     for p in args.profiles.split(',') {
         let profile: Bm3dProfile = match p.parse() {
             Ok(v) => v,

@@ -62,8 +62,14 @@ fn program_module_cache() -> &'static Mutex<HashMap<ModuleKey, Arc<CudaModule>>>
     C.get_or_init(Default::default)
 }
 
-/// Compiles `source` (named `name` in logs) with `defines` for the virtual architecture `arch`
-/// (e.g. "compute_90"); cached per process. Needs no GPU. Errors carry NVRTC's log.
+/// NVRTC's fast-math option (approximate division, square root and exponentials, flush to zero):
+/// programs whose results do not depend on those ask for it among their options (the NLM
+/// kernels); BM3D does without, to stay close to its f64 reference.
+pub const FAST_MATH: &str = "--use_fast_math";
+
+/// Compiles `source` (named `name` in logs) with `defines` (the program's `-D` definitions and
+/// options such as [`FAST_MATH`]) for the virtual architecture `arch` (e.g. "compute_90"); cached
+/// per process. Needs no GPU. Errors carry NVRTC's log.
 pub fn program_ptx(name: &str, source: &str, defines: &[String], arch: &str) -> Result<Arc<String>, String> {
     let key = (name.to_string(), defines.to_vec(), arch.to_string());
     if let Some(p) = program_ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.get(&key) {
@@ -74,7 +80,6 @@ pub fn program_ptx(name: &str, source: &str, defines: &[String], arch: &str) -> 
         let mut options = defines.to_vec();
         options.push(format!("--gpu-architecture={arch}"));
         options.push("--std=c++17".into());
-        options.push("--use_fast_math".into());
         let opts = CompileOptions { options, name: Some(name.into()), ..Default::default() };
         match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
             Ok(ptx) => Ok(ptx.to_src()),

@@ -144,7 +144,7 @@ impl MpVariant {
             Intermediate::F16 => 1,
             Intermediate::Unorm10 => 2,
         };
-        module::defines(&[
+        let mut d = module::defines(&[
             ("MP_P", self.offsets_per_pass),
             ("PATCH_R", self.patch_radius),
             ("N_GUIDES", self.guides),
@@ -156,7 +156,9 @@ impl MpVariant {
             ("INTER", inter),
             ("MP_ROWS", MP_ROWS),
             ("MP_ARGS_BYTES", MP_ARGS_BYTES as u32),
-        ])
+        ]);
+        d.push(module::FAST_MATH.into());
+        d
     }
 
     pub fn words(&self) -> u32 {

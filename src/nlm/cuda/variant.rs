@@ -124,6 +124,7 @@ impl KernelVariant {
             ("SMEM_BYTES", self.shared_bytes() as u32),
         ]);
         d.push(format!("-DTIE_WINDOW={:e}f", if self.exact_ties && self.scale_to_8bit <= 4 { TIE_WINDOW * self.scale_to_8bit as f64 } else { 0.0 }));
+        d.push(module::FAST_MATH.into());
         d
     }
 }

@@ -2,7 +2,7 @@
 """bm3d-triton (PyPI, GPU BM3D through PyTorch/Triton) beside nlmdenoise's BM3D: PSNR-Y on the
 quality harness's clips and frames/s at 1920x1080, on the GPU machine (scripts/gpu.sh peers).
 
-  python3 scripts/peers/bm3d_triton.py CLIPS_DIR OUT.md [--frames N]
+  python3 scripts/peers/run_bm3d_triton.py CLIPS_DIR OUT.md [--frames N]
 
 CLIPS_DIR holds <seq>-<n>f-clean.y4m and <seq>-<n>f-sigma<s>.y4m (scripts/quality makes them;
 `scripts/gpu.sh --collect` copies them into .devcarry/clips). The package's own settings are
