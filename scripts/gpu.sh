@@ -31,6 +31,7 @@
 #   bench      the speed suite (scripts/bench: resolutions, sweeps, GStreamer, CPU, FFmpeg rows)
 #   chunks     frames/s against chunk size, 1 vs all devices, the 18000-frame 1080p long run
 #   ncu        Nsight Compute on one R-live fused launch (stall reasons, occupancy)
+#   ncu_bm3d   Nsight Compute on BM3D launches of a 1080p frame (normal profile)
 #
 # Knobs (environment): BUDGET (seconds for the whole run, default 560; every step's timeout is
 # capped by what is left), FRAMES (per chunk-size run, 400), LONG (long-run frames, 18000).
@@ -209,6 +210,16 @@ run_part() {
     note "chunks devices ($DEV): rc=$?"
     timeout "$(tmo 150)" $B/bench_chunks long --backend cuda --devices all --long "$LONG" --config live > "$S/chunks_long.md" 2>&1
     note "chunks long ($LONG frames): rc=$?"; grep -E '^\||^backend' "$S"/chunks_*.md | cut -c1-200 ;;
+  ncu_bm3d)
+    # Where one 1080p frame of the normal profile spends its time: the first hard and Wiener
+    # launches of the luma plane after warm-up.
+    if [ -x "$NCU" ]; then
+      timeout "$(tmo 200)" "$NCU" --kernel-name regex:bm3d_ --launch-skip 24 --launch-count 3 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        $B/bench_bm3d --frames 4 --profiles normal --windows spatial > "$S/ncu_bm3d.txt" 2>&1
+      note "ncu bm3d: rc=$?"
+      grep -E 'bm3d_(hard|wiener|finish)|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Stall|Issued Ipc|Dynamic Shared' "$S/ncu_bm3d.txt" | head -60
+    else note "ncu: not installed"; fi ;;
   ncu)
     if [ -x "$NCU" ]; then
       timeout "$(tmo 150)" "$NCU" --kernel-name regex:nlm_fused --launch-skip 40 --launch-count 1 --section SpeedOfLight --section Occupancy \

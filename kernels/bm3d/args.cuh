@@ -42,5 +42,4 @@ struct Bm3dArgs {
     float inv_scale;                 // 1 / (stored units per 8-bit code value)
     float scale;                     // stored units per 8-bit code value
     unsigned max_value;              // largest stored sample
-    int tile_capacity;               // 64-bit sums of a block's aggregation tile (shared memory)
 };

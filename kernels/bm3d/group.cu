@@ -17,9 +17,8 @@
 //      numerators with the group's weight and the Kaiser window, and the weight to the patch's
 //      corner in `wimg` (bm3d_finish.cu turns those into the denominators).
 //
-// Shared memory (the host sizes the launch, src/bm3d/cuda.rs `smem_bytes`): the block's
-// aggregation tile (tile_capacity 64-bit sums), then per warp the reference patch
-// (BM3D_MAX_PLANES x PP floats), the seeds, the members and the group buffers.
+// Shared memory per warp (the host sizes the launch, src/bm3d/cuda.rs `smem_per_warp`): the
+// reference patch (BM3D_MAX_PLANES x PP floats), the seeds, the members and the group buffers.
 
 template <bool WIENER>
 struct Step {
@@ -102,206 +101,168 @@ template <bool WIENER>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
     constexpr int NMAX = Step<WIENER>::NMAX;
-    extern __shared__ long long smem_tile[];
+    extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    // Block (bx, by): reference patches bx * WARPS + warp of row by. A warp past the row's end
-    // takes part in the block's barriers only.
-    const int rx = blockIdx.x * WARPS + warp, ry = blockIdx.y;
-    const bool active = rx < a.refs_x;
-    // The block's aggregation tile: every sample a frame-0 member of its groups can cover.
-    const int last_rx = min(blockIdx.x * WARPS + WARPS - 1, a.refs_x - 1);
-    const int tx0 = max(corner(blockIdx.x * WARPS, a.block_step, a.ew) - a.radius, 0);
-    const int ty0 = max(corner(ry, a.block_step, a.eh) - a.radius, 0);
-    const int tw = min(corner(last_rx, a.block_step, a.ew) + PATCH + a.radius, a.ew) - tx0;
-    const int th = min(corner(ry, a.block_step, a.eh) + PATCH + a.radius, a.eh) - ty0;
-    long long* tile = smem_tile;
-    float* ref = (float*)(smem_tile + a.tile_capacity) + warp * warp_floats<WIENER>();
+    const int r = blockIdx.x * WARPS + warp;
+    if (r >= a.refs_x * a.refs_y) return;  // whole warps leave together
+    float* ref = smem + warp * warp_floats<WIENER>();
     int* seeds = (int*)(ref + REF_FLOATS);      // SEEDS x (y, x)
     int* members = seeds + SEED_INTS;           // NMAX x (code, y, x)
     float* g = (float*)(members + 3 * NMAX);    // NMAX x PP (noisy group)
     float* b = g + NMAX * PP;                   // NMAX x PP (basic group, step 2)
 
-    const int x0 = corner(min(rx, a.refs_x - 1), a.block_step, a.ew);
-    const int y0 = corner(ry, a.block_step, a.eh);
+    const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
+    const int y0 = corner(r / a.refs_x, a.block_step, a.eh);
     const int max_x = a.ew - PATCH, max_y = a.eh - PATCH;
     const float tau = a.tau_ssd;
 
-    int n = 1;
-    if (active) {
-        // 1. The reference patch.
-        for (int e = lane; e < a.n_planes * PP; e += 32) {
-            const int j = e / PP, p = e % PP;
-            ref[e] = match_at<WIENER>(a, BM3D_CODE_BIAS, j, x0 + p % PATCH, y0 + p / PATCH);
+    // 1. The reference patch.
+    for (int e = lane; e < a.n_planes * PP; e += 32) {
+        const int j = e / PP, p = e % PP;
+        ref[e] = match_at<WIENER>(a, BM3D_CODE_BIAS, j, x0 + p % PATCH, y0 + p / PATCH);
+    }
+    __syncwarp();
+
+    u64 group[NMAX > 1 ? NMAX - 1 : 1];
+    list_clear(group);
+    u64 seed_list[SEEDS];
+    list_clear(seed_list);
+
+    // 2a. Frame 0, exhaustively.
+    {
+        const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
+        const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
+        const int cols = xb - xa + 1, count = cols * (yb - ya + 1);
+        for (int c = lane; c < count; c += 32) {
+            const int x = xa + c % cols, y = ya + c / cols;
+            if (x == x0 && y == y0) continue;
+            const float d = patch_ssd<WIENER>(a, ref, BM3D_CODE_BIAS, x, y);
+            const u64 k = make_key(d, BM3D_CODE_BIAS, y, x);
+            if (NMAX > 1 && d <= tau) list_insert(group, k);
+            list_insert(seed_list, k);
         }
-        __syncwarp();
+    }
+    // Seeds of frame 0's neighbours: R, then the best others.
+    if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
+    for (int s = 1; s < a.n_seeds; ++s) {
+        const u64 k = warp_take_best(seed_list);
+        if (lane == 0) {
+            seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+            seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+        }
+    }
+    __syncwarp();
+    int first[2 * SEEDS];
+#pragma unroll
+    for (int s = 0; s < 2 * SEEDS; ++s) first[s] = seeds[s];
 
-        u64 group[NMAX > 1 ? NMAX - 1 : 1];
-        list_clear(group);
-        u64 seed_list[SEEDS];
-        list_clear(seed_list);
-
-        // 2a. Frame 0, exhaustively.
-        {
-            const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
-            const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
-            const int cols = xb - xa + 1, count = cols * (yb - ya + 1);
-            for (int c = lane; c < count; c += 32) {
-                const int x = xa + c % cols, y = ya + c / cols;
-                if (x == x0 && y == y0) continue;
-                const float d = patch_ssd<WIENER>(a, ref, BM3D_CODE_BIAS, x, y);
-                const u64 k = make_key(d, BM3D_CODE_BIAS, y, x);
+    // 2b. The other frames: predictive search, backwards then forwards.
+    const int side = 2 * a.seed_radius + 1;
+    for (int dir = -1; dir <= 1; dir += 2) {
+        if (dir == 1) {
+            __syncwarp();
+#pragma unroll
+            for (int s = 0; s < 2 * SEEDS; ++s) if (lane == 0) seeds[s] = first[s];
+            __syncwarp();
+        }
+        for (int code = BM3D_CODE_BIAS + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
+            list_clear(seed_list);
+            const int per_seed = side * side;
+            for (int c = lane; c < a.n_seeds * per_seed; c += 32) {
+                const int si = c / per_seed, o = c % per_seed;
+                const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
+                if (sy < 0) continue;
+                const int x = sx - a.seed_radius + o % side, y = sy - a.seed_radius + o / side;
+                if (x < 0 || y < 0 || x > max_x || y > max_y) continue;
+                bool claimed = false;
+                for (int q = 0; q < si; ++q) {
+                    const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
+                    claimed |= qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius;
+                }
+                if (claimed) continue;
+                const float d = patch_ssd<WIENER>(a, ref, code, x, y);
+                const u64 k = make_key(d, code, y, x);
                 if (NMAX > 1 && d <= tau) list_insert(group, k);
                 list_insert(seed_list, k);
             }
-        }
-        // Seeds of frame 0's neighbours: R, then the best others.
-        if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
-        for (int s = 1; s < a.n_seeds; ++s) {
-            const u64 k = warp_take_best(seed_list);
-            if (lane == 0) {
-                seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
-                seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
-            }
-        }
-        __syncwarp();
-        int first[2 * SEEDS];
-    #pragma unroll
-        for (int s = 0; s < 2 * SEEDS; ++s) first[s] = seeds[s];
-
-        // 2b. The other frames: predictive search, backwards then forwards.
-        const int side = 2 * a.seed_radius + 1;
-        for (int dir = -1; dir <= 1; dir += 2) {
-            if (dir == 1) {
-                __syncwarp();
-    #pragma unroll
-                for (int s = 0; s < 2 * SEEDS; ++s) if (lane == 0) seeds[s] = first[s];
-                __syncwarp();
-            }
-            for (int code = BM3D_CODE_BIAS + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
-                list_clear(seed_list);
-                const int per_seed = side * side;
-                for (int c = lane; c < a.n_seeds * per_seed; c += 32) {
-                    const int si = c / per_seed, o = c % per_seed;
-                    const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
-                    if (sy < 0) continue;
-                    const int x = sx - a.seed_radius + o % side, y = sy - a.seed_radius + o / side;
-                    if (x < 0 || y < 0 || x > max_x || y > max_y) continue;
-                    bool claimed = false;
-                    for (int q = 0; q < si; ++q) {
-                        const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
-                        claimed |= qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius;
-                    }
-                    if (claimed) continue;
-                    const float d = patch_ssd<WIENER>(a, ref, code, x, y);
-                    const u64 k = make_key(d, code, y, x);
-                    if (NMAX > 1 && d <= tau) list_insert(group, k);
-                    list_insert(seed_list, k);
+            __syncwarp();
+            for (int s = 0; s < a.n_seeds; ++s) {
+                const u64 k = warp_take_best(seed_list);
+                if (lane == 0) {
+                    seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+                    seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
                 }
-                __syncwarp();
-                for (int s = 0; s < a.n_seeds; ++s) {
-                    const u64 k = warp_take_best(seed_list);
-                    if (lane == 0) {
-                        seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
-                        seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
-                    }
-                }
-                __syncwarp();
             }
+            __syncwarp();
         }
-
-        // 3. The group: R, then the best of every lane's list, cut to a power of two.
-        int count = 1;
-        if (lane == 0) { members[0] = BM3D_CODE_BIAS; members[1] = y0; members[2] = x0; }
-        for (int m = 1; m < NMAX; ++m) {
-            if (NMAX == 1) break;
-            const u64 k = warp_take_best(group);
-            if (k == KEY_NONE) break;
-            if (lane == 0) { members[3 * m] = key_code(k); members[3 * m + 1] = key_y(k); members[3 * m + 2] = key_x(k); }
-            ++count;
-        }
-        n = 1 << (31 - __clz(count));
-        __syncwarp();
     }
 
-    // 4. Filtering and aggregation, plane by plane: the warps' frame-0 members go into the
-    // block's tile in shared memory (one warp after the other, so plain adds; within a warp one
-    // instruction covers one member's samples, which are distinct), then the tile into the
-    // numerators with one atomic addition per sample: far fewer global atomics than one per
-    // member sample.
+    // 3. The group: R, then the best of every lane's list, cut to a power of two.
+    int count = 1;
+    if (lane == 0) { members[0] = BM3D_CODE_BIAS; members[1] = y0; members[2] = x0; }
+    for (int m = 1; m < NMAX; ++m) {
+        if (NMAX == 1) break;
+        const u64 k = warp_take_best(group);
+        if (k == KEY_NONE) break;
+        if (lane == 0) { members[3 * m] = key_code(k); members[3 * m + 1] = key_y(k); members[3 * m + 2] = key_x(k); }
+        ++count;
+    }
+    const int n = 1 << (31 - __clz(count));
+    __syncwarp();
+
+    // 4. Filtering and aggregation, plane by plane.
     const u64 extent = (u64)a.ew * a.eh;
     for (int j = 0; j < a.n_planes; ++j) {
-        for (int i = threadIdx.x; i < tw * th; i += WARPS * 32) tile[i] = 0;
-        float weight = 0.0f;
-        if (active) {
-            for (int e = lane; e < n * PP; e += 32) {
-                const int m = e / PP, p = e % PP;
-                const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
-                g[e] = noisy_at(noisy_plane(a, code, j), x, y, a);
-                if (WIENER) b[e] = basic_at(basic_plane(a, code, j), x, y, a);
-            }
-            __syncwarp();
-            const float* fwd = WIENER ? BM3D_WN_FWD : BM3D_HT_FWD;
-            transform2(g, n, fwd, lane);
-            if (WIENER) transform2(b, n, fwd, lane);
-            const float sigma = a.sigma[j];
-            const float thr = a.lambda_ * sigma;
-            float weight_part = 0.0f;
-            for (int t = lane; t < PP; t += 32) {
-                haar_column(g, n, t, false);
-                if (WIENER) {
-                    haar_column(b, n, t, false);
-                    for (int m = 0; m < n; ++m) {
-                        const float bv = b[m * PP + t];
-                        const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
-                        g[m * PP + t] *= omega;
-                        weight_part += omega * omega;
-                    }
-                } else {
-                    for (int m = 0; m < n; ++m) {
-                        const float v = g[m * PP + t];
-                        if (fabsf(v) <= thr) g[m * PP + t] = 0.0f;
-                        else weight_part += 1.0f;
-                    }
-                }
-                haar_column(g, n, t, true);
-            }
-            __syncwarp();
-            weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
-            transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
-            long long* wimg = a.wimg + j * extent;
-            if (lane < n && members[3 * lane] == BM3D_CODE_BIAS) {
-                const long long wv = __float2ll_rn(weight * BM3D_FIXED_ONE);
-                atomicAdd((unsigned long long*)(wimg + (u64)members[3 * lane + 1] * a.ew + members[3 * lane + 2]), (unsigned long long)wv);
-            }
+        for (int e = lane; e < n * PP; e += 32) {
+            const int m = e / PP, p = e % PP;
+            const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+            g[e] = noisy_at(noisy_plane(a, code, j), x, y, a);
+            if (WIENER) b[e] = basic_at(basic_plane(a, code, j), x, y, a);
         }
-        __syncthreads();  // the tile is cleared
-        for (int w = 0; w < WARPS; ++w) {
-            if (active && warp == w) {
-                // With 4x4 patches one instruction would cover two members: half-warps take turns.
-                constexpr int LANES = PP >= 32 ? 32 : PP;
-                for (int half = 0; half < 32 / LANES; ++half) {
-                    if (lane / LANES == half) {
-                        for (int e = lane % LANES; e < n * PP; e += LANES) {
-                            const int m = e / PP, p = e % PP;
-                            if (members[3 * m] == BM3D_CODE_BIAS) {
-                                const int y = members[3 * m + 1] + p / PATCH - ty0, x = members[3 * m + 2] + p % PATCH - tx0;
-                                tile[y * tw + x] += __float2ll_rn(weight * BM3D_KAISER[p] * g[e] * BM3D_FIXED_ONE);
-                            }
-                            __syncwarp(LANES == 32 ? 0xFFFFFFFFu : (0xFFFFu << (16 * half)));
-                        }
-                    }
-                    __syncwarp();
+        __syncwarp();
+        const float* fwd = WIENER ? BM3D_WN_FWD : BM3D_HT_FWD;
+        transform2(g, n, fwd, lane);
+        if (WIENER) transform2(b, n, fwd, lane);
+        const float sigma = a.sigma[j];
+        const float thr = a.lambda_ * sigma;
+        float weight_part = 0.0f;
+        for (int t = lane; t < PP; t += 32) {
+            haar_column(g, n, t, false);
+            if (WIENER) {
+                haar_column(b, n, t, false);
+                for (int m = 0; m < n; ++m) {
+                    const float bv = b[m * PP + t];
+                    const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
+                    g[m * PP + t] *= omega;
+                    weight_part += omega * omega;
+                }
+            } else {
+                for (int m = 0; m < n; ++m) {
+                    const float v = g[m * PP + t];
+                    if (fabsf(v) <= thr) g[m * PP + t] = 0.0f;
+                    else weight_part += 1.0f;
                 }
             }
-            __syncthreads();
+            haar_column(g, n, t, true);
         }
+        __syncwarp();
+        const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
+        transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
         long long* num = a.num + j * extent;
-        for (int i = threadIdx.x; i < tw * th; i += WARPS * 32) {
-            const long long v = tile[i];
-            if (v != 0) atomicAdd((unsigned long long*)(num + (u64)(ty0 + i / tw) * a.ew + tx0 + i % tw), (unsigned long long)v);
+        long long* wimg = a.wimg + j * extent;
+        for (int e = lane; e < n * PP; e += 32) {
+            const int m = e / PP, p = e % PP;
+            if (members[3 * m] != BM3D_CODE_BIAS) continue;
+            const int y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+            const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[e] * BM3D_FIXED_ONE);
+            atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
         }
-        __syncthreads();  // the tile is read before the next plane clears it
+        if (lane < n && members[3 * lane] == BM3D_CODE_BIAS) {
+            const long long wv = __float2ll_rn(weight * BM3D_FIXED_ONE);
+            atomicAdd((unsigned long long*)(wimg + (u64)members[3 * lane + 1] * a.ew + members[3 * lane + 2]), (unsigned long long)wv);
+        }
+        __syncwarp();
     }
 }
 

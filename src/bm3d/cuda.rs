@@ -74,7 +74,6 @@ pub struct Bm3dArgs {
     pub inv_scale: f32,
     pub scale: f32,
     pub max_value: u32,
-    pub tile_capacity: i32,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -115,16 +114,9 @@ impl Bm3dVariant {
         4 * (MAX_PLANES * pp + 2 * self.seeds as usize + 3 * n + n * pp * if wiener { 2 } else { 1 })
     }
 
-    /// 64-bit sums of a block's aggregation tile: every sample the frame-0 members of its
-    /// WARPS groups (consecutive reference patches of a row) can cover.
-    pub fn tile_capacity(&self, block_step: u32, search_radius: u32) -> usize {
-        let (k, p, r) = (self.patch as usize, block_step as usize, search_radius as usize);
-        ((WARPS as usize - 1) * p + k + 2 * r) * (k + 2 * r)
-    }
-
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
-    pub fn smem_bytes(&self, wiener: bool, block_step: u32, search_radius: u32) -> usize {
-        8 * self.tile_capacity(block_step, search_radius) + WARPS as usize * self.smem_per_warp(wiener)
+    pub fn smem_bytes(&self, wiener: bool) -> usize {
+        WARPS as usize * self.smem_per_warp(wiener)
     }
 
     /// The program text: the patch transforms (forward and inverse of each step) and the Kaiser
@@ -204,8 +196,7 @@ impl CudaBm3d {
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
         let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, finish: load("bm3d_finish")? };
         for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
-            // The largest search radius and block step the settings allow.
-            let smem = v.smem_bytes(wiener, v.patch, crate::params::BM3D_MAX_SEARCH_RADIUS);
+            let smem = v.smem_bytes(wiener);
             if smem > self.device.max_shared {
                 return Err(Error::Unsupported(format!("bm3d groups of {} need {smem} bytes of shared memory per block; {} has {}", if wiener { v.nmax_wiener } else { v.nmax_hard }, self.device.name, self.device.max_shared)));
             }
@@ -261,7 +252,6 @@ impl CudaBm3d {
             inv_scale: 1.0 / plan.scale_to_8bit,
             scale: plan.scale_to_8bit,
             max_value: plan.max_value,
-            tile_capacity: v.tile_capacity(s.block_step, s.search_radius) as i32,
             ..Default::default()
         };
         for (j, &p) in g.planes.iter().enumerate() {
@@ -281,12 +271,12 @@ impl CudaBm3d {
             raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
         }
         let f = if wiener { &k.wiener } else { &k.hard };
-        let smem = v.smem_bytes(wiener, s.block_step, s.search_radius);
-        let grid = ((args.refs_x as u32).div_ceil(WARPS), args.refs_y as u32, 1);
+        let smem = v.smem_bytes(wiener);
+        let grid = ((args.refs_x * args.refs_y) as u32).div_ceil(WARPS);
+        let grid = (grid, 1, 1);
         // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
         // address in it lies in the ring, the basic ring, the sums or the output frame, and the
-        // kernels read planes within (w, h), sums within the extent and the block's tile within
-        // tile_capacity.
+        // kernels read planes within (w, h) and sums within the extent.
         unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
         let grid = ((w as u32).div_ceil(FINISH_W), (h as u32).div_ceil(FINISH_H), m as u32);
         // SAFETY: as above.
