@@ -3,7 +3,7 @@
 //! (seed printed; rerun with `NLM_TEST_SEED=<seed>`), chunked and batched runs, and errors.
 //!
 //! Agreement rule with the reference (docs/design.md, BM3D): block-matching ties and float order
-//! may differ, so outputs may differ slightly; at most 0.1% of samples (16 on frames of fewer than 16000 samples)
+//! may differ, so outputs may differ slightly; at most 0.5% of samples (16 on frames of fewer than 3200 samples)
 //! may differ by more than one 8-bit code value, and the PSNR against the clean frames within
 //! 0.02 dB.
 

@@ -55,6 +55,25 @@ __device__ __forceinline__ float basic_at(const float* plane, int x, int y, cons
     return __ldg(plane + y * a.w + x);
 }
 
+// The same without the border rule (MIRROR false: (x, y) lies inside the plane).
+template <bool MIRROR>
+__device__ __forceinline__ float noisy_in(const unsigned char* plane, int x, int y, const Bm3dArgs& a)
+{
+    if (MIRROR) return noisy_at(plane, x, y, a);
+#if SAMPLE_BYTES == 1
+    return (float)__ldg(plane + y * a.w + x);
+#else
+    return (float)__ldg((const unsigned short*)plane + y * a.w + x) * a.inv_scale;
+#endif
+}
+
+template <bool MIRROR>
+__device__ __forceinline__ float basic_in(const float* plane, int x, int y, const Bm3dArgs& a)
+{
+    if (MIRROR) return basic_at(plane, x, y, a);
+    return __ldg(plane + y * a.w + x);
+}
+
 __device__ __forceinline__ const unsigned char* noisy_plane(const Bm3dArgs& a, int code, int j)
 {
     return a.ring + (u64)a.slot[code] * a.frame_bytes + a.plane_bytes[j];
@@ -74,22 +93,58 @@ __device__ __forceinline__ float match_at(const Bm3dArgs& a, int code, int j, in
 }
 
 // Sum of squared differences between the reference patch (shared memory) and the patch at (x, y)
-// of the frame at `code`.
-template <bool WIENER>
+// of the frame at `code`. MIRROR: the plane is smaller than a patch and reads beyond it follow
+// the border rule; otherwise every patch lies inside the plane and a row is read straight from
+// its start (two partial sums, so the FMAs of a row do not wait on each other).
+template <bool WIENER, bool MIRROR>
 __device__ __forceinline__ float patch_ssd(const Bm3dArgs& a, const float* ref, int code, int x, int y)
 {
-    float s = 0.0f;
+    float s0 = 0.0f, s1 = 0.0f;
     for (int j = 0; j < a.n_planes; ++j) {
+        if (MIRROR) {
 #pragma unroll
-        for (int i = 0; i < PATCH; ++i) {
+            for (int i = 0; i < PATCH; ++i) {
 #pragma unroll
-            for (int c = 0; c < PATCH; ++c) {
-                const float d = ref[j * PP + i * PATCH + c] - match_at<WIENER>(a, code, j, x + c, y + i);
-                s = fmaf(d, d, s);
+                for (int c = 0; c < PATCH; ++c) {
+                    const float d = ref[j * PP + i * PATCH + c] - match_at<WIENER>(a, code, j, x + c, y + i);
+                    s0 = fmaf(d, d, s0);
+                }
             }
+        } else if (WIENER) {
+            const float* p = basic_plane(a, code, j) + y * a.w + x;
+#pragma unroll
+            for (int i = 0; i < PATCH; ++i) {
+#pragma unroll
+                for (int c = 0; c < PATCH; c += 2) {
+                    const float d0 = ref[j * PP + i * PATCH + c] - __ldg(p + i * a.w + c);
+                    const float d1 = ref[j * PP + i * PATCH + c + 1] - __ldg(p + i * a.w + c + 1);
+                    s0 = fmaf(d0, d0, s0);
+                    s1 = fmaf(d1, d1, s1);
+                }
+            }
+        } else {
+#if SAMPLE_BYTES == 1
+            // 8-bit samples are 8-bit code values already (scale 1).
+            const unsigned char* p = noisy_plane(a, code, j) + y * a.w + x;
+#define BM3D_SAMPLE(q) ((float)__ldg(q))
+#else
+            const unsigned short* p = (const unsigned short*)noisy_plane(a, code, j) + y * a.w + x;
+#define BM3D_SAMPLE(q) ((float)__ldg(q) * a.inv_scale)
+#endif
+#pragma unroll
+            for (int i = 0; i < PATCH; ++i) {
+#pragma unroll
+                for (int c = 0; c < PATCH; c += 2) {
+                    const float d0 = ref[j * PP + i * PATCH + c] - BM3D_SAMPLE(p + i * a.w + c);
+                    const float d1 = ref[j * PP + i * PATCH + c + 1] - BM3D_SAMPLE(p + i * a.w + c + 1);
+                    s0 = fmaf(d0, d0, s0);
+                    s1 = fmaf(d1, d1, s1);
+                }
+            }
+#undef BM3D_SAMPLE
         }
     }
-    return s;
+    return s0 + s1;
 }
 
 __device__ __forceinline__ int corner(int i, int step, int extent)
@@ -97,7 +152,7 @@ __device__ __forceinline__ int corner(int i, int step, int extent)
     return min(i * step, extent - PATCH);
 }
 
-template <bool WIENER>
+template <bool WIENER, bool MIRROR>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
     constexpr int NMAX = Step<WIENER>::NMAX;
@@ -137,7 +192,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         for (int c = lane; c < count; c += 32) {
             const int x = xa + c % cols, y = ya + c / cols;
             if (x == x0 && y == y0) continue;
-            const float d = patch_ssd<WIENER>(a, ref, BM3D_CODE_BIAS, x, y);
+            const float d = patch_ssd<WIENER, MIRROR>(a, ref, BM3D_CODE_BIAS, x, y);
             const u64 k = make_key(d, BM3D_CODE_BIAS, y, x);
             if (NMAX > 1 && d <= tau) list_insert(group, k);
             list_insert(seed_list, k);
@@ -181,7 +236,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
                     claimed |= qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius;
                 }
                 if (claimed) continue;
-                const float d = patch_ssd<WIENER>(a, ref, code, x, y);
+                const float d = patch_ssd<WIENER, MIRROR>(a, ref, code, x, y);
                 const u64 k = make_key(d, code, y, x);
                 if (NMAX > 1 && d <= tau) list_insert(group, k);
                 list_insert(seed_list, k);
@@ -217,8 +272,8 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
             const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
-            g[e] = noisy_at(noisy_plane(a, code, j), x, y, a);
-            if (WIENER) b[e] = basic_at(basic_plane(a, code, j), x, y, a);
+            g[e] = noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
+            if (WIENER) b[e] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
         }
         __syncwarp();
         const float* fwd = WIENER ? BM3D_WN_FWD : BM3D_HT_FWD;
@@ -266,12 +321,15 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     }
 }
 
+// Planes at least a patch wide and high (nearly always) take the path without border reads.
 extern "C" __global__ void __launch_bounds__(WARPS * 32) bm3d_hard(const Bm3dArgs a)
 {
-    bm3d_step<false>(a);
+    if (a.w >= PATCH && a.h >= PATCH) bm3d_step<false, false>(a);
+    else bm3d_step<false, true>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32) bm3d_wiener(const Bm3dArgs a)
 {
-    bm3d_step<true>(a);
+    if (a.w >= PATCH && a.h >= PATCH) bm3d_step<true, false>(a);
+    else bm3d_step<true, true>(a);
 }
