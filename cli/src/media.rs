@@ -134,6 +134,11 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("bm3d-block-step", profile_value(p.bm3d.block_step));
     den.set_property("bm3d-group-size", profile_value(p.bm3d.group_size));
     den.set_property("bm3d-wiener-group-size", profile_value(p.bm3d.wiener_group_size));
+    den.set_property("bm3d-seeds", profile_value(p.bm3d.seeds));
+    den.set_property("bm3d-seed-radius", profile_value(p.bm3d.seed_radius));
+    den.set_property("bm3d-threshold", p.bm3d.threshold.unwrap_or(-1.0));
+    den.set_property("bm3d-wiener-threshold", p.bm3d.wiener_threshold.unwrap_or(-1.0));
+    den.set_property("bm3d-lambda", p.bm3d.lambda.unwrap_or(-1.0));
     den.set_property("chroma-sigma", p.bm3d.chroma_sigma.unwrap_or(-1.0));
     den.set_property("search-radius", p.search_radius);
     den.set_property("patch-radius", p.patch_radius);

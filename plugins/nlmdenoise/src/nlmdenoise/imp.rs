@@ -23,7 +23,7 @@ use gst_base::subclass::prelude::*;
 
 use nlmdenoise::device::chunked::MAX_CHUNK_FRAMES;
 use nlmdenoise::device::{BackendKind, BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
-use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
+use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEED_RADIUS, BM3D_MAX_SEEDS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Denoiser, FrameMut, FrameRef, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
 use super::logbridge::{with_engine_logs, GstLogSubscriber};
@@ -84,6 +84,12 @@ pub fn devices_to_string(options: &BackendOptions) -> String {
 fn profile_value(value: &glib::Value) -> Option<u32> {
     let v: i32 = value.get().unwrap_or(-1);
     (v >= 0).then_some(v as u32)
+}
+
+/// A `bm3d-*` float property: negative = the profile's value.
+fn profile_float(value: &glib::Value) -> Option<f32> {
+    let v: f32 = value.get().unwrap_or(-1.0);
+    (v >= 0.0).then_some(v)
 }
 
 fn profile_property(v: Option<u32>) -> glib::Value {
@@ -466,6 +472,46 @@ impl ObjectImpl for NlmDenoise {
                     .default_value(-1)
                     .mutable_playing()
                     .build(),
+                glib::ParamSpecInt::builder("bm3d-seeds")
+                    .nick("BM3D seeds")
+                    .blurb("Other frames of the window: patches around this many best matches of the neighbouring frame are searched (predictive search); -1: the profile's")
+                    .minimum(-1)
+                    .maximum(BM3D_MAX_SEEDS as i32)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecInt::builder("bm3d-seed-radius")
+                    .nick("BM3D seed radius")
+                    .blurb("Predictive search radius around each seed; -1: the profile's")
+                    .minimum(-1)
+                    .maximum(BM3D_MAX_SEED_RADIUS as i32)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("bm3d-threshold")
+                    .nick("BM3D grouping threshold")
+                    .blurb("Hard-thresholding step: largest mean squared distance (8-bit units squared) of a grouped patch; -1: the profile's (2500)")
+                    .minimum(-1.0)
+                    .maximum(65025.0)
+                    .default_value(-1.0)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("bm3d-wiener-threshold")
+                    .nick("BM3D Wiener grouping threshold")
+                    .blurb("Wiener step: largest mean squared distance on the basic estimate; -1: the profile's (400)")
+                    .minimum(-1.0)
+                    .maximum(65025.0)
+                    .default_value(-1.0)
+                    .mutable_playing()
+                    .build(),
+                glib::ParamSpecFloat::builder("bm3d-lambda")
+                    .nick("BM3D hard threshold")
+                    .blurb("Hard threshold in units of sigma; -1: the profile's (2.7)")
+                    .minimum(-1.0)
+                    .maximum(20.0)
+                    .default_value(-1.0)
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecFloat::builder("chroma-sigma")
                     .nick("Chroma noise sigma")
                     .blurb("BM3D: noise sigma of the chroma planes in 8-bit code values; -1 = sigma")
@@ -642,6 +688,11 @@ impl ObjectImpl for NlmDenoise {
                     "bm3d-block-step" => p.bm3d.block_step = profile_value(value),
                     "bm3d-group-size" => p.bm3d.group_size = profile_value(value),
                     "bm3d-wiener-group-size" => p.bm3d.wiener_group_size = profile_value(value),
+                    "bm3d-seeds" => p.bm3d.seeds = profile_value(value),
+                    "bm3d-seed-radius" => p.bm3d.seed_radius = profile_value(value),
+                    "bm3d-threshold" => p.bm3d.threshold = profile_float(value),
+                    "bm3d-wiener-threshold" => p.bm3d.wiener_threshold = profile_float(value),
+                    "bm3d-lambda" => p.bm3d.lambda = profile_float(value),
                     "chroma-sigma" => {
                         let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
                         p.bm3d.chroma_sigma = if v < 0.0 { None } else { Some(v) };
@@ -748,6 +799,11 @@ impl ObjectImpl for NlmDenoise {
             "bm3d-block-step" => profile_property(p.bm3d.block_step),
             "bm3d-group-size" => profile_property(p.bm3d.group_size),
             "bm3d-wiener-group-size" => profile_property(p.bm3d.wiener_group_size),
+            "bm3d-seeds" => profile_property(p.bm3d.seeds),
+            "bm3d-seed-radius" => profile_property(p.bm3d.seed_radius),
+            "bm3d-threshold" => p.bm3d.threshold.unwrap_or(-1.0).to_value(),
+            "bm3d-wiener-threshold" => p.bm3d.wiener_threshold.unwrap_or(-1.0).to_value(),
+            "bm3d-lambda" => p.bm3d.lambda.unwrap_or(-1.0).to_value(),
             "chroma-sigma" => p.bm3d.chroma_sigma.unwrap_or(SIGMA_UNSET).to_value(),
             "strength" => p.strength.to_value(),
             "chroma-strength" => p.chroma_strength.to_value(),
