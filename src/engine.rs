@@ -11,6 +11,7 @@ use crate::device::{self, Backend, BackendOptions};
 use crate::convert;
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef, VideoInfo};
+use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};
 use crate::params::Params;
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
@@ -27,7 +28,14 @@ struct Pending<T> {
 pub struct Denoiser<T> {
     info: VideoInfo,
     geometry: Geometry,
+    /// The parameters as the caller set them.
+    user_params: Params,
+    /// The parameters frames are denoised with: `user_params` with the noise estimate applied
+    /// (`Params::sigma_auto`).
     params: Params,
+    estimator: NoiseEstimator,
+    /// The newest smoothed estimate (kept across the estimator's resets, for reports).
+    last_noise: Option<NoiseEstimate>,
     plan: Plan,
     /// Declared before `pending`, so dropped first: an asynchronous backend waits for its copies
     /// while the frames they read and write still exist (Backend::upload / launch).
@@ -53,18 +61,55 @@ impl<T> Denoiser<T> {
     pub fn with_backend(info: VideoInfo, params: Params, mut backend: Box<dyn Backend>) -> Result<Self> {
         let info = VideoInfo::new(info.format, info.width, info.height)?;
         let geometry = Geometry::from_video_info(&info);
+        params.validate()?;
+        let user_params = params;
+        let params = params.with_estimate(FALLBACK_SIGMA, None);
         let plan = Plan::new(&geometry, &params)?;
         let window = configure_backend(backend.as_mut(), &geometry, &plan, &params)?;
         tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
-        Ok(Denoiser { info, geometry, params, plan, backend, window, pending: VecDeque::new(), launched: 0, ready: VecDeque::new(), spare: Vec::new() })
+        Ok(Denoiser {
+            info,
+            geometry,
+            user_params,
+            params,
+            estimator: NoiseEstimator::new(),
+            last_noise: None,
+            plan,
+            backend,
+            window,
+            pending: VecDeque::new(),
+            launched: 0,
+            ready: VecDeque::new(),
+            spare: Vec::new(),
+        })
     }
 
     pub fn info(&self) -> VideoInfo {
         self.info
     }
 
+    /// The parameters frames are denoised with now (with `sigma_auto`: the estimate applied).
     pub fn params(&self) -> &Params {
         &self.params
+    }
+
+    /// The parameters as the caller set them.
+    pub fn user_params(&self) -> &Params {
+        &self.user_params
+    }
+
+    /// The newest smoothed noise estimate of the stream (`sigma_auto` only; None before the first
+    /// frame that could be estimated). It stays after the end of the stream.
+    pub fn noise_estimate(&self) -> Option<NoiseEstimate> {
+        self.estimator.current().or(self.last_noise)
+    }
+
+    fn apply_noise_update(&mut self, update: Option<(Params, Plan)>) {
+        if let Some((p, plan)) = update {
+            self.params = p;
+            self.plan = plan;
+            self.last_noise = self.estimator.current();
+        }
     }
 
     pub fn backend_description(&self) -> String {
@@ -96,17 +141,35 @@ impl<T> Denoiser<T> {
             )));
         }
         let mut planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
-        let uploaded = if let Some(own) = self.backend.input_frame() {
+        let auto = self.user_params.sigma_auto;
+        let uploaded = if self.backend.input_frame().is_some() {
             // Straight into the backend's own frame (chunked execution: no copy); `planar`
             // only receives the output (Backend::upload_filled).
+            let own = self.backend.input_frame().expect("checked");
             if let Err(e) = convert::unpack(frame, own) {
                 self.spare.push(planar);
                 return Err(e);
+            }
+            let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, own) } else { Ok(None) };
+            match update {
+                Ok(u) => self.apply_noise_update(u),
+                Err(e) => {
+                    self.spare.push(planar);
+                    return Err(e);
+                }
             }
             let slot = self.window.push();
             self.backend.upload_filled(slot, &planar)
         } else {
             convert::unpack(frame, &mut planar)?;
+            let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, &planar) } else { Ok(None) };
+            match update {
+                Ok(u) => self.apply_noise_update(u),
+                Err(e) => {
+                    self.spare.push(planar);
+                    return Err(e);
+                }
+            }
             let slot = self.window.push();
             self.backend.upload(slot, &planar)
         };
@@ -181,8 +244,10 @@ impl<T> Denoiser<T> {
     }
 
     /// End of stream (or a discontinuity): computes every pending frame with the frames that
-    /// exist, so that all of them become ready, then starts a new window.
+    /// exist, so that all of them become ready, then starts a new window (and, with
+    /// `sigma_auto`, a new noise estimate).
     pub fn finish_stream(&mut self) -> Result<()> {
+        self.estimator.reset();
         self.window.drain();
         let r = self.run_ready_jobs().and_then(|_| {
             while self.launched > 0 {
@@ -197,8 +262,10 @@ impl<T> Denoiser<T> {
         r
     }
 
-    /// Drops every pending and ready frame (flush, seek) and starts a new window.
+    /// Drops every pending and ready frame (flush, seek) and starts a new window (and noise
+    /// estimate).
     pub fn reset(&mut self) {
+        self.estimator.reset();
         while self.launched > 0 {
             // Completing in-flight work keeps an asynchronous backend's queue consistent.
             if self.finish_oldest().is_err() {
@@ -230,8 +297,15 @@ impl<T> Denoiser<T> {
     /// structural changes (radii, temporal window, chroma mode, planes) first finish the pending
     /// frames (they become ready) and then reconfigure the backend.
     pub fn set_params(&mut self, params: Params) -> Result<()> {
+        params.validate()?;
+        let user = params;
+        let params = match self.estimator.current() {
+            Some(e) => user.with_estimate(e.luma, e.chroma),
+            None => user.with_estimate(FALLBACK_SIGMA, None),
+        };
         let plan = Plan::new(&self.geometry, &params)?;
         if self.params.same_structure(&params) {
+            self.user_params = user;
             self.params = params;
             self.plan = plan;
             return Ok(());
@@ -246,10 +320,22 @@ impl<T> Denoiser<T> {
             }
         };
         self.window = window;
+        self.user_params = user;
         self.params = params;
         self.plan = plan;
         Ok(())
     }
+}
+
+/// Feeds the noise estimator with the frame just unpacked; when the estimate changed, the
+/// parameters and plan to use from now on (only sigma and strengths change: no reconfiguration).
+fn noise_update(estimator: &mut NoiseEstimator, user: &Params, geometry: &Geometry, frame: &PlanarFrame) -> Result<Option<(Params, Plan)>> {
+    if !estimator.observe(frame, geometry) {
+        return Ok(None);
+    }
+    let e = estimator.current().expect("just observed");
+    let p = user.with_estimate(e.luma, e.chroma);
+    Ok(Some((p, Plan::new(geometry, &p)?)))
 }
 
 /// Configures `backend` for a stream and returns the temporal window that goes with it. The

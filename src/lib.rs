@@ -19,6 +19,7 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod frame;
+pub mod noise;
 pub mod nlm;
 pub mod params;
 pub mod plan;

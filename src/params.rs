@@ -18,6 +18,11 @@ pub const MAX_SIGMA: f32 = 255.0;
 pub const STRENGTH_PER_SIGMA: f32 = 0.71;
 /// Chroma strength per unit of noise sigma (median of the per-clip fits; docs/tuning.md).
 pub const CHROMA_STRENGTH_PER_SIGMA: f32 = 0.85;
+/// Luma and chroma strength per unit of noise sigma with future frames (the offline window: 2
+/// past + 2 future; docs/tuning.md): more candidates of the same content let a higher strength
+/// pay.
+pub const OFFLINE_STRENGTH_PER_SIGMA: f32 = 0.80;
+pub const OFFLINE_CHROMA_STRENGTH_PER_SIGMA: f32 = 0.95;
 
 /// Which filter computes the output frames. Each has its own folder under `src/` (its plan, f64
 /// reference, CPU and CUDA implementations); the device layer runs any of them.
@@ -266,6 +271,12 @@ pub struct Params {
     pub sigma: Option<f32>,
     /// BM3D settings (ignored by NLM).
     pub bm3d: Bm3dParams,
+    /// Estimate the noise level from the frames ([`crate::noise`]) and use it as `sigma` (BM3D:
+    /// the chroma estimate as `bm3d.chroma_sigma` unless that is set); NLM's strengths follow it
+    /// ([`Params::strength_per_sigma`]) unless `strength_fixed`. `sigma` is then ignored.
+    pub sigma_auto: bool,
+    /// With `sigma_auto`: keep `strength` and `chroma_strength` as given.
+    pub strength_fixed: bool,
 }
 
 impl Default for Params {
@@ -284,16 +295,52 @@ impl Default for Params {
             planes: PlaneSelection::All,
             sigma: None,
             bm3d: Bm3dParams::default(),
+            sigma_auto: false,
+            strength_fixed: false,
         }
     }
 }
 
 impl Params {
-    /// Sets `sigma` and the strengths that suit it (see [`STRENGTH_PER_SIGMA`]); used when a
-    /// caller knows the noise level but gave no strength.
+    /// Sets `sigma` and the strengths that suit it and the window (see
+    /// [`Params::strength_per_sigma`]); used when a caller knows the noise level but gave no
+    /// strength.
     pub fn with_noise_sigma(self, sigma: f32) -> Params {
-        let h = |k: f32| (k * sigma).clamp(0.01, MAX_STRENGTH);
-        Params { sigma: Some(sigma), strength: h(STRENGTH_PER_SIGMA), chroma_strength: h(CHROMA_STRENGTH_PER_SIGMA), ..self }
+        self.with_noise_sigmas(sigma, sigma)
+    }
+
+    /// [`Self::with_noise_sigma`] with its own sigma for the chroma planes (their strength; NLM's
+    /// distance offset follows the luma sigma).
+    pub fn with_noise_sigmas(self, sigma: f32, chroma_sigma: f32) -> Params {
+        let (k, kc) = self.strength_per_sigma();
+        let h = |k: f32, s: f32| (k * s).clamp(0.01, MAX_STRENGTH);
+        Params { sigma: Some(sigma), strength: h(k, sigma), chroma_strength: h(kc, chroma_sigma), ..self }
+    }
+
+    /// NLM strength (luma, chroma) per unit of noise sigma for this window: the least-squares
+    /// fits of the best strengths the quality harness found (docs/tuning.md): the live window
+    /// ([`STRENGTH_PER_SIGMA`], [`CHROMA_STRENGTH_PER_SIGMA`]) or, with future frames, the
+    /// offline window ([`OFFLINE_STRENGTH_PER_SIGMA`], [`OFFLINE_CHROMA_STRENGTH_PER_SIGMA`]).
+    pub fn strength_per_sigma(&self) -> (f32, f32) {
+        if self.temporal_future > 0 {
+            (OFFLINE_STRENGTH_PER_SIGMA, OFFLINE_CHROMA_STRENGTH_PER_SIGMA)
+        } else {
+            (STRENGTH_PER_SIGMA, CHROMA_STRENGTH_PER_SIGMA)
+        }
+    }
+
+    /// The parameters a frame is denoised with under `sigma_auto`, for the estimated deviations
+    /// (8-bit code values); `self` unchanged otherwise.
+    pub fn with_estimate(&self, luma: f32, chroma: Option<f32>) -> Params {
+        if !self.sigma_auto {
+            return *self;
+        }
+        let (s, c) = (luma.clamp(0.0, MAX_SIGMA), chroma.unwrap_or(luma).clamp(0.0, MAX_SIGMA));
+        let mut p = if self.strength_fixed { Params { sigma: Some(s), ..*self } } else { self.with_noise_sigmas(s, c) };
+        if p.algorithm == Algorithm::Bm3d && self.bm3d.chroma_sigma.is_none() && chroma.is_some() {
+            p.bm3d.chroma_sigma = Some(c);
+        }
+        p
     }
 
     /// Checks every range; formats are checked by [`crate::plan::Plan::new`].
@@ -327,8 +374,8 @@ impl Params {
         // BM3D settings are checked whatever the algorithm, so that a front end can hand them on.
         self.bm3d.resolve()?;
         if self.algorithm == Algorithm::Bm3d {
-            if self.sigma.is_none() {
-                return bad("bm3d needs the noise level: set sigma (8-bit code values)".into());
+            if self.sigma.is_none() && !self.sigma_auto {
+                return bad("bm3d needs the noise level: set sigma (8-bit code values) or sigma=auto".into());
             }
         }
         Ok(())

@@ -105,6 +105,23 @@ impl Preset {
 
 /// Temporal non-local means video denoiser.
 ///
+/// `--sigma`: a value or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SigmaArg {
+    Auto,
+    Value(f32),
+}
+
+impl std::str::FromStr for SigmaArg {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(SigmaArg::Auto);
+        }
+        s.parse::<f32>().map(SigmaArg::Value).map_err(|_| format!("'{s}' is neither a number nor auto"))
+    }
+}
+
 /// Reads any file GStreamer can decode (and YUV4MPEG2 natively) and writes H.264 in MP4 (.mp4) or
 /// Matroska (.mkv), or uncompressed .y4m; audio is kept (re-encoded to AAC in MP4, Opus in
 /// Matroska). y4m in and y4m out take the native path: 8-bit 4:2:0, 4:2:2, 4:4:4 and mono, 10-bit
@@ -240,10 +257,11 @@ pub struct Cli {
     #[arg(long, default_value_t = Params::default().planes)]
     planes: PlaneSelection,
 
-    /// Noise standard deviation (8-bit units). NLM: 2*sigma^2 is subtracted from every distance
-    /// and the strengths follow it; BM3D: required.
-    #[arg(long)]
-    sigma: Option<f32>,
+    /// Noise standard deviation (8-bit units), or auto: estimated from the input as it goes.
+    /// NLM: 2*sigma^2 is subtracted from every distance and the strengths follow it; BM3D: its
+    /// thresholds. Default: auto, unless --strength or --chroma-strength is given.
+    #[arg(long, value_name = "SIGMA|auto")]
+    sigma: Option<SigmaArg>,
 
     /// Backend: auto (CUDA if usable, else CPU), cpu, cuda or reference (slow f64 oracle; y4m in
     /// and out only).
@@ -356,9 +374,13 @@ impl Cli {
             },
             ..Params::default()
         };
-        // Strengths follow the noise level unless given.
+        // Strengths follow the noise level unless given; without either, the noise level is
+        // estimated.
+        let explicit = self.strength.is_some() || self.chroma_strength.is_some();
         let p = match self.sigma {
-            Some(sigma) => base.with_noise_sigma(sigma),
+            Some(SigmaArg::Value(sigma)) => base.with_noise_sigma(sigma),
+            Some(SigmaArg::Auto) => Params { sigma_auto: true, ..base },
+            None if !explicit => Params { sigma_auto: true, ..base },
             None => base,
         };
         Params { strength: self.strength.unwrap_or(p.strength), chroma_strength: self.chroma_strength.unwrap_or(p.chroma_strength), ..p }
@@ -439,6 +461,9 @@ fn run(cli: &Cli) -> Result<()> {
         if input != "-" && same {
             bail!("the output would overwrite the input '{out}'");
         }
+    }
+    if cli.sigma == Some(SigmaArg::Auto) && (cli.strength.is_some() || cli.chroma_strength.is_some()) {
+        bail!("--sigma auto sets the strengths from the estimate; give a sigma value with --strength, or drop --strength");
     }
     let container = match (cli.container, output) {
         (Some(c), Some(_)) => Some(c),

@@ -151,8 +151,11 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     // sigma first: with strengths not yet set explicitly the element derives them from it; the
     // computed strengths (explicit or derived, as in the y4m path) are then set on top.
     den.set_property("sigma", p.sigma.unwrap_or(-1.0));
-    den.set_property("strength", p.strength);
-    den.set_property("chroma-strength", p.chroma_strength);
+    if !p.sigma_auto {
+        // Setting a strength turns the element's automatic sigma off (sigma -1 then means none).
+        den.set_property("strength", p.strength);
+        den.set_property("chroma-strength", p.chroma_strength);
+    }
     Ok(())
 }
 

@@ -115,6 +115,14 @@ fn drain(
     Ok(())
 }
 
+/// "luma 4.20, chroma 3.10" (8-bit units).
+pub fn describe_noise(e: nlmdenoise::noise::NoiseEstimate) -> String {
+    match e.chroma {
+        Some(c) => format!("luma {:.2}, chroma {c:.2}", e.luma),
+        None => format!("{:.2}", e.luma),
+    }
+}
+
 /// Denoises y4m `input` into y4m `output` (none: discarded).
 pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let params = cli.params();
@@ -161,6 +169,9 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let mut clean = OwnedFrame::new(info);
     let (mut read, mut written) = (0u64, 0u64);
     let start = Instant::now();
+    // Frames per second of video (the header's rate, rounded; 25 when it has none): --verbose
+    // prints the noise estimate once per second of video.
+    let fps_frames = header.frame_rate.map(|(n, d)| (n as f64 / d.max(1) as f64).round().max(1.0) as u64).unwrap_or(25);
 
     while cli.frames.is_none_or(|n| read < n) {
         let Some(frame_params) = reader.read_frame(&mut frame).with_context(|| format!("reading input frame {read}"))? else { break };
@@ -173,6 +184,11 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         }
         denoiser.push(&frame.as_ref(), Tag { index: read, frame_params }).with_context(|| format!("denoising frame {read}"))?;
         read += 1;
+        if cli.verbose > 0 && params.sigma_auto && read % fps_frames == 0 {
+            if let Some(e) = denoiser.noise_estimate() {
+                bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", read as f64 / fps_frames as f64, describe_noise(e)));
+            }
+        }
         drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
     }
     denoiser.finish_stream().context("finishing the stream")?;
@@ -195,6 +211,12 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             written as f64 / seconds.max(1e-9),
             denoiser.backend_description()
         );
+        if params.sigma_auto {
+            match denoiser.noise_estimate() {
+                Some(e) => eprintln!("  noise sigma (estimated, 8-bit units): {}", describe_noise(e)),
+                None => eprintln!("  noise sigma: no estimate (frames too small); sigma {} used", nlmdenoise::noise::FALLBACK_SIGMA),
+            }
+        }
         let show = |p: &str| if p == "-" { "standard stream".to_string() } else { format!("'{p}'") };
         eprintln!("  input:  {} (y4m)\n  output: {}", show(input_path), output.map_or("discarded".to_string(), |o| format!("{} (y4m)", show(o))));
     }

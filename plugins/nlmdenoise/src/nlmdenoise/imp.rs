@@ -100,15 +100,30 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Settings {
     params: Params,
     options: BackendOptions,
     /// Bumped on every change of `params`; the streaming thread applies changes between frames.
     generation: u64,
     /// The strengths were set explicitly; otherwise setting `sigma` also sets them
-    /// (Params::with_noise_sigma).
+    /// (Params::with_noise_sigma), and without `sigma` the noise level is estimated.
     strength_set: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        // Neither sigma nor a strength set: the noise level is estimated (sigma = auto).
+        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false }
+    }
+}
+
+impl Settings {
+    /// `sigma` -1 (unset) means auto unless a strength was set.
+    fn update_auto(&mut self) {
+        self.params.sigma_auto = self.params.sigma.is_none() && !self.strength_set;
+        self.params.strength_fixed = self.strength_set;
+    }
 }
 
 /// What an output buffer inherits from its input frame.
@@ -154,6 +169,8 @@ struct State {
     generation: u64,
     /// Duration of the last input buffer (latency for variable-framerate streams).
     last_duration: Option<gst::ClockTime>,
+    /// Stream time of the last noise-estimate message (at most one a second).
+    last_noise_message: Option<gst::ClockTime>,
 }
 
 #[derive(Default)]
@@ -272,6 +289,17 @@ impl NlmDenoise {
         let denoiser = &mut state.denoiser;
         with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)).map_err(|e| engine_error(self, "Denoising failed", &e))?;
         Ok(latency_changed)
+    }
+
+    /// With sigma auto: the structure of an element message "nlmdenoise-noise" (fields sigma,
+    /// chroma-sigma, timestamp) when a second of stream time has passed since the last one.
+    fn noise_message(&self, state: &mut State, pts: Option<gst::ClockTime>) -> Option<gst::Structure> {
+        let (Some(e), Some(pts)) = (state.denoiser.noise_estimate(), pts) else { return None };
+        if state.last_noise_message.is_some_and(|t| pts < t + gst::ClockTime::SECOND && pts >= t) {
+            return None;
+        }
+        state.last_noise_message = Some(pts);
+        Some(gst::Structure::builder("nlmdenoise-noise").field("sigma", e.luma).field("chroma-sigma", e.chroma.unwrap_or(-1.0)).field("timestamp", pts).build())
     }
 
     /// An output buffer from the negotiated pool, or a plain system-memory buffer.
@@ -589,7 +617,7 @@ impl ObjectImpl for NlmDenoise {
                     .build(),
                 glib::ParamSpecFloat::builder("sigma")
                     .nick("Noise sigma")
-                    .blurb("Noise standard deviation in 8-bit code values; 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set, they become 0.71*sigma / 0.85*sigma. -1 = not set")
+                    .blurb("Noise standard deviation in 8-bit code values. NLM: 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set they follow it (0.71*sigma / 0.85*sigma live, 0.80 / 0.95 with future frames); BM3D: its thresholds. -1 (default) = auto: estimated from the stream (sigma-estimate) unless strength or chroma-strength is set")
                     .minimum(SIGMA_UNSET)
                     .maximum(MAX_SIGMA)
                     .default_value(p.sigma.unwrap_or(SIGMA_UNSET))
@@ -619,6 +647,22 @@ impl ObjectImpl for NlmDenoise {
                     .maximum(MAX_PIPELINE_DEPTH)
                     .default_value(o.pipeline_depth as u32)
                     .mutable_ready()
+                    .build(),
+                glib::ParamSpecFloat::builder("sigma-estimate")
+                    .nick("Estimated noise sigma")
+                    .blurb("With sigma=-1 (auto): the noise sigma of luma (RGB: all planes) estimated from the stream, 8-bit code values; -1 before the first estimate or without auto")
+                    .minimum(-1.0)
+                    .maximum(MAX_SIGMA)
+                    .default_value(-1.0)
+                    .read_only()
+                    .build(),
+                glib::ParamSpecFloat::builder("chroma-sigma-estimate")
+                    .nick("Estimated chroma noise sigma")
+                    .blurb("With sigma=-1 (auto): the noise sigma of the chroma planes estimated from the stream, 8-bit code values; -1 when none")
+                    .minimum(-1.0)
+                    .maximum(MAX_SIGMA)
+                    .default_value(-1.0)
+                    .read_only()
                     .build(),
                 glib::ParamSpecString::builder("backend-in-use")
                     .nick("Backend in use")
@@ -700,10 +744,12 @@ impl ObjectImpl for NlmDenoise {
                     "strength" => {
                         p.strength = value.get().unwrap_or(p.strength);
                         s.strength_set = true;
+                        s.update_auto();
                     }
                     "chroma-strength" => {
                         p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
                         s.strength_set = true;
+                        s.update_auto();
                     }
                     "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
                     "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
@@ -736,6 +782,7 @@ impl ObjectImpl for NlmDenoise {
                         if let (Some(sigma), false) = (p.sigma, s.strength_set) {
                             *p = p.with_noise_sigma(sigma);
                         }
+                        s.update_auto();
                     }
                     other => {
                         gst::warning!(CAT, imp = self, "unknown property {other}");
@@ -756,6 +803,15 @@ impl ObjectImpl for NlmDenoise {
     }
 
     fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
+        if matches!(pspec.name(), "sigma-estimate" | "chroma-sigma-estimate") {
+            let e = lock(&self.state).as_ref().and_then(|st| st.denoiser.noise_estimate());
+            let v = match (pspec.name(), e) {
+                ("sigma-estimate", Some(e)) => e.luma,
+                (_, Some(e)) => e.chroma.unwrap_or(-1.0),
+                _ => -1.0,
+            };
+            return v.to_value();
+        }
         if pspec.name() == "backend-in-use" {
             return lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).to_value();
         }
@@ -952,7 +1008,7 @@ impl BaseTransformImpl for NlmDenoise {
         );
         let delayed = denoiser.latency_frames() > 0;
         let mut guard = lock(&self.state);
-        *guard = Some(State { info, engine_info, denoiser, generation: settings.generation, last_duration: None });
+        *guard = Some(State { info, engine_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.
@@ -1093,10 +1149,16 @@ impl BaseTransformImpl for NlmDenoise {
                 }
                 return Ok(GenerateOutputSuccess::NoOutput);
             }
-            if self.process_input(state, &inbuf)? {
-                drop(guard);
+            let latency_changed = self.process_input(state, &inbuf)?;
+            let noise = self.noise_message(state, inbuf.pts());
+            // Messages after the state lock: a synchronous bus handler may read properties.
+            drop(guard);
+            let obj = self.obj();
+            if let Some(s) = noise {
+                let _ = obj.post_message(gst::message::Element::builder(s).src(&*obj).build());
+            }
+            if latency_changed {
                 gst::debug!(CAT, imp = self, "latency now {}", self.added_latency());
-                let obj = self.obj();
                 let _ = obj.post_message(gst::message::Latency::builder().src(&*obj).build());
             }
         }

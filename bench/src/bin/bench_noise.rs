@@ -1,0 +1,31 @@
+//! Cost of the noise estimate (`sigma = auto`, src/noise.rs): milliseconds per estimated frame
+//! and per frame of the stream (one estimate every `noise::INTERVAL` frames), on the caller's
+//! thread, for 720p, 1080p and 2160p I420.
+//!
+//!   cargo run --release -p nlmdenoise-bench --bin bench_noise
+
+use std::time::Instant;
+
+use nlmdenoise::noise::{estimate_frame, INTERVAL};
+use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::{convert, PixelFormat, VideoInfo};
+use nlmdenoise_bench::bench_frames::frame;
+
+fn main() {
+    println!("| size | ms per estimate | ms per frame (1 in {INTERVAL}) | estimate (luma, chroma) |");
+    println!("| --- | ---: | ---: | --- |");
+    for (w, h) in [(1280, 720), (1920, 1080), (3840, 2160)] {
+        let info = VideoInfo::new(PixelFormat::I420, w, h).expect("size");
+        let g = Geometry::from_video_info(&info);
+        let mut p = PlanarFrame::zeroed(&g);
+        convert::unpack(&frame(info, 3, 5).as_ref(), &mut p).expect("unpack");
+        let reps = 50;
+        let t = Instant::now();
+        let mut e = None;
+        for _ in 0..reps {
+            e = estimate_frame(&p, &g);
+        }
+        let ms = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
+        println!("| {w}x{h} | {ms:.3} | {:.3} | {e:?} |", ms / INTERVAL as f64);
+    }
+}
