@@ -26,7 +26,7 @@ use crate::planar::{Geometry, PlanarFrame, PlaneGeometry};
 /// Side of the analysis blocks (residual samples).
 pub const BLOCK: usize = 16;
 /// Most blocks analysed per plane and frame (a grid over the plane beyond that).
-pub const MAX_BLOCKS: usize = 768;
+pub const MAX_BLOCKS: usize = 256;
 /// The frame estimate is this quantile of the block estimates...
 pub const QUANTILE: f64 = 0.2;
 /// ... divided by this: the 20th percentile of the block estimates of pure white noise relative
@@ -52,6 +52,13 @@ pub struct NoiseEstimate {
 
 /// The noise deviation of one plane (8-bit code values), or None when it holds no usable block.
 pub fn estimate_plane(plane: &PlaneGeometry, samples: &crate::planar::Samples, scale: f64, max_value: u32) -> Option<f64> {
+    match samples {
+        crate::planar::Samples::U8(v) => estimate_samples(plane, v, scale, max_value),
+        crate::planar::Samples::U16(v) => estimate_samples(plane, v, scale, max_value),
+    }
+}
+
+fn estimate_samples<T: Copy + Into<u32>>(plane: &PlaneGeometry, samples: &[T], scale: f64, max_value: u32) -> Option<f64> {
     let (w, h) = (plane.width, plane.height);
     if w < BLOCK + 2 || h < BLOCK + 2 {
         return None;
@@ -59,22 +66,41 @@ pub fn estimate_plane(plane: &PlaneGeometry, samples: &crate::planar::Samples, s
     let (bx, by) = ((w - 2) / BLOCK, (h - 2) / BLOCK);
     // A grid of at most MAX_BLOCKS blocks, spread over the plane.
     let step = ((bx * by) as f64 / MAX_BLOCKS as f64).sqrt().ceil().max(1.0) as usize;
-    let at = |x: usize, y: usize| samples.get(y * w + x);
     let mut estimates = Vec::with_capacity(MAX_BLOCKS);
+    // The block's rows plus one above and one below, widened once so the inner loop is plain
+    // integer arithmetic over slices.
+    let mut rows = vec![0i32; (BLOCK + 2) * (BLOCK + 2)];
     for j in (0..by).step_by(step) {
-        'block: for i in (0..bx).step_by(step) {
-            let (x0, y0) = (i * BLOCK + 1, j * BLOCK + 1);
-            let mut sum = 0i64;
-            for y in y0..y0 + BLOCK {
-                for x in x0..x0 + BLOCK {
-                    let v = |dx: isize, dy: isize| at((x as isize + dx) as usize, (y as isize + dy) as usize) as i64;
-                    let c = v(0, 0);
-                    if c == 0 || c as u32 >= max_value {
-                        continue 'block;
-                    }
-                    let r = v(-1, -1) - 2 * v(0, -1) + v(1, -1) - 2 * v(-1, 0) + 4 * c - 2 * v(1, 0) + v(-1, 1) - 2 * v(0, 1) + v(1, 1);
-                    sum += r.abs();
+        for i in (0..bx).step_by(step) {
+            let (x0, y0) = (i * BLOCK, j * BLOCK);
+            let (mut lo, mut hi) = (u32::MAX, 0u32);
+            for (r, row) in rows.chunks_exact_mut(BLOCK + 2).enumerate() {
+                let src = &samples[(y0 + r) * w + x0..][..BLOCK + 2];
+                for (d, &s) in row.iter_mut().zip(src) {
+                    let s: u32 = s.into();
+                    lo = lo.min(s);
+                    hi = hi.max(s);
+                    *d = s as i32;
                 }
+            }
+            // Clipping hides noise; the border samples count too (they enter the residual).
+            if lo == 0 || hi >= max_value {
+                continue;
+            }
+            let mut sum = 0i64;
+            for y in 1..=BLOCK {
+                let (a, b, c) = (&rows[(y - 1) * (BLOCK + 2)..][..BLOCK + 2], &rows[y * (BLOCK + 2)..][..BLOCK + 2], &rows[(y + 1) * (BLOCK + 2)..][..BLOCK + 2]);
+                // The mask is the outer product of [1 -2 1] with itself: second difference down
+                // the column first, then along the row.
+                let mut col = [0i32; BLOCK + 2];
+                for x in 0..BLOCK + 2 {
+                    col[x] = a[x] - 2 * b[x] + c[x];
+                }
+                let mut row_sum = 0i32;
+                for x in 1..=BLOCK {
+                    row_sum += (col[x - 1] - 2 * col[x] + col[x + 1]).abs();
+                }
+                sum += row_sum as i64;
             }
             let mean_abs = sum as f64 / (BLOCK * BLOCK) as f64 / scale;
             estimates.push((std::f64::consts::PI / 2.0).sqrt() * mean_abs / 6.0);

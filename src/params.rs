@@ -13,16 +13,20 @@ pub const MAX_STRENGTH: f32 = 1000.0;
 pub const MAX_WREF: f32 = 100.0;
 pub const MAX_SIGMA: f32 = 255.0;
 
-/// Luma strength per unit of noise sigma when only `sigma` is given: the least-squares fit of the
-/// best strengths found by `scripts/quality` (temporal past 2, sigma 5..30; docs/tuning.md).
+/// Luma strength per unit of noise sigma when only `sigma` is given, for the live window (past
+/// frames only): the least-squares fit of the best strengths found by `scripts/quality_noise`
+/// (sigma 5..30, four clips; docs/quality.md, "Noise estimation").
 pub const STRENGTH_PER_SIGMA: f32 = 0.71;
-/// Chroma strength per unit of noise sigma (median of the per-clip fits; docs/tuning.md).
+/// Chroma strength per unit of noise sigma, live window (median of the per-clip optima).
 pub const CHROMA_STRENGTH_PER_SIGMA: f32 = 0.85;
-/// Luma and chroma strength per unit of noise sigma with future frames (the offline window: 2
-/// past + 2 future; docs/tuning.md): more candidates of the same content let a higher strength
-/// pay.
-pub const OFFLINE_STRENGTH_PER_SIGMA: f32 = 0.80;
-pub const OFFLINE_CHROMA_STRENGTH_PER_SIGMA: f32 = 0.95;
+/// The same for the spatial window (no past or future frame): with fewer candidates per patch,
+/// a higher strength pays.
+pub const SPATIAL_STRENGTH_PER_SIGMA: f32 = 0.90;
+pub const SPATIAL_CHROMA_STRENGTH_PER_SIGMA: f32 = 0.97;
+/// The same for the offline window (future frames too): more candidates of the same content,
+/// so a lower strength already averages the noise away and keeps more detail.
+pub const OFFLINE_STRENGTH_PER_SIGMA: f32 = 0.68;
+pub const OFFLINE_CHROMA_STRENGTH_PER_SIGMA: f32 = 0.81;
 
 /// Which filter computes the output frames. Each has its own folder under `src/` (its plan, f64
 /// reference, CPU and CUDA implementations); the device layer runs any of them.
@@ -317,13 +321,15 @@ impl Params {
         Params { sigma: Some(sigma), strength: h(k, sigma), chroma_strength: h(kc, chroma_sigma), ..self }
     }
 
-    /// NLM strength (luma, chroma) per unit of noise sigma for this window: the least-squares
-    /// fits of the best strengths the quality harness found (docs/tuning.md): the live window
-    /// ([`STRENGTH_PER_SIGMA`], [`CHROMA_STRENGTH_PER_SIGMA`]) or, with future frames, the
-    /// offline window ([`OFFLINE_STRENGTH_PER_SIGMA`], [`OFFLINE_CHROMA_STRENGTH_PER_SIGMA`]).
+    /// NLM strength (luma, chroma) per unit of noise sigma for this window shape, fitted by
+    /// `scripts/quality_noise`: spatial ([`SPATIAL_STRENGTH_PER_SIGMA`]), live
+    /// ([`STRENGTH_PER_SIGMA`]) or offline ([`OFFLINE_STRENGTH_PER_SIGMA`]), each with its chroma
+    /// factor.
     pub fn strength_per_sigma(&self) -> (f32, f32) {
         if self.temporal_future > 0 {
             (OFFLINE_STRENGTH_PER_SIGMA, OFFLINE_CHROMA_STRENGTH_PER_SIGMA)
+        } else if self.temporal_past == 0 {
+            (SPATIAL_STRENGTH_PER_SIGMA, SPATIAL_CHROMA_STRENGTH_PER_SIGMA)
         } else {
             (STRENGTH_PER_SIGMA, CHROMA_STRENGTH_PER_SIGMA)
         }

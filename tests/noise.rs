@@ -41,11 +41,12 @@ fn planar(f: &OwnedFrame) -> (PlanarFrame, Geometry) {
     (p, g)
 }
 
-/// Within 10% of the true sigma (0.5 at sigma <= 5), for luma and chroma, 8- and 10-bit.
+/// Within 10% of the true sigma (0.5 at sigma <= 5), for luma and chroma, 8-, 10- and 16-bit,
+/// subsampled, full-resolution and grey.
 #[test]
 fn estimates_follow_the_true_sigma() {
     let mut rng = SmallRng::seed_from_u64(seed());
-    for format in [PixelFormat::I420, PixelFormat::I420_10LE, PixelFormat::GRAY8] {
+    for format in [PixelFormat::I420, PixelFormat::I420_10LE, PixelFormat::Y444_16LE, PixelFormat::GRAY8] {
         let info = VideoInfo::new(format, 320, 240).unwrap();
         let clean = clean_frame(info, 0, 0.7);
         for sigma in [2.0, 5.0, 10.0, 20.0, 30.0, 40.0] {

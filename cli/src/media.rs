@@ -543,6 +543,11 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             match msg.view() {
                 gst::MessageView::Eos(_) => break 'run Ok(()),
                 gst::MessageView::Error(err) => break 'run Err(describe_error(err, input, &den, &shared, cli.verbose > 0)),
+                gst::MessageView::Element(m) if cli.verbose > 0 && !cli.quiet => {
+                    if let Some(e) = m.structure().filter(|st| st.name() == "nlmdenoise-noise").and_then(noise_of_message) {
+                        bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
+                    }
+                }
                 gst::MessageView::Warning(w) => {
                     if !cli.quiet {
                         let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
@@ -555,6 +560,8 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     };
     let seconds = start.elapsed().as_secs_f64();
     let backend: Option<String> = den.property("backend-in-use");
+    let (luma, chroma) = (den.property::<f32>("sigma-estimate"), den.property::<f32>("chroma-sigma-estimate"));
+    let noise = (luma >= 0.0).then(|| nlmdenoise::noise::NoiseEstimate { luma, chroma: (chroma >= 0.0).then_some(chroma) });
     let caps = den.static_pad("sink").and_then(|p| p.current_caps());
     let _ = pipeline.set_state(gst::State::Null);
     if let Some(t) = feeder_thread {
@@ -575,6 +582,9 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             frames as f64 / seconds.max(1e-9),
             backend.unwrap_or_else(|| "none (no frame reached the denoiser)".into())
         );
+        if let Some(e) = noise {
+            eprintln!("  noise sigma (estimated, 8-bit units): {}", crate::y4m::describe_noise(e));
+        }
         let audio = lock(&shared.audio).clone();
         let input_kind = if input_desc.is_empty() { format!("video {format} {fps} fps") } else { input_desc };
         eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
@@ -582,6 +592,13 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded"))));
     }
     Ok(())
+}
+
+/// The estimate and its stream time from an "nlmdenoise-noise" element message.
+fn noise_of_message(st: &gst::StructureRef) -> Option<(nlmdenoise::noise::NoiseEstimate, gst::ClockTime)> {
+    let luma = st.get::<f32>("sigma").ok()?;
+    let chroma = st.get::<f32>("chroma-sigma").ok().filter(|c| *c >= 0.0);
+    Some((nlmdenoise::noise::NoiseEstimate { luma, chroma }, st.get::<gst::ClockTime>("timestamp").ok()?))
 }
 
 /// Frames in the input, from the pipeline's duration and the video frame rate (once known).

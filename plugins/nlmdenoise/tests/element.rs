@@ -592,6 +592,12 @@ fn sigma_sets_strengths_unless_they_were_given() {
     e.set_property("sigma", 20.0f32);
     assert!((e.property::<f32>("strength") - 20.0 * nlmdenoise::params::STRENGTH_PER_SIGMA).abs() < 1e-4);
     assert!((e.property::<f32>("chroma-strength") - 20.0 * nlmdenoise::params::CHROMA_STRENGTH_PER_SIGMA).abs() < 1e-4);
+    // The strengths follow the window shape they were fitted for when it changes afterwards.
+    e.set_property("temporal-future", 2u32);
+    assert!((e.property::<f32>("strength") - 20.0 * nlmdenoise::params::OFFLINE_STRENGTH_PER_SIGMA).abs() < 1e-4);
+    e.set_property("temporal-future", 0u32);
+    e.set_property("temporal-past", 0u32);
+    assert!((e.property::<f32>("chroma-strength") - 20.0 * nlmdenoise::params::SPATIAL_CHROMA_STRENGTH_PER_SIGMA).abs() < 1e-4);
     let e = gst::ElementFactory::make("nlmdenoise").property("strength", 7.0f32).build().unwrap();
     e.set_property("sigma", 20.0f32);
     assert_eq!(e.property::<f32>("strength"), 7.0);

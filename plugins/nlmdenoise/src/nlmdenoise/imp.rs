@@ -119,10 +119,15 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// `sigma` -1 (unset) means auto unless a strength was set.
+    /// Re-derives what follows from the others after any change: `sigma` -1 (unset) means auto
+    /// unless a strength was set; a set `sigma` without a set strength gives the strengths that
+    /// suit it and the current window (which may just have changed).
     fn update_auto(&mut self) {
         self.params.sigma_auto = self.params.sigma.is_none() && !self.strength_set;
         self.params.strength_fixed = self.strength_set;
+        if let (Some(sigma), false) = (self.params.sigma, self.strength_set) {
+            self.params = self.params.with_noise_sigma(sigma);
+        }
     }
 }
 
@@ -617,7 +622,7 @@ impl ObjectImpl for NlmDenoise {
                     .build(),
                 glib::ParamSpecFloat::builder("sigma")
                     .nick("Noise sigma")
-                    .blurb("Noise standard deviation in 8-bit code values. NLM: 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set they follow it (0.71*sigma / 0.85*sigma live, 0.80 / 0.95 with future frames); BM3D: its thresholds. -1 (default) = auto: estimated from the stream (sigma-estimate) unless strength or chroma-strength is set")
+                    .blurb("Noise standard deviation in 8-bit code values. NLM: 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set they follow it (per sigma: 0.90 / 0.97 spatial, 0.71 / 0.85 with past frames, 0.68 / 0.81 with future frames); BM3D: its thresholds. -1 (default) = auto: estimated from the stream (sigma-estimate) unless strength or chroma-strength is set")
                     .minimum(SIGMA_UNSET)
                     .maximum(MAX_SIGMA)
                     .default_value(p.sigma.unwrap_or(SIGMA_UNSET))
@@ -744,12 +749,10 @@ impl ObjectImpl for NlmDenoise {
                     "strength" => {
                         p.strength = value.get().unwrap_or(p.strength);
                         s.strength_set = true;
-                        s.update_auto();
                     }
                     "chroma-strength" => {
                         p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
                         s.strength_set = true;
-                        s.update_auto();
                     }
                     "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
                     "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
@@ -779,16 +782,13 @@ impl ObjectImpl for NlmDenoise {
                     "sigma" => {
                         let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
                         p.sigma = if v < 0.0 { None } else { Some(v) };
-                        if let (Some(sigma), false) = (p.sigma, s.strength_set) {
-                            *p = p.with_noise_sigma(sigma);
-                        }
-                        s.update_auto();
                     }
                     other => {
                         gst::warning!(CAT, imp = self, "unknown property {other}");
                         return;
                     }
                 }
+                s.update_auto();
                 self.params_changed(s);
             }
         }
