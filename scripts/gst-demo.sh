@@ -4,14 +4,16 @@
 #
 #   bash scripts/gst-demo.sh
 #
-# The clip is made by ffmpeg (testsrc2, then its `noise` filter: temporal Gaussian-like noise) and
+# The clip is made by ffmpeg (testsrc2) with white Gaussian noise from `addnoise` (the same noise
+# as scripts/demo.sh, which hands its clips over through GST_DEMO_CLEAN / GST_DEMO_NOISY), and
 # stored as uncompressed video in AVI, which the base/good plugins can demux (there is no y4m
 # demuxer in them). The element's output goes to y4menc so it can be compared with the clean clip.
 #
 # Environment knobs:
 #   GST_DEMO_SIZE     frame size (default 640x360; use 1280x720 or 1920x1080 for the real thing)
 #   GST_DEMO_FRAMES   frames (default 30)
-#   GST_DEMO_NOISE    ffmpeg noise strength, 0..100 (default 20)
+#   GST_DEMO_SIGMA    Gaussian noise sigma, 8-bit units (default 15)
+#   GST_DEMO_CLEAN, GST_DEMO_NOISY  use these y4m clips instead of making them
 #   GST_DEMO_BACKEND  auto | cpu | cuda (default auto)
 #   GST_DEMO_PROPS    extra element properties, e.g. "strength=12 temporal-future=1"
 #   GST_DEMO_PROFILE  release | debug: which build to load (default release)
@@ -22,7 +24,7 @@ cd "$(dirname "$0")/.."
 
 SIZE=${GST_DEMO_SIZE:-640x360}
 FRAMES=${GST_DEMO_FRAMES:-30}
-NOISE=${GST_DEMO_NOISE:-20}
+SIGMA=${GST_DEMO_SIGMA:-15}
 BACKEND=${GST_DEMO_BACKEND:-auto}
 PROPS=${GST_DEMO_PROPS:-}
 PROFILE=${GST_DEMO_PROFILE:-release}
@@ -36,9 +38,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "${GST_DEMO_NO_BUILD:-0}" != 1 ]]; then
   echo "== building the plugin ($PROFILE)"
   if [[ "$PROFILE" == release ]]; then
-    cargo build --release -p gst-plugin-nlmdenoise 2>&1 | tail -n 2
+    cargo build --release -p gst-plugin-nlmdenoise -p nlmdenoise-bench --bin addnoise
   else
-    cargo build -p gst-plugin-nlmdenoise 2>&1 | tail -n 2
+    cargo build -p gst-plugin-nlmdenoise -p nlmdenoise-bench --bin addnoise
   fi
 fi
 PLUGIN_DIR=$(pwd)/target/$PROFILE
@@ -51,15 +53,20 @@ export GST_REGISTRY=$(pwd)/$OUT/registry.bin
 mkdir -p "$OUT"
 rm -f "$GST_REGISTRY"
 
-CLEAN=$OUT/clean.y4m
+CLEAN=${GST_DEMO_CLEAN:-$OUT/clean.y4m}
+NOISY_Y4M=${GST_DEMO_NOISY:-$OUT/noisy.y4m}
 NOISY=$OUT/noisy.avi
 DENOISED=$OUT/denoised.y4m
 
-echo "== clip: testsrc2 $SIZE, $FRAMES frames at 25 fps, ffmpeg noise alls=$NOISE (temporal)"
-ffmpeg -hide_banner -loglevel error -y -f lavfi -i "testsrc2=size=$SIZE:rate=25" \
-  -frames:v "$FRAMES" -pix_fmt yuv420p -f yuv4mpegpipe "$CLEAN"
-ffmpeg -hide_banner -loglevel error -y -i "$CLEAN" -vf "noise=alls=$NOISE:allf=t" \
-  -c:v rawvideo -pix_fmt yuv420p "$NOISY"
+if [[ -z "${GST_DEMO_NOISY:-}" ]]; then
+  echo "== clip: testsrc2 $SIZE, $FRAMES frames at 25 fps, white Gaussian noise sigma $SIGMA (addnoise, seed 1)"
+  ffmpeg -hide_banner -loglevel error -y -f lavfi -i "testsrc2=size=$SIZE:rate=25" \
+    -frames:v "$FRAMES" -pix_fmt yuv420p -f yuv4mpegpipe "$CLEAN"
+  target/$PROFILE/addnoise -i "$CLEAN" -o "$NOISY_Y4M" --sigma "$SIGMA" --seed 1
+else
+  FRAMES=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$NOISY_Y4M")
+fi
+ffmpeg -hide_banner -loglevel error -y -i "$NOISY_Y4M" -c:v rawvideo -pix_fmt yuv420p "$NOISY"
 
 gst-inspect-1.0 nlmdenoise >/dev/null || { echo "gst-demo: GStreamer cannot load $PLUGIN_DIR/libgstnlmdenoise.so" >&2; exit 1; }
 
@@ -84,9 +91,11 @@ run denoised nlmdenoise backend="$BACKEND" $PROPS
 # The element logs what it runs on (backend, format, latency) at INFO level.
 grep -m1 -o 'denoising [0-9].*' "$OUT/denoised.log" || true
 
+# "Y 31.20 dB, all planes 32.05 dB", as the command-line tool prints it (scripts/demo.sh too).
 psnr() {
-  ffmpeg -hide_banner -nostats -i "$1" -i "$CLEAN" -lavfi psnr -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p' | tail -n 1
+  ffmpeg -hide_banner -nostats -i "$1" -i "$CLEAN" -lavfi "[0:v][1:v]psnr" -f null - 2>&1 \
+    | sed -n 's/.*PSNR y:\([0-9.inf]*\).* average:\([0-9.inf]*\).*/\1 \2/p' | tail -n 1 \
+    | awk '{ printf "Y %.2f dB, all planes %.2f dB", $1, $2 }'
 }
-echo "== PSNR against the clean clip (dB, average over Y, U, V)"
-echo "noisy      $(psnr "$OUT/baseline.y4m")"
-echo "denoised   $(psnr "$DENOISED")"
+echo "PSNR noisy    vs clean: $(psnr "$OUT/baseline.y4m")"
+echo "PSNR denoised vs clean: $(psnr "$DENOISED")"

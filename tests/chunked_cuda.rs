@@ -100,8 +100,7 @@ fn two_devices_give_the_output_of_one() {
     }
     let n = cuda_device_count().unwrap_or(0);
     if n < 2 {
-        println!("SKIPPED: two_devices_give_the_output_of_one: {n} CUDA device(s)");
-        eprintln!("SKIPPED: two_devices_give_the_output_of_one: {n} CUDA device(s)");
+        common::skip("two_devices_give_the_output_of_one", &format!("{n} CUDA device(s)"));
         return;
     }
     let mut rng = SmallRng::seed_from_u64(seed());

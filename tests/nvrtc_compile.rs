@@ -2,7 +2,9 @@
 //!
 //! Needs libnvrtc: scripts/test.sh installs pip's nvidia-cuda-nvrtc-cu12 and points
 //! NLMDENOISE_NVRTC_DIR (or LD_LIBRARY_PATH) at it. Without it the test prints a visible
-//! "SKIPPED" line and passes.
+//! "SKIPPED" line and passes (scripts/test.sh counts it as skipped).
+
+mod common;
 
 use nlmdenoise::nlm::cuda::launch;
 use nlmdenoise::device::cuda::loader;
@@ -13,15 +15,14 @@ use nlmdenoise::params::{ChromaMode, Params, PlaneSelection, Weighting};
 use nlmdenoise::nlm::NlmPlan;
 use nlmdenoise::planar::Geometry;
 
-fn nvrtc_or_skip() -> bool {
+fn nvrtc_or_skip(test: &str) -> bool {
     match loader::ensure_nvrtc() {
         Ok(what) => {
             eprintln!("NVRTC: {what}");
             true
         }
         Err(e) => {
-            println!("SKIPPED: NVRTC not available ({e})");
-            eprintln!("SKIPPED: NVRTC not available ({e})");
+            common::skip(test, &format!("NVRTC not available ({e})"));
             false
         }
     }
@@ -62,7 +63,7 @@ fn variant_cases() -> Vec<(PixelFormat, Params)> {
 
 #[test]
 fn every_variant_compiles_for_hopper_and_turing() {
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("every_variant_compiles_for_hopper_and_turing") {
         return;
     }
     let mut all = Vec::new();
@@ -118,7 +119,7 @@ fn vector_loads_never_cost_a_block_per_sm() {
 
 #[test]
 fn a_broken_variant_reports_nvrtc_log() {
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("a_broken_variant_reports_nvrtc_log") {
         return;
     }
     // A run width that does not tile the 32-wide block trips the kernel's static_assert.
@@ -136,7 +137,7 @@ fn a_broken_variant_reports_nvrtc_log() {
 fn every_multipass_variant_compiles() {
     use nlmdenoise::nlm::cuda::multipass::{self, MpVariant};
     use nlmdenoise::device::Intermediate;
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("every_multipass_variant_compiles") {
         return;
     }
     let cases = variant_cases();
@@ -192,7 +193,7 @@ fn every_bm3d_variant_compiles() {
     use nlmdenoise::bm3d::cuda::{compile_ptx as bm3d_ptx, Bm3dVariant};
     use nlmdenoise::bm3d::Bm3dPlan;
     use nlmdenoise::params::{Algorithm, Bm3dParams, Bm3dProfile};
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("every_bm3d_variant_compiles") {
         return;
     }
     let mut all = Vec::new();

@@ -22,6 +22,7 @@ use clap::{Parser, ValueEnum};
 use nlmdenoise::device::{ChunkFrames, GpuKernel, Intermediate};
 use nlmdenoise::{Algorithm, BackendKind, BackendOptions, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
 
+mod exit_code;
 mod media;
 mod progress;
 mod y4m;
@@ -165,80 +166,80 @@ pub struct Cli {
 
     /// BM3D steps: 1 (hard thresholding) or 2 (then Wiener; with a temporal window two steps read
     /// twice as many frames). Default: the profile's.
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_steps: Option<u32>,
 
     /// BM3D patch side: 4 or 8. Default: the profile's.
-    #[arg(long, value_name = "K")]
+    #[arg(allow_negative_numbers = true, long, value_name = "K")]
     bm3d_patch_size: Option<u32>,
 
     /// BM3D block matching radius in the target frame. Default: the profile's.
-    #[arg(long, value_name = "R")]
+    #[arg(allow_negative_numbers = true, long, value_name = "R")]
     bm3d_search_radius: Option<u32>,
 
     /// BM3D pixels between reference patches (1..=patch size). Default: the profile's.
-    #[arg(long, value_name = "P")]
+    #[arg(allow_negative_numbers = true, long, value_name = "P")]
     bm3d_block_step: Option<u32>,
 
     /// BM3D most patches per group, hard-thresholding step (power of two <= 32).
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_group_size: Option<u32>,
 
     /// BM3D most patches per group, Wiener step (power of two <= 32).
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_wiener_group_size: Option<u32>,
 
     /// BM3D grouping threshold of the hard-thresholding step: the largest mean squared distance
     /// (8-bit units squared) of a grouped patch. Default: the profile's (2500).
-    #[arg(long, value_name = "D")]
+    #[arg(allow_negative_numbers = true, long, value_name = "D")]
     bm3d_threshold: Option<f32>,
 
     /// BM3D grouping threshold of the Wiener step (distances on the basic estimate). Default:
     /// the profile's (400).
-    #[arg(long, value_name = "D")]
+    #[arg(allow_negative_numbers = true, long, value_name = "D")]
     bm3d_wiener_threshold: Option<f32>,
 
     /// BM3D hard threshold in units of sigma. Default: the profile's (2.7).
-    #[arg(long, value_name = "L")]
+    #[arg(allow_negative_numbers = true, long, value_name = "L")]
     bm3d_lambda: Option<f32>,
 
     /// BM3D predictive search: patches around this many best matches of the neighbouring frame
     /// are searched in each other frame of the window. Default: the profile's.
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_seeds: Option<u32>,
 
     /// BM3D predictive search radius around each seed. Default: the profile's.
-    #[arg(long, value_name = "R")]
+    #[arg(allow_negative_numbers = true, long, value_name = "R")]
     bm3d_seed_radius: Option<u32>,
 
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
-    #[arg(long, value_name = "SIGMA")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
 
     /// Search window radius a: offsets -a..=a in x and y (0..=12).
-    #[arg(long, default_value_t = Params::default().search_radius)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().search_radius)]
     search_radius: u32,
 
     /// Patch radius s: (2s+1)^2 samples compared (0..=7).
-    #[arg(long, default_value_t = Params::default().patch_radius)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().patch_radius)]
     patch_radius: u32,
 
     /// Past frames searched (0..=7).
-    #[arg(long, default_value_t = OFFLINE_TEMPORAL_PAST)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = OFFLINE_TEMPORAL_PAST)]
     temporal_past: u32,
 
     /// Future frames searched (0..=7). Offline, so the default is symmetric with the past.
-    #[arg(long, default_value_t = OFFLINE_TEMPORAL_FUTURE)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = OFFLINE_TEMPORAL_FUTURE)]
     temporal_future: u32,
 
     /// Filtering strength h for luma (and RGB, joint and luma-guided weights), 8-bit units.
     /// Default: 0.71 * sigma when --sigma is given, else 10.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     strength: Option<f32>,
 
     /// Filtering strength h for chroma planes with their own weights, 8-bit units.
     /// Default: 0.85 * sigma when --sigma is given, else 10.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     chroma_strength: Option<f32>,
 
     /// Weight function: welsch (exp(-d2/h^2)) or bisquare ((1-d2/h^2)^2).
@@ -246,7 +247,7 @@ pub struct Cli {
     weighting: Weighting,
 
     /// Weight of the centre sample as a multiple of the largest other weight.
-    #[arg(long, default_value_t = Params::default().wref)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().wref)]
     wref: f32,
 
     /// Chroma weights: independent, luma-guided or joint (4:4:4 only).
@@ -260,7 +261,7 @@ pub struct Cli {
     /// Noise standard deviation (8-bit units), or auto: estimated from the input as it goes.
     /// NLM: 2*sigma^2 is subtracted from every distance and the strengths follow it; BM3D: its
     /// thresholds. Default: auto, unless --strength or --chroma-strength is given.
-    #[arg(long, value_name = "SIGMA|auto")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SIGMA|auto")]
     sigma: Option<SigmaArg>,
 
     /// Backend: auto (CUDA if usable, else CPU), cpu, cuda or reference (slow f64 oracle; y4m in
@@ -275,11 +276,11 @@ pub struct Cli {
 
     /// Frames per batched launch (a chunk along time): 1 = a frame at a time, 0 = automatic from
     /// the device's free memory (8 on the CPU), N = N frames. Output is identical for every value.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=nlmdenoise::device::chunked::MAX_CHUNK_FRAMES as i64))]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=nlmdenoise::device::chunked::MAX_CHUNK_FRAMES as i64))]
     chunk_frames: u32,
 
     /// CPU backend worker threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     threads: usize,
 
     /// GPU kernel.
@@ -287,7 +288,7 @@ pub struct Cli {
     kernel: KernelArg,
 
     /// Search offsets per pass of the multi-pass GPU kernel (1..=4).
-    #[arg(long, default_value_t = BackendOptions::default().offsets_per_pass)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = BackendOptions::default().offsets_per_pass)]
     offsets_per_pass: u32,
 
     /// Storage of the multi-pass kernel's intermediates.
@@ -295,19 +296,19 @@ pub struct Cli {
     intermediate: IntermediateArg,
 
     /// Frames in flight on an asynchronous backend (0 = synchronous).
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pipeline_depth: usize,
 
     /// Process at most N frames (encoded outputs: the audio is cut at the same time).
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     frames: Option<u64>,
 
     /// H.264 constant quality (x264 CRF, 0..=50; lower is better and larger). Ignored with --bitrate.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=50))]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=50))]
     crf: u32,
 
     /// H.264 average bitrate in kbit/s instead of constant quality.
-    #[arg(long, value_name = "KBIT/S", value_parser = clap::value_parser!(u32).range(1..=2_000_000))]
+    #[arg(allow_negative_numbers = true, long, value_name = "KBIT/S", value_parser = clap::value_parser!(u32).range(1..=2_000_000))]
     bitrate: Option<u32>,
 
     /// x264 speed preset: slower presets give smaller files at the same quality.
@@ -315,7 +316,7 @@ pub struct Cli {
     preset: Preset,
 
     /// Audio bitrate in kbit/s (AAC in MP4, Opus in Matroska).
-    #[arg(long, value_name = "KBIT/S", default_value_t = 128, value_parser = clap::value_parser!(u32).range(6..=510))]
+    #[arg(allow_negative_numbers = true, long, value_name = "KBIT/S", default_value_t = 128, value_parser = clap::value_parser!(u32).range(6..=510))]
     audio_bitrate: u32,
 
     /// Drop the audio instead of re-encoding it.
@@ -326,6 +327,14 @@ pub struct Cli {
     /// the input and of the output against it.
     #[arg(long, value_name = "CLEAN.y4m")]
     psnr_ref: Option<String>,
+
+    /// Overwrite an existing output file without asking.
+    #[arg(short = 'y', long, conflicts_with = "no_overwrite")]
+    overwrite: bool,
+
+    /// Never overwrite an existing output file: stop with an error instead of asking.
+    #[arg(short = 'n', long)]
+    no_overwrite: bool,
 
     /// No progress bar and no summary.
     #[arg(short, long)]
@@ -448,11 +457,38 @@ fn is_y4m_input(path: &str) -> Result<bool> {
     Ok(&magic[..got] == b"YUV4MPEG2" || y4m_name)
 }
 
+/// An existing regular file at `out` is overwritten with -y, refused with -n, and otherwise only
+/// after a yes on the terminal (like ffmpeg); without a terminal to ask on, refused.
+fn check_overwrite(cli: &Cli, out: &str) -> Result<()> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let Ok(meta) = std::fs::metadata(out) else { return Ok(()) };
+    if !meta.is_file() || cli.overwrite {
+        return Ok(());
+    }
+    if cli.no_overwrite {
+        bail!("the output '{out}' exists (-n: not overwriting it)");
+    }
+    let stdin_free = cli.input_path() != Some("-");
+    if !(stdin_free && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        bail!("the output '{out}' exists; pass -y to overwrite it");
+    }
+    eprint!("nlmdenoise: the output '{out}' exists. Overwrite? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+        Ok(())
+    } else {
+        bail!("not overwriting '{out}'")
+    }
+}
+
 fn run(cli: &Cli) -> Result<()> {
     let Some(input) = cli.input_path() else {
         bail!("no input: nlmdenoise INPUT [OUTPUT] [options] (see --help)");
     };
-    let output = cli.output_path();
+    // `-o /dev/null`, the usual way to time a run: the output is discarded.
+    let output = cli.output_path().filter(|o| *o != "/dev/null");
     if let Some(out) = output.filter(|o| *o != "-") {
         let same = match (std::fs::canonicalize(out), std::fs::canonicalize(input)) {
             (Ok(a), Ok(b)) => a == b,
@@ -461,6 +497,9 @@ fn run(cli: &Cli) -> Result<()> {
         if input != "-" && same {
             bail!("the output would overwrite the input '{out}'");
         }
+    }
+    if let Some(out) = output.filter(|o| *o != "-") {
+        check_overwrite(cli, out)?;
     }
     if cli.sigma == Some(SigmaArg::Auto) && (cli.strength.is_some() || cli.chroma_strength.is_some()) {
         bail!("--sigma auto sets the strengths from the estimate; give a sigma value with --strength, or drop --strength");
@@ -488,10 +527,19 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            // --help and --version succeed; every usage error is an error like any other.
+            let ok = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand);
+            std::process::exit(if ok { exit_code::OK } else { exit_code::ERROR });
+        }
+    };
     init_logging(cli.verbose);
     if let Err(e) = run(&cli) {
         eprintln!("nlmdenoise: error: {e:#}");
-        std::process::exit(1);
+        std::process::exit(exit_code::ERROR);
     }
 }

@@ -86,7 +86,7 @@ fn post_error(element: &gst::Element, shared: &Shared, msg: String) {
 
 fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     let p = cli.params();
-    p.validate().context("bad parameters")?;
+    p.validate()?;
     let backend = match cli.backend {
         BackendKind::Auto => "auto",
         BackendKind::Cpu => "cpu",

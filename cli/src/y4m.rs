@@ -126,7 +126,7 @@ pub fn describe_noise(e: nlmdenoise::noise::NoiseEstimate) -> String {
 /// Denoises y4m `input` into y4m `output` (none: discarded).
 pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let params = cli.params();
-    params.validate().context("bad parameters")?;
+    params.validate()?;
     let (input, input_len) = open_input(input_path)?;
     let mut reader = Y4mReader::new(input).with_context(|| format!("reading the y4m header of '{input_path}'"))?;
     let header: Y4mHeader = reader.header().clone();
@@ -204,10 +204,10 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
 
     if !cli.quiet {
         eprintln!(
-            "nlmdenoise: {written} frames {}x{} C{} in {seconds:.2} s ({:.2} fps), backend: {}",
+            "nlmdenoise: {written} frames {}x{} {} in {seconds:.2} s ({:.2} fps), backend: {}",
             info.width,
             info.height,
-            header.colorspace,
+            info.format,
             written as f64 / seconds.max(1e-9),
             denoiser.backend_description()
         );
@@ -218,7 +218,7 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             }
         }
         let show = |p: &str| if p == "-" { "standard stream".to_string() } else { format!("'{p}'") };
-        eprintln!("  input:  {} (y4m)\n  output: {}", show(input_path), output.map_or("discarded".to_string(), |o| format!("{} (y4m)", show(o))));
+        eprintln!("  input:  {} (y4m C{})\n  output: {}", show(input_path), header.colorspace, output.map_or("discarded".to_string(), |o| format!("{} (y4m)", show(o))));
     }
     if let Some(ps) = psnr {
         let peak = layout.max_value() as f64;

@@ -63,7 +63,7 @@ ALL = {m.name: m for m in NLM + FFMPEG}
 
 
 def nlm_command(binary, m: Method, noisy, out, sigma: float, h: float, hc: float) -> list[str]:
-    cmd = [str(binary), "-i", str(noisy), "-o", str(out), "--backend", "cpu", "--quiet",
+    cmd = [str(binary), "-y", "-i", str(noisy), "-o", str(out), "--backend", "cpu", "--quiet",
            *m.cli, "--strength", f"{h:g}", "--chroma-strength", f"{hc:g}"]
     if m.with_sigma:
         cmd += ["--sigma", f"{sigma:g}"]

@@ -449,7 +449,7 @@ impl ObjectImpl for NlmDenoise {
                     .build(),
                 glib::ParamSpecEnum::builder_with_default("algorithm", Algorithm::Nlm)
                     .nick("Algorithm")
-                    .blurb("Denoising algorithm (changing it while playing finishes the held frames first); bm3d needs sigma")
+                    .blurb("Denoising algorithm (changing it while playing finishes the held frames first); bm3d takes its noise level from sigma (or the estimate, sigma=-1)")
                     .mutable_playing()
                     .build(),
                 glib::ParamSpecEnum::builder_with_default("bm3d-profile", Bm3dProfile::Normal)
