@@ -221,6 +221,8 @@ pub struct Y4mReader<R> {
     /// Bytes of the header line, newline included.
     header_len: usize,
     frames_read: u64,
+    /// Bytes consumed by the header and every complete frame: where the next frame starts.
+    offset: u64,
 }
 
 impl<R: BufRead> Y4mReader<R> {
@@ -228,11 +230,21 @@ impl<R: BufRead> Y4mReader<R> {
     pub fn new(mut inner: R) -> Result<Self> {
         let line = read_line(&mut inner, "header")?.ok_or_else(|| Error::InvalidFrame("empty input: no y4m header".into()))?;
         let header = Y4mHeader::parse(&line)?;
-        Ok(Y4mReader { inner, header, header_len: line.len() + 1, frames_read: 0 })
+        Ok(Y4mReader { inner, header, header_len: line.len() + 1, frames_read: 0, offset: line.len() as u64 + 1 })
     }
 
     pub fn header(&self) -> &Y4mHeader {
         &self.header
+    }
+
+    /// Byte offset of the next frame in the stream (after the last complete one).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Complete frames read so far.
+    pub fn frames_read(&self) -> u64 {
+        self.frames_read
     }
 
     /// Frames in a file of `file_len` bytes, assuming plain `FRAME` lines (for progress bars).
@@ -249,17 +261,17 @@ impl<R: BufRead> Y4mReader<R> {
         if frame.info != info || frame.strides != info.packed_strides() {
             return Err(Error::InvalidFrame("y4m frame buffer does not match the stream".into()));
         }
-        let n = self.frames_read;
-        let Some(line) = read_line(&mut self.inner, "frame")? else { return Ok(None) };
+        let (n, at) = (self.frames_read, self.offset);
+        let Some(line) = read_line(&mut self.inner, "frame").map_err(|e| Error::InvalidFrame(format!("{e} (frame {n}, byte {at})")))? else { return Ok(None) };
         let params = line
             .strip_prefix("FRAME")
             .filter(|rest| rest.is_empty() || rest.starts_with(' '))
-            .ok_or_else(|| Error::InvalidFrame(format!("y4m frame {n}: expected a FRAME line, found '{}'", line.chars().take(32).collect::<String>())))?;
+            .ok_or_else(|| Error::InvalidFrame(format!("y4m frame {n} (byte {at}): expected a FRAME line, found '{}'", line.chars().take(32).collect::<String>())))?;
         let params = params.trim_start().to_owned();
         for plane in &mut frame.planes {
             self.inner.read_exact(plane).map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
-                    Error::InvalidFrame(format!("y4m stream ends inside frame {n} (truncated file?)"))
+                    Error::InvalidFrame(format!("y4m stream ends inside frame {n}, which starts at byte {at} (truncated file?)"))
                 } else {
                     io_error(e, "frame data")
                 }
@@ -269,13 +281,14 @@ impl<R: BufRead> Y4mReader<R> {
                 for w in plane.chunks_exact_mut(2) {
                     let v = u16::from_le_bytes([w[0], w[1]]) as u32;
                     if v > layout.max_value() {
-                        return Err(Error::InvalidFrame(format!("y4m frame {n}: sample {v} exceeds {} bits", layout.bits)));
+                        return Err(Error::InvalidFrame(format!("y4m frame {n} (byte {at}): sample {v} exceeds {} bits", layout.bits)));
                     }
                     w.copy_from_slice(&(layout.to_engine(v) as u16).to_le_bytes());
                 }
             }
         }
         self.frames_read += 1;
+        self.offset += line.len() as u64 + 1 + frame.planes.iter().map(|p| p.len() as u64).sum::<u64>();
         Ok(Some(params))
     }
 }

@@ -23,6 +23,7 @@ use nlmdenoise::device::{ChunkFrames, GpuKernel, Intermediate};
 use nlmdenoise::{Algorithm, BackendKind, BackendOptions, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
 
 mod exit_code;
+mod interrupt;
 mod media;
 mod progress;
 mod y4m;
@@ -510,6 +511,7 @@ fn run(cli: &Cli) -> Result<()> {
         (None, Some(out)) => Some(Container::from_path(out)?),
         (None, None) => None,
     };
+    interrupt::install(output.filter(|_| container == Some(Container::Mp4)).map(std::path::PathBuf::from));
     let y4m_in = is_y4m_input(input)?;
     if y4m_in && matches!(container, None | Some(Container::Y4m)) {
         return y4m::run(cli, input, output);
@@ -539,7 +541,13 @@ fn main() {
     };
     init_logging(cli.verbose);
     if let Err(e) = run(&cli) {
-        eprintln!("nlmdenoise: error: {e:#}");
-        std::process::exit(exit_code::ERROR);
+        let code = exit_code::of_error(&e);
+        let what = match code {
+            exit_code::INCOMPLETE => "incomplete input",
+            exit_code::INTERRUPTED => "stopped",
+            _ => "error",
+        };
+        eprintln!("nlmdenoise: {what}: {e:#}");
+        std::process::exit(code);
     }
 }

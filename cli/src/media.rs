@@ -66,10 +66,15 @@ struct Shared {
     frames_in: AtomicU64,
     video_linked: AtomicBool,
     audio_linked: AtomicBool,
+    /// The video branch was ended early (--frames, an interrupt).
+    video_ended: AtomicBool,
     /// Description of the input's audio stream ("48000 Hz, 2 ch") and what became of it.
     audio: Mutex<Option<String>>,
-    /// Time from which audio is cut (--frames).
+    /// Running time from which audio is cut (--frames).
     audio_cutoff: Mutex<Option<gst::ClockTime>>,
+    /// Where a y4m input fed through appsrc turned out damaged or truncated (the stream was
+    /// ended there, so the frames before it are still written).
+    damage: Mutex<Option<String>>,
     /// An error found in a callback, reported instead of GStreamer's own.
     error: Mutex<Option<String>>,
 }
@@ -192,7 +197,9 @@ fn describe_encoding(cli: &Cli, container: Option<Container>, audio: bool) -> St
 
 /// Builds and links `queue ! audioconvert ! audioresample ! ENC ! queue ! mux` for a decoded
 /// audio pad.
-fn link_audio(pipeline: &gst::Pipeline, pad: &gst::Pad, mux: &gst::Element, container: Container, audio_bitrate: u32) -> Result<()> {
+/// Links decoded audio through an encoder into the muxer; returns the pad that feeds the muxer
+/// (where the audio is cut: buffers leave it only as the muxer interleaves them).
+fn link_audio(pipeline: &gst::Pipeline, pad: &gst::Pad, mux: &gst::Element, container: Container, audio_bitrate: u32) -> Result<gst::Pad> {
     let encoder = match container {
         Container::Mp4 => "avenc_aac",
         _ => "opusenc",
@@ -220,7 +227,7 @@ fn link_audio(pipeline: &gst::Pipeline, pad: &gst::Pad, mux: &gst::Element, cont
         e.sync_state_with_parent().context("starting the audio branch")?;
     }
     pad.link(&q1.static_pad("sink").unwrap()).context("linking the decoded audio")?;
-    Ok(())
+    Ok(q2.static_pad("src").unwrap())
 }
 
 fn link_fakesink(pipeline: &gst::Pipeline, pad: &gst::Pad) {
@@ -253,12 +260,15 @@ fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<std::io::BufReader<st
         let duration = gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer().max(1) as u64);
         let mut n = 0u64;
         while limit.is_none_or(|l| n < l) {
+            if crate::interrupt::requested() {
+                break;
+            }
             match reader.read_frame(&mut frame) {
                 Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(e) => {
-                    post_error(appsrc.upcast_ref(), &shared, format!("reading input frame {n}: {e}"));
-                    return;
+                    *lock(&shared.damage) = Some(e.to_string());
+                    break;
                 }
             }
             // Every way out of this loop ends the stream (EOS or an error on the bus): a feeder
@@ -319,11 +329,9 @@ pub fn run(cli: &Cli, input: &str, output: Option<&str>, container: Option<Conta
         }
     }
 
-    // A file this run creates is removed again when the run fails.
-    let created = output.filter(|o| *o != "-" && !std::path::Path::new(o).exists());
     let result = build_and_run(cli, input, output, container, y4m_in);
-    if let (Err(_), Some(path)) = (&result, created) {
-        let _ = std::fs::remove_file(path);
+    if let (Err(e), Some(path)) = (&result, output) {
+        crate::exit_code::remove_failed_output(e, path);
     }
     result
 }
@@ -393,29 +401,34 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             gst::PadProbeReturn::Ok
         });
     }
-    if let Some(limit) = cli.frames {
-        let sh = shared.clone();
+    // --frames and interrupts: the video branch ends at its entry (EOS, later buffers dropped),
+    // and the audio at the same running time, so that the muxer finishes a playable file. (An EOS
+    // sent to the source would not do: the demuxer reads the file in pull mode.)
+    {
+        let (sh, limit) = (shared.clone(), cli.frames);
         vqueue.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
             let n = sh.frames_in.fetch_add(1, Ordering::Relaxed);
-            let pts = info.buffer().and_then(|b| b.pts());
-            if n == 0 {
+            let rt = info.buffer().and_then(|b| b.pts()).and_then(|pts| running_time(pad, pts));
+            if let (0, Some(limit)) = (n, limit) {
                 // Provisional audio cut from the frame rate; made exact at frame `limit`.
                 let fps = pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
-                if let (Some(p0), Some(fps)) = (pts, fps.filter(|f| f.numer() > 0)) {
-                    let len = gst::ClockTime::SECOND.mul_div_floor(limit * fps.denom() as u64, fps.numer() as u64);
-                    lock(&sh.audio_cutoff).get_or_insert(p0 + len.unwrap_or_default());
+                if let (Some(r0), Some(len)) = (rt, fps.and_then(|f| frames_duration(limit, f))) {
+                    lock(&sh.audio_cutoff).get_or_insert(r0 + len);
                 }
             }
-            if n < limit {
+            if !(limit.is_some_and(|l| n >= l) || crate::interrupt::requested()) {
                 return gst::PadProbeReturn::Ok;
             }
-            if n == limit {
-                if let Some(p) = pts {
-                    *lock(&sh.audio_cutoff) = Some(p);
+            if !sh.video_ended.swap(true, Ordering::SeqCst) {
+                if let Some(r) = rt {
+                    *lock(&sh.audio_cutoff) = Some(r);
                 }
                 pad.send_event(gst::event::Eos::new());
             }
-            gst::PadProbeReturn::Drop
+            // Dropped here rather than with `Drop`, which GStreamer 1.22 answers with a critical
+            // (it unrefs the buffer the bindings already released).
+            drop(info.data.take());
+            gst::PadProbeReturn::Handled
         });
     }
 
@@ -458,13 +471,21 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         let mux_ = mux.clone();
         let filter = format_filter.clone();
         let keep_audio = !cli.no_audio && matches!(container, Some(Container::Mp4 | Container::Mkv));
-        let (audio_bitrate, limited) = (cli.audio_bitrate, cli.frames.is_some());
+        let (audio_bitrate, frame_limit) = (cli.audio_bitrate, cli.frames);
         dec.connect_pad_added(move |dec, pad| {
             let Some(pipeline) = weak.upgrade() else { return };
             let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
             let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
             if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
                 filter.set_property("caps", working_caps(&caps));
+                if let Some(limit) = frame_limit {
+                    // The audio cut (running time) before any buffer flows, so that audio the
+                    // demuxer delivers ahead of the video is cut too; made exact at frame `limit`.
+                    let fps = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten().map(|i| i.fps());
+                    if let Some(len) = fps.and_then(|f| frames_duration(limit, f)) {
+                        lock(&sh.audio_cutoff).get_or_insert(len);
+                    }
+                }
                 if let Err(e) = pad.link(&vsink) {
                     post_error(dec, &sh, format!("cannot link the decoded video ({caps}): {e:?}"));
                 }
@@ -472,20 +493,24 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
                 let summary = audio_summary(&caps);
                 if keep_audio {
                     let (mux, container) = (mux_.as_ref().expect("muxer"), container.expect("container"));
-                    if let Err(e) = link_audio(&pipeline, pad, mux, container, audio_bitrate) {
-                        post_error(dec, &sh, format!("{e:#}"));
-                        return;
-                    }
-                    if limited {
+                    let to_mux = match link_audio(&pipeline, pad, mux, container, audio_bitrate) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            post_error(dec, &sh, format!("{e:#}"));
+                            return;
+                        }
+                    };
+                    {
                         let sh2 = sh.clone();
-                        pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+                        to_mux.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
                             let cut = *lock(&sh2.audio_cutoff);
-                            match (cut, info.buffer().and_then(|b| b.pts())) {
-                                (Some(cut), Some(pts)) if pts >= cut => {
+                            match (cut, info.buffer().and_then(|b| b.pts()).and_then(|pts| running_time(pad, pts))) {
+                                (Some(cut), Some(rt)) if rt >= cut => {
                                     if let Some(peer) = pad.peer() {
                                         peer.send_event(gst::event::Eos::new());
                                     }
-                                    gst::PadProbeReturn::Drop
+                                    drop(info.data.take());
+                                    gst::PadProbeReturn::Handled
                                 }
                                 _ => gst::PadProbeReturn::Ok,
                             }
@@ -516,6 +541,8 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     let bar = crate::progress::bar(cli.quiet, total);
     let start = Instant::now();
     let mut feeder_thread = None;
+    let mut interrupted = false;
+    let mut total_expected = total;
     let result = 'run: {
         if pipeline.set_state(gst::State::Playing).is_err() {
             // The reason is on the bus.
@@ -534,10 +561,15 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             bar.set_position(shared.frames_out.load(Ordering::Relaxed));
             if !total_known {
                 if let Some(n) = estimate_total(&pipeline, &den) {
+                    total_expected = Some(n);
                     let n = cli.frames.map_or(n, |l| l.min(n));
                     crate::progress::set_total(&bar, Some(n));
                     total_known = true;
                 }
+            }
+            if crate::interrupt::requested() && !interrupted {
+                // The probe at the video branch's entry ends the stream at the next frame.
+                interrupted = true;
             }
             let Some(msg) = bus.timed_pop(gst::ClockTime::from_mseconds(100)) else { continue };
             match msg.view() {
@@ -571,6 +603,17 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     result?;
 
     let frames = shared.frames_out.load(Ordering::Relaxed);
+    let damage = lock(&shared.damage).clone();
+    if frames == 0 && !interrupted {
+        match damage {
+            Some(d) => bail!("no complete frame in '{input}': {d}"),
+            None => bail!("no video frame could be decoded from '{input}': the file is damaged or truncated, or holds no picture"),
+        }
+    }
+    // The frames the input promised (duration x frame rate, or the y4m file's size) against those
+    // that came out: fewer means the input ended early (truncated, damaged).
+    let expected = total_expected.map(|t| cli.frames.map_or(t, |l| l.min(t)));
+    let short = expected.filter(|&t| frames + (t / 100).max(1) < t);
     if !cli.quiet {
         let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
         let (size, format, fps) = match &vinfo {
@@ -591,7 +634,30 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
         eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded"))));
     }
+    if interrupted {
+        return Err(crate::exit_code::Interrupted.into());
+    }
+    if let Some(d) = damage {
+        return Err(crate::exit_code::Incomplete(format!("{d}; the {frames} complete frames before it were denoised and written")).into());
+    }
+    if let Some(t) = short {
+        return Err(crate::exit_code::Incomplete(format!(
+            "the input ended after {frames} of the {t} frames it announced (truncated or damaged); the output holds every frame that could be decoded"
+        ))
+        .into());
+    }
     Ok(())
+}
+
+/// The running time of `pts` in the segment `pad` has seen.
+fn running_time(pad: &gst::Pad, pts: gst::ClockTime) -> Option<gst::ClockTime> {
+    let ev = pad.sticky_event::<gst::event::Segment>(0)?;
+    ev.segment().downcast_ref::<gst::ClockTime>()?.to_running_time(pts)
+}
+
+/// How long `frames` frames last at `fps` (None for a variable or unknown rate).
+fn frames_duration(frames: u64, fps: gst::Fraction) -> Option<gst::ClockTime> {
+    (fps.numer() > 0).then(|| gst::ClockTime::SECOND.mul_div_floor(frames * fps.denom() as u64, fps.numer() as u64)).flatten()
 }
 
 /// The estimate and its stream time from an "nlmdenoise-noise" element message.
@@ -654,7 +720,8 @@ fn describe_error(err: &gst::message::Error, input: &str, den: &gst::Element, sh
 /// (videoconvert picks the closest one).
 fn working_caps(decoded: &gst::CapsRef) -> gst::Caps {
     use gstnlmdenoise::nlmdenoise::{format_to_gst, gst_to_format};
-    let info = gst_video::VideoInfo::from_caps(decoded).ok();
+    // Unfixed caps (a decoder that could not say what it outputs) have no VideoInfo.
+    let info = decoded.is_fixed().then(|| gst_video::VideoInfo::from_caps(decoded).ok()).flatten();
     if let Some(f) = info.as_ref().and_then(|i| gst_to_format(i.format())) {
         return gst::Caps::builder("video/x-raw").field("format", format_to_gst(f).to_str()).build();
     }

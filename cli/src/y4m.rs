@@ -123,8 +123,17 @@ pub fn describe_noise(e: nlmdenoise::noise::NoiseEstimate) -> String {
     }
 }
 
-/// Denoises y4m `input` into y4m `output` (none: discarded).
+/// Denoises y4m `input` into y4m `output` (none: discarded). A failed run removes its output
+/// file; one that ended early (damaged input, interrupt) keeps it, valid.
 pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
+    let result = run_inner(cli, input_path, output);
+    if let (Err(e), Some(path)) = (&result, output) {
+        crate::exit_code::remove_failed_output(e, path);
+    }
+    result
+}
+
+fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let params = cli.params();
     params.validate()?;
     let (input, input_len) = open_input(input_path)?;
@@ -173,8 +182,23 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     // prints the noise estimate once per second of video.
     let fps_frames = header.frame_rate.map(|(n, d)| (n as f64 / d.max(1) as f64).round().max(1.0) as u64).unwrap_or(25);
 
+    // A damaged or truncated input, or an interrupt, ends the reading; the frames read so far
+    // are still denoised (the engine drains the future window) and written.
+    let mut damage = None;
+    let mut interrupted = false;
     while cli.frames.is_none_or(|n| read < n) {
-        let Some(frame_params) = reader.read_frame(&mut frame).with_context(|| format!("reading input frame {read}"))? else { break };
+        if crate::interrupt::requested() {
+            interrupted = true;
+            break;
+        }
+        let frame_params = match reader.read_frame(&mut frame) {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) => {
+                damage = Some(e);
+                break;
+            }
+        };
         if let Some(ps) = psnr.as_mut() {
             if ps.reader.read_frame(&mut clean).with_context(|| format!("reading reference frame {read}"))?.is_none() {
                 bail!("--psnr-ref clip has only {read} frames; the input has more");
@@ -190,6 +214,9 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             }
         }
         drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
+    }
+    if let (Some(e), 0) = (&damage, read) {
+        bail!("no complete frame in '{input_path}': {e}");
     }
     denoiser.finish_stream().context("finishing the stream")?;
     drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
@@ -224,6 +251,12 @@ pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         let peak = layout.max_value() as f64;
         eprintln!("PSNR input  vs reference: {}", ps.input.describe(peak));
         eprintln!("PSNR output vs reference: {}", ps.output.describe(peak));
+    }
+    if let Some(e) = damage {
+        return Err(crate::exit_code::Incomplete(format!("{e}; the {written} complete frames before it were denoised and written")).into());
+    }
+    if interrupted {
+        return Err(crate::exit_code::Interrupted.into());
     }
     Ok(())
 }
