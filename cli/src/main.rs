@@ -131,7 +131,13 @@ impl std::str::FromStr for SigmaArg {
 /// are in 8-bit code values whatever the bit depth. The temporal window defaults to 2 past and 2
 /// future frames (offline: latency does not matter).
 #[derive(Debug, Parser)]
-#[command(name = "nlmdenoise", version)]
+#[command(
+    name = "nlmdenoise",
+    version,
+    after_help = "Exit status: 0 done; 1 error (bad usage, unreadable input, failed pipeline; no output file is left \
+behind); 3 the input ended early or was damaged (the output holds every complete frame); 4 interrupted by \
+Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by a second interrupt."
+)]
 pub struct Cli {
     /// Input file (same as -i): a .y4m file, - for y4m on standard input, or any file GStreamer can
     /// decode (mp4, mkv, mov, webm, avi, ...).

@@ -15,8 +15,11 @@ fn tmp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// The tool, overwriting outputs left by earlier runs (-y).
 fn cli() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_nlmdenoise"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nlmdenoise"));
+    c.arg("-y");
+    c
 }
 
 const W: usize = 128;

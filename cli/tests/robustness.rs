@@ -1,0 +1,249 @@
+//! What a user meets when things go wrong: damaged and truncated inputs keep every complete
+//! frame (exit 3) or fail without leaving an output behind (exit 1); Ctrl-C and SIGTERM finish a
+//! playable output (exit 4) and a second signal aborts (exit 130); --frames cuts audio and video
+//! together; existing outputs are not overwritten without -y; usage errors exit 1; no GStreamer
+//! critical reaches the terminal. (README.md, "Exit status".)
+//!
+//! Needs ffmpeg/ffprobe and the GStreamer plugins scripts/install-deps.sh installs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-robustness");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nlmdenoise"))
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = bin().args(args).stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    assert!(!stderr.contains("CRITICAL"), "{args:?}: a GStreamer critical reached the user: {stderr}");
+    out
+}
+
+fn ffmpeg(args: &[&str]) {
+    let out = Command::new("ffmpeg").args(["-v", "error", "-y"]).args(args).output().expect("ffmpeg runs");
+    assert!(out.status.success(), "ffmpeg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// "codec_type,frames,duration" per stream, from ffprobe (counting decoded frames); Err when
+/// ffprobe rejects the file.
+fn probe(file: &Path) -> Result<Vec<(String, u64, f64)>, String> {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-show_entries", "stream=codec_type,nb_read_frames,duration", "-of", "csv=p=0"])
+        .arg(file)
+        .output()
+        .expect("ffprobe runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            (c[0].to_string(), c.get(2).and_then(|v| v.parse().ok()).unwrap_or(0), c.get(1).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN))
+        })
+        .collect())
+}
+
+fn frames_of(file: &Path, kind: &str) -> u64 {
+    probe(file).unwrap().iter().find(|s| s.0 == kind).map(|s| s.1).unwrap_or(0)
+}
+
+/// A 4 s H.264 + AAC MP4 with its index at the front (so that a cut file still starts right),
+/// 160x120 at 25 frames/s, and the same picture as y4m.
+struct Clips {
+    mp4: PathBuf,
+    y4m: PathBuf,
+}
+
+fn clips() -> &'static Clips {
+    static C: OnceLock<Clips> = OnceLock::new();
+    C.get_or_init(|| {
+        let (mp4, y4m) = (tmp("clip.mp4"), tmp("clip.y4m"));
+        ffmpeg(&[
+            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "4",
+            "-c:v", "libx264", "-g", "25", "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", mp4.to_str().unwrap(),
+        ]);
+        ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "100", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
+        Clips { mp4, y4m }
+    })
+}
+
+fn cut(src: &Path, bytes: usize, name: &str) -> PathBuf {
+    let data = std::fs::read(src).unwrap();
+    let dst = tmp(name);
+    std::fs::write(&dst, &data[..bytes.min(data.len())]).unwrap();
+    dst
+}
+
+#[test]
+fn a_truncated_y4m_keeps_every_complete_frame() {
+    let c = clips();
+    let frame = 160 * 120 * 3 / 2 + 6;
+    let header = std::fs::read(&c.y4m).unwrap().iter().position(|&b| b == b'\n').unwrap() + 1;
+    // Cut inside frame 5: frames 0-4 complete, two of them held for the future window.
+    let cut5 = cut(&c.y4m, header + 5 * frame + 1000, "cut5.y4m");
+    for ext in ["y4m", "mp4"] {
+        let out = tmp(&format!("cut5-out.{ext}"));
+        let r = run(&["-y", "-q", cut5.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(3), "{ext}: {stderr}");
+        assert!(stderr.contains("frame 5") && stderr.contains(&format!("byte {}", header + 5 * frame)), "{ext}: names the frame and byte: {stderr}");
+        assert_eq!(frames_of(&out, "video"), 5, "{ext}: every complete frame written");
+    }
+    // Cut inside frame 0: nothing to write, an error, and no output left behind.
+    let cut0 = cut(&c.y4m, header + 500, "cut0.y4m");
+    for ext in ["y4m", "mp4"] {
+        let out = tmp(&format!("cut0-out.{ext}"));
+        let _ = std::fs::remove_file(&out);
+        let r = run(&["-q", cut0.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu"]);
+        assert_eq!(r.status.code(), Some(1), "{ext}: {}", String::from_utf8_lossy(&r.stderr));
+        assert!(String::from_utf8_lossy(&r.stderr).contains("no complete frame"), "{ext}");
+        assert!(!out.exists(), "{ext}: no empty output left behind");
+    }
+}
+
+#[test]
+fn a_truncated_mp4_keeps_its_decodable_frames_and_one_without_any_fails_cleanly() {
+    let c = clips();
+    let len = std::fs::metadata(&c.mp4).unwrap().len() as usize;
+    let half = cut(&c.mp4, len / 2, "half.mp4");
+    let out = tmp("half-out.mp4");
+    let r = run(&["-y", "-q", half.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast"]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("of the 100 frames"), "{stderr}");
+    let n = frames_of(&out, "video");
+    assert!(n > 10 && n < 100, "{n} frames written of a half file");
+
+    // The index and no picture: an error, exit 1, no output file (it used to exit 0 with a
+    // 965-byte file and a GStreamer critical).
+    let head = cut(&c.mp4, 6000, "head.mp4");
+    let out = tmp("head-out.mp4");
+    let _ = std::fs::remove_file(&out);
+    let r = run(&["-q", head.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu"]);
+    assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(!out.exists());
+}
+
+#[test]
+fn frames_cuts_audio_with_the_video() {
+    let c = clips();
+    for ext in ["mp4", "mkv"] {
+        let out = tmp(&format!("ten.{ext}"));
+        let r = run(&["-y", "-q", c.mp4.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--frames", "10", "--preset", "ultrafast"]);
+        assert!(r.status.success(), "{ext}: {}", String::from_utf8_lossy(&r.stderr));
+        let (video, audio) = (frames_of(&out, "video"), frames_of(&out, "audio"));
+        assert_eq!(video, 10, "{ext}");
+        // 0.4 s of video; AAC frames are 1024 samples (21.3 ms), Opus 20 ms: the audio ends
+        // within two packets of the video (the encoders' own delay), not 0.2 s later as before.
+        let packet = if ext == "mp4" { 1024.0 / 48000.0 } else { 0.02 };
+        let audio_s = audio as f64 * packet;
+        assert!((audio_s - 0.4).abs() <= 2.0 * packet + 1e-9, "{ext}: {audio} audio packets = {audio_s:.3} s for 0.4 s of video");
+    }
+}
+
+/// Runs the tool on a long input and sends `signals` SIGINT/SIGTERM once it has written output.
+fn interrupted(input: &Path, out: &Path, signal: &str, signals: usize) -> Output {
+    let _ = std::fs::remove_file(out);
+    let child = bin()
+        .args(["-y", "-q", "--backend", "cpu", "--search-radius", "5", "--temporal-past", "3", "--temporal-future", "3"])
+        .arg(input)
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::fs::metadata(out).map(|m| m.len()).unwrap_or(0) < 20_000 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..signals {
+        Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_interrupt_finishes_a_playable_output_and_a_second_aborts() {
+    // A long input: 30 s of 160x120 video with audio.
+    let long = tmp("long.mkv");
+    ffmpeg(&[
+        "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "30",
+        "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "libopus", long.to_str().unwrap(),
+    ]);
+    for (signal, ext) in [("-INT", "mp4"), ("-TERM", "mkv")] {
+        let out = tmp(&format!("stopped.{ext}"));
+        let r = interrupted(&long, &out, signal, 1);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(4), "{signal} {ext}: {stderr}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        let streams = probe(&out).unwrap_or_else(|e| panic!("{ext}: the interrupted output is not playable: {e}"));
+        let video = streams.iter().find(|s| s.0 == "video").map(|s| s.1).unwrap();
+        assert!(video > 0 && video < 750, "{ext}: {video} frames of 750");
+    }
+    // The y4m path drains the engine too.
+    let y4m_long = tmp("long.y4m");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "750", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m_long.to_str().unwrap()]);
+    let out = tmp("stopped.y4m");
+    let r = interrupted(&y4m_long, &out, "-INT", 1);
+    assert_eq!(r.status.code(), Some(4), "{}", String::from_utf8_lossy(&r.stderr));
+    let n = frames_of(&out, "video");
+    assert!(n > 0 && n < 750, "{n}");
+
+    // Two signals: abort at once; an MP4 that cannot be finished is removed.
+    let out = tmp("aborted.mp4");
+    let r = interrupted(&long, &out, "-INT", 2);
+    assert_eq!(r.status.code(), Some(130), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(!out.exists(), "the unfinishable MP4 is removed");
+}
+
+#[test]
+fn existing_outputs_need_y_and_dev_null_discards() {
+    let c = clips();
+    let out = tmp("exists.y4m");
+    std::fs::write(&out, b"keep me").unwrap();
+    // No terminal to ask on: refused, the file untouched.
+    let r = run(&["-q", c.y4m.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--frames", "2"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("pass -y"), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(&out).unwrap(), b"keep me");
+    let r = run(&["-n", "-q", c.y4m.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--frames", "2"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert_eq!(std::fs::read(&out).unwrap(), b"keep me");
+    let r = run(&["-y", "-q", c.y4m.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--frames", "2"]);
+    assert!(r.status.success());
+    assert_eq!(frames_of(&out, "video"), 2);
+    // -o /dev/null: the usual way to time a run.
+    for input in [&c.y4m, &c.mp4] {
+        let r = run(&["-q", "-i", input.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--frames", "3"]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    }
+}
+
+#[test]
+fn usage_errors_exit_1_and_negative_values_reach_the_range_check() {
+    let c = clips();
+    let r = run(&["--no-such-flag"]);
+    assert_eq!(r.status.code(), Some(1));
+    let r = run(&[c.y4m.to_str().unwrap(), "--strength", "-3"]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("strength -3 out of range"), "{stderr}");
+    assert!(!stderr.contains("bad parameters"), "one message, not a chain: {stderr}");
+    let r = run(&["--help"]);
+    assert_eq!(r.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("Exit status"), "--help documents the exit codes");
+}
