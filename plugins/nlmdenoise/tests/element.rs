@@ -483,6 +483,58 @@ fn joint_chroma_on_subsampled_format_is_a_clear_error() {
     let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
     let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
     assert!(err.error().to_string().contains("joint"), "message names the problem: {}", err.error());
+    // Base transform retries negotiation with every buffer; the user sees the error once.
+    for pts in 1..4 {
+        let _ = h.push(with_meta(make_buffer(&info, format, 1), pts, gst::BufferFlags::empty()));
+    }
+    assert!(bus.pop_filtered(&[gst::MessageType::Error]).is_none(), "the same error posted again");
+}
+
+#[test]
+fn an_invalid_device_id_is_refused() {
+    init();
+    let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
+    e.set_property("device-id", "abc");
+    let bus = gst::Bus::new();
+    e.set_bus(Some(&bus));
+    assert!(e.set_state(gst::State::Paused).is_err(), "a typo must not run on device 0");
+    let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
+    let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
+    assert!(err.error().to_string().contains("device-id 'abc'"), "{}", err.error());
+    let _ = e.set_state(gst::State::Null);
+    // A valid value afterwards clears it.
+    e.set_property("device-id", "0");
+    assert!(e.set_state(gst::State::Paused).is_ok());
+    let _ = e.set_state(gst::State::Null);
+}
+
+#[test]
+fn persistent_late_frames_post_one_warning() {
+    let params = small_params();
+    let format = PixelFormat::I420;
+    let caps = caps(format, 8, 8, (30, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    let bus = gst::Bus::new();
+    h.element().unwrap().set_bus(Some(&bus));
+    h.set_src_caps(caps);
+    h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
+    let late = |h: &mut gst_check::Harness, i: u64| {
+        assert!(h.push_upstream_event(gst::event::Qos::new(gst::QOSType::Underflow, 0.5, 20_000_000, gst::ClockTime::from_mseconds(33 * i))));
+    };
+    // A few late frames now and then: no warning.
+    for i in 0..10 {
+        late(&mut h, i * 20);
+    }
+    assert!(bus.pop_filtered(&[gst::MessageType::Warning]).is_none(), "occasional lateness is not worth a warning");
+    // Most frames late for seconds: one warning that says what to change.
+    for i in 300..400 {
+        late(&mut h, i);
+    }
+    let msg = bus.pop_filtered(&[gst::MessageType::Warning]).expect("warning posted");
+    let gst::MessageView::Warning(w) = msg.view() else { unreachable!() };
+    assert!(w.error().to_string().contains("cannot keep up"), "{}", w.error());
+    assert!(bus.pop_filtered(&[gst::MessageType::Warning]).is_none(), "once per stream");
 }
 
 #[test]

@@ -109,12 +109,15 @@ struct Settings {
     /// The strengths were set explicitly; otherwise setting `sigma` also sets them
     /// (Params::with_noise_sigma), and without `sigma` the noise level is estimated.
     strength_set: bool,
+    /// A `device-id` value that names no device list, with the reason: the element refuses to
+    /// start until it is replaced (a typo must not silently run on device 0).
+    bad_device_id: Option<String>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         // Neither sigma nor a strength set: the noise level is estimated (sigma = auto).
-        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false }
+        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None }
     }
 }
 
@@ -182,7 +185,54 @@ struct State {
 pub struct NlmDenoise {
     settings: Mutex<Settings>,
     state: Mutex<Option<State>>,
+    /// The caps and settings generation whose engine creation failed and was reported: base
+    /// transform retries set_caps, and the user should see the error once.
+    refused: Mutex<Option<(gst::Caps, u64)>>,
+    /// Late-frame reports from downstream (QoS), for the "cannot keep up" warning.
+    lateness: Mutex<Lateness>,
     dispatch: OnceLock<tracing::Dispatch>,
+}
+
+/// Seconds of stream time over which late frames are counted.
+const LATE_WINDOW_S: u64 = 5;
+/// Late-frame reports in one window that make the warning (about one frame in five at 30 fps).
+const LATE_REPORTS: u32 = 30;
+
+/// QoS reports from downstream that frames came late (each late frame is one the QoS machinery
+/// then drops upstream of the transform): counted per window of stream time; a window with
+/// [`LATE_REPORTS`] or more posts one warning per stream.
+#[derive(Default)]
+struct Lateness {
+    window_start: Option<gst::ClockTime>,
+    late: u32,
+    warned: bool,
+}
+
+impl NlmDenoise {
+    /// A downstream report that the frame at `ts` came late; warns once per stream when the
+    /// reports persist (a live pipeline then loses frames to QoS).
+    fn count_late_frame(&self, ts: gst::ClockTime) {
+        let mut l = lock(&self.lateness);
+        if l.warned {
+            return;
+        }
+        let start = *l.window_start.get_or_insert(ts);
+        if ts < start || ts >= start + gst::ClockTime::from_seconds(LATE_WINDOW_S) {
+            *l = Lateness { window_start: Some(ts), late: 0, warned: false };
+        }
+        l.late += 1;
+        if l.late >= LATE_REPORTS {
+            l.warned = true;
+            let backend = lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).unwrap_or_default();
+            drop(l);
+            gst::element_imp_warning!(
+                self,
+                gst::CoreError::Clock,
+                ("The denoiser cannot keep up: {LATE_REPORTS} or more frames came late within {LATE_WINDOW_S} s and were dropped (QoS) on {backend}"),
+                ["Use backend=cuda, a smaller search-radius or temporal window, algorithm=nlm, or a lower resolution or frame rate (docs/tuning.md)"]
+            );
+        }
+    }
 }
 
 fn engine_error(imp: &NlmDenoise, what: &str, err: &nlmdenoise::Error) -> gst::FlowError {
@@ -695,9 +745,10 @@ impl ObjectImpl for NlmDenoise {
             "device-id" => {
                 let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
                 match apply_devices(&mut s.options, &text) {
-                    Ok(()) => {}
+                    Ok(()) => s.bad_device_id = None,
                     Err(e) => {
-                        gst::error!(CAT, imp = self, "device-id: {e}; keeping {}", devices_to_string(&s.options));
+                        gst::error!(CAT, imp = self, "device-id: {e}");
+                        s.bad_device_id = Some(format!("device-id '{text}': {e}"));
                         return;
                     }
                 }
@@ -939,6 +990,11 @@ impl BaseTransformImpl for NlmDenoise {
         let s = lock(&self.settings).clone();
         // Ranges are enforced by the property specs; this catches anything they cannot express.
         s.params.validate().map_err(|e| gst::error_msg!(gst::LibraryError::Settings, ("Invalid parameters: {e}")))?;
+        if let Some(bad) = &s.bad_device_id {
+            return Err(gst::error_msg!(gst::LibraryError::Settings, ("Invalid {bad}")));
+        }
+        *lock(&self.refused) = None;
+        *lock(&self.lateness) = Lateness::default();
         gst::debug!(CAT, imp = self, "starting with {:?}, backend {:?}", s.params, s.options);
         Ok(())
     }
@@ -992,7 +1048,11 @@ impl BaseTransformImpl for NlmDenoise {
         let denoiser = match created {
             Ok(d) => d,
             Err(e) => {
-                let _ = engine_error(self, &format!("Cannot denoise {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
+                let key = (incaps.clone(), settings.generation);
+                if lock(&self.refused).as_ref() != Some(&key) {
+                    let _ = engine_error(self, &format!("Cannot denoise {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
+                    *lock(&self.refused) = Some(key);
+                }
                 return Err(gst::loggable_error!(CAT, "engine creation failed: {e}"));
             }
         };
@@ -1033,6 +1093,16 @@ impl BaseTransformImpl for NlmDenoise {
             q.set(live, min.saturating_add(ours), max.map(|m| m.saturating_add(ours)));
         }
         true
+    }
+
+    fn src_event(&self, event: gst::Event) -> bool {
+        if let gst::EventView::Qos(q) = event.view() {
+            let (_, _, diff, timestamp) = q.get();
+            if let (true, Some(ts)) = (diff > 0, timestamp) {
+                self.count_late_frame(ts);
+            }
+        }
+        self.parent_src_event(event)
     }
 
     fn sink_event(&self, event: gst::Event) -> bool {
