@@ -8,6 +8,35 @@
 # update). Runs as root (CI) or through sudo.
 set -euo pipefail
 
+# Rust: the project needs cargo and rustc at least RUST_MIN (rust-version in Cargo.toml). Debian
+# bookworm's own rustc is 1.63, too old; when no new enough toolchain is found, rustup's installer
+# (https://rustup.rs) puts the stable one under ~/.cargo and the script says so.
+RUST_MIN=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml" | head -n 1)
+RUST_MIN=${RUST_MIN:-1.85}
+
+# "ok VERSION", "old VERSION" or "missing" for the cargo on PATH.
+rust_status() {
+  if ! command -v cargo >/dev/null 2>&1; then echo missing; return; fi
+  local v
+  v=$(cargo --version 2>/dev/null | awk '{ print $2 }')
+  if [[ -z "$v" ]]; then echo missing; return; fi
+  if [[ "$(printf '%s\n%s\n' "$RUST_MIN" "${v%%-*}" | sort -V | head -n 1)" == "$RUST_MIN" ]]; then
+    echo "ok $v"
+  else
+    echo "old $v"
+  fi
+}
+
+if [[ "${1:-}" == "--rust-check" ]]; then
+  # For tests: report what would be done about Rust, change nothing.
+  case "$(rust_status)" in
+    ok*) echo "rust: $(rust_status | cut -d' ' -f2) is new enough (>= $RUST_MIN)" ;;
+    old*) echo "rust: $(rust_status | cut -d' ' -f2) is older than $RUST_MIN; would install the stable toolchain with rustup" ;;
+    *) echo "rust: cargo not found; would install the stable toolchain with rustup" ;;
+  esac
+  exit 0
+fi
+
 PACKAGES=(
   build-essential
   pkg-config
@@ -21,6 +50,8 @@ PACKAGES=(
   ffmpeg
   python3
   python3-pip
+  curl
+  ca-certificates
 )
 
 say() { echo "install-deps: $*" >&2; }
@@ -49,19 +80,29 @@ else
   say "system packages present"
 fi
 
-# Rust: the project needs cargo (rust-version in Cargo.toml). Use the machine's rustup when cargo
-# is not on PATH yet.
-if ! command -v cargo >/dev/null 2>&1 && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+if [[ -x "$HOME/.cargo/bin/cargo" ]]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
-if ! command -v cargo >/dev/null 2>&1; then
+status=$(rust_status)
+if [[ "$status" != ok* ]]; then
+  if [[ "$status" == old* ]]; then
+    say "cargo ${status#old } is older than the $RUST_MIN this project needs"
+  else
+    say "cargo not found"
+  fi
   if command -v rustup >/dev/null 2>&1; then
-    say "cargo missing; installing the stable toolchain with rustup"
+    say "installing the stable Rust toolchain with rustup"
     rustup toolchain install stable --profile minimal
     rustup default stable
   else
-    say "ERROR: cargo is not installed and no rustup was found."
-    say "Install Rust 1.85 or newer (https://rustup.rs or 'apt-get install cargo' where new enough), then re-run."
+    say "installing Rust (stable) with rustup's installer from https://sh.rustup.rs into $HOME/.cargo"
+    command -v curl >/dev/null 2>&1 || { say "ERROR: curl is needed to fetch rustup"; exit 1; }
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain stable
+  fi
+  export PATH="$HOME/.cargo/bin:$PATH"
+  status=$(rust_status)
+  if [[ "$status" != ok* ]]; then
+    say "ERROR: still no Rust >= $RUST_MIN ($status); install it from https://rustup.rs and re-run"
     exit 1
   fi
 fi

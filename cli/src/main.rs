@@ -347,7 +347,9 @@ pub struct Cli {
     #[arg(short, long)]
     quiet: bool,
 
-    /// More log output (-v: info, -vv: debug); RUST_LOG overrides.
+    /// More output: -v logs what the engine and the element decide (backend, format, latency) and
+    /// prints the noise estimate once per second of video; -vv adds debug detail. RUST_LOG and
+    /// GST_DEBUG override.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
 }
@@ -437,7 +439,9 @@ fn init_logging(verbose: u8) {
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    // Colour only on a terminal (not in logs and pipes).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
 }
 
 /// Whether `path` starts like a YUV4MPEG2 stream (standard input always counts as one).

@@ -314,6 +314,16 @@ fn y4m_buffer(frame: &OwnedFrame, vinfo: &gst_video::VideoInfo, n: u64, duration
 pub fn run(cli: &Cli, input: &str, output: Option<&str>, container: Option<Container>, y4m_in: bool) -> Result<()> {
     gst::init().context("initialising GStreamer")?;
     gstnlmdenoise::plugin_register_static().context("registering the nlmdenoise element")?;
+    if cli.verbose > 0 {
+        // -v: the element's own log (backend chosen, format, latency, reconfigurations) at INFO,
+        // -vv at DEBUG; GST_DEBUG still overrides.
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            gst::log::set_colored(false);
+        }
+        if std::env::var_os("GST_DEBUG").is_none() {
+            gst::log::set_threshold_for_name("nlmdenoise", if cli.verbose > 1 { gst::DebugLevel::Debug } else { gst::DebugLevel::Info });
+        }
+    }
 
     let mut needed = vec!["queue", "videoconvert"];
     needed.extend(if y4m_in { &["appsrc"][..] } else { &["filesrc", "decodebin"][..] });

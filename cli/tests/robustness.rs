@@ -247,3 +247,25 @@ fn usage_errors_exit_1_and_negative_values_reach_the_range_check() {
     assert_eq!(r.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&r.stdout).contains("Exit status"), "--help documents the exit codes");
 }
+
+/// scripts/install-deps.sh installs a recent Rust when the one on PATH is missing or older than
+/// the project's rust-version (Debian bookworm's own cargo is 1.63).
+#[test]
+fn install_deps_replaces_a_too_old_rust() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-deps.sh");
+    let fake = tmp("fake-cargo");
+    std::fs::create_dir_all(&fake).unwrap();
+    let check = |cargo_version: Option<&str>| {
+        let _ = std::fs::remove_file(fake.join("cargo"));
+        if let Some(v) = cargo_version {
+            std::fs::write(fake.join("cargo"), format!("#!/bin/sh\necho 'cargo {v} (Debian)'\n")).unwrap();
+            Command::new("chmod").arg("+x").arg(fake.join("cargo")).status().unwrap();
+        }
+        let out = Command::new("bash").arg(&script).arg("--rust-check").env("PATH", format!("{}:/usr/bin:/bin", fake.display())).env("HOME", tmp("no-home")).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(check(Some("1.63.0")).contains("older than 1.85; would install"), "{}", check(Some("1.63.0")));
+    assert!(check(None).contains("not found; would install"));
+    assert!(check(Some("1.90.0")).contains("new enough"));
+}
