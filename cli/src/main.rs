@@ -271,8 +271,8 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA|auto")]
     sigma: Option<SigmaArg>,
 
-    /// Backend: auto (CUDA if usable, else CPU), cpu, cuda or reference (slow f64 oracle; y4m in
-    /// and out only).
+    /// Backend: auto (CUDA if usable, else CPU), cpu, cuda (also spelt gpu) or reference (slow
+    /// f64 oracle; y4m in and out only).
     #[arg(long, default_value_t = BackendKind::Auto)]
     backend: BackendKind,
 

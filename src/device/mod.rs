@@ -54,9 +54,10 @@ impl FromStr for BackendKind {
         match s.to_ascii_lowercase().as_str() {
             "auto" => Ok(BackendKind::Auto),
             "cpu" => Ok(BackendKind::Cpu),
+            // `gpu` and `ref`: documented spellings (the CLI's --help).
             "cuda" | "gpu" => Ok(BackendKind::Cuda),
             "reference" | "ref" => Ok(BackendKind::Reference),
-            _ => Err(Error::InvalidParameter(format!("unknown backend '{s}' (expected auto, cpu, cuda or reference)"))),
+            _ => Err(Error::InvalidParameter(format!("unknown backend '{s}' (expected auto, cpu, cuda (or gpu) or reference (or ref))"))),
         }
     }
 }

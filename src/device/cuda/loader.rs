@@ -74,7 +74,12 @@ fn keep(result: Result<(Library, String), String>) -> Result<String, String> {
 /// Opens the CUDA driver library; `Err` says why it cannot be used.
 pub fn ensure_driver() -> Result<&'static str, String> {
     DRIVER
-        .get_or_init(|| keep(open_first(DRIVER_NAMES, &[])).map_err(|e| format!("the CUDA driver (libcuda.so.1) cannot be loaded: {e}")))
+        .get_or_init(|| {
+            keep(open_first(DRIVER_NAMES, &[])).map_err(|e| {
+                tracing::debug!("CUDA driver: {e}");
+                "no NVIDIA driver (libcuda.so.1 not found): install the NVIDIA driver to use the GPU".to_string()
+            })
+        })
         .as_deref()
         .map_err(|e| e.clone())
 }
@@ -84,7 +89,11 @@ pub fn ensure_nvrtc() -> Result<&'static str, String> {
     NVRTC
         .get_or_init(|| {
             keep(open_first(NVRTC_NAMES, &nvrtc_dirs())).map_err(|e| {
-                format!("NVRTC (libnvrtc.so.13/.12) cannot be loaded; install the CUDA toolkit or set {NVRTC_DIR_ENV}: {e}")
+                tracing::debug!("NVRTC: {e}");
+                format!(
+                    "NVRTC, the CUDA run-time compiler, not found (libnvrtc.so.13 or .12): install it (CUDA toolkit, or pip's \
+                     nvidia-cuda-nvrtc-cu12 with {NVRTC_DIR_ENV} set to its lib folder)"
+                )
             })
         })
         .as_deref()

@@ -67,7 +67,7 @@ fn open_context(device_id: usize) -> std::result::Result<Arc<CudaContext>, Strin
     loader::guarded("CUDA driver", || {
         let n = CudaContext::device_count().map_err(|e| format!("no usable CUDA driver: {e}"))?;
         if n <= 0 {
-            return Err("no CUDA device found".into());
+            return Err("the NVIDIA driver found no CUDA device".into());
         }
         if device_id >= n as usize {
             return Err(format!("CUDA device {device_id} requested but only {n} present"));
@@ -90,8 +90,9 @@ pub struct DeviceInfo {
 
 impl DeviceInfo {
     fn open(device_id: usize) -> Result<Self> {
-        loader::ensure_nvrtc().map_err(unavailable)?;
+        // In the order a user fixes things: the driver and a device first, then the compiler.
         let ctx = open_context(device_id).map_err(unavailable)?;
+        loader::ensure_nvrtc().map_err(unavailable)?;
         loader::guarded("CUDA driver", || {
             let name = ctx.name().map_err(|e| e.to_string())?;
             let compute_capability = ctx.compute_capability().map_err(|e| e.to_string())?;
