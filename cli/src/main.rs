@@ -73,6 +73,17 @@ impl Container {
     }
 }
 
+/// Bits per sample of encoded (H.264) video.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BitDepthArg {
+    /// The input's: 8-bit inputs give 8-bit video, deeper ones 10-bit.
+    Auto,
+    #[value(name = "8")]
+    Eight,
+    #[value(name = "10")]
+    Ten,
+}
+
 /// x264 speed presets (x264enc `speed-preset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
@@ -321,6 +332,12 @@ pub struct Cli {
     /// x264 speed preset: slower presets give smaller files at the same quality.
     #[arg(long, value_enum, default_value_t = Preset::Medium)]
     preset: Preset,
+
+    /// Bits per sample of the H.264 video (mp4, mkv): auto keeps the input's depth (10 for 10-bit
+    /// and deeper inputs, whose extra bits H.264 cannot hold), 8 or 10 force one. The chroma
+    /// subsampling follows the input (4:2:0, 4:2:2, 4:4:4).
+    #[arg(long, value_enum, default_value_t = BitDepthArg::Auto)]
+    bit_depth: BitDepthArg,
 
     /// Audio bitrate in kbit/s (AAC in MP4, Opus in Matroska).
     #[arg(allow_negative_numbers = true, long, value_name = "KBIT/S", default_value_t = 128, value_parser = clap::value_parser!(u32).range(6..=510))]

@@ -22,7 +22,7 @@ use gst_video::prelude::*;
 use nlmdenoise::y4m::Y4mReader;
 use nlmdenoise::{BackendKind, OwnedFrame};
 
-use crate::{Cli, Container, IntermediateArg, KernelArg};
+use crate::{BitDepthArg, Cli, Container, IntermediateArg, KernelArg};
 
 /// The Debian package that provides a GStreamer element (bookworm).
 fn package_of(factory: &str) -> &'static str {
@@ -75,6 +75,8 @@ struct Shared {
     /// Where a y4m input fed through appsrc turned out damaged or truncated (the stream was
     /// ended there, so the frames before it are still written).
     damage: Mutex<Option<String>>,
+    /// The format the video encoder gets and why, when it differs from the input's depth.
+    encoding: Mutex<Option<(gst_video::VideoFormat, Option<String>)>>,
     /// An error found in a callback, reported instead of GStreamer's own.
     error: Mutex<Option<String>>,
 }
@@ -180,10 +182,19 @@ fn video_encoder(cli: &Cli) -> Result<gst::Element> {
     Ok(enc)
 }
 
-fn describe_encoding(cli: &Cli, container: Option<Container>, audio: bool) -> String {
+fn describe_encoding(cli: &Cli, container: Option<Container>, audio: bool, encoded: Option<gst_video::VideoFormat>) -> String {
+    let profile = encoded.map(|f| {
+        let info = gst_video::VideoFormatInfo::from_format(f);
+        let chroma = match (info.w_sub().get(1), info.h_sub().get(1)) {
+            (Some(1), Some(1)) => "4:2:0",
+            (Some(1), Some(0)) => "4:2:2",
+            _ => "4:4:4",
+        };
+        format!(" {}-bit {chroma}", info.depth()[0])
+    });
     let video = match cli.bitrate {
-        Some(kbps) => format!("H.264 {kbps} kbit/s, preset {}", cli.preset.nick()),
-        None => format!("H.264 crf {}, preset {}", cli.crf, cli.preset.nick()),
+        Some(kbps) => format!("H.264{} {kbps} kbit/s, preset {}", profile.unwrap_or_default(), cli.preset.nick()),
+        None => format!("H.264{} crf {}, preset {}", profile.unwrap_or_default(), cli.crf, cli.preset.nick()),
     };
     match container {
         Some(Container::Mp4) if audio => format!("{video} + AAC {} kbit/s in MP4", cli.audio_bitrate),
@@ -359,9 +370,14 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     let format_filter = make("capsfilter")?;
     let mut chain = vec![vqueue.clone(), conv_in, format_filter.clone(), den.clone(), conv_out];
     let mut mux = None;
+    let mut encoder_filter: Option<gst::Element> = None;
     match container {
         Some(c @ (Container::Mp4 | Container::Mkv)) => {
             let enc = video_encoder(cli)?;
+            // The encoder's input format: set once the input's is known (encoder_format).
+            let enc_filter = make("capsfilter")?;
+            chain.push(enc_filter.clone());
+            encoder_filter = Some(enc_filter);
             let q = make("queue")?;
             q.set_property("max-size-buffers", 0u32);
             q.set_property("max-size-bytes", 0u32);
@@ -464,6 +480,11 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             .max_bytes((vinfo.size() * 4) as u64)
             .build();
         format_filter.set_property("caps", gst::Caps::builder("video/x-raw").field("format", format.to_str()).build());
+        if let Some(f) = &encoder_filter {
+            let (enc_format, note) = encoder_format(&gst_video::VideoFormatInfo::from_format(format), cli.bit_depth);
+            f.set_property("caps", gst::Caps::builder("video/x-raw").field("format", enc_format.to_str()).build());
+            *lock(&shared.encoding) = Some((enc_format, note));
+        }
         pipeline.add(&appsrc)?;
         appsrc.link(&vqueue).context("linking appsrc")?;
         total = len.map(|l| reader.estimate_frames(l));
@@ -480,6 +501,7 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         let sh = shared.clone();
         let mux_ = mux.clone();
         let filter = format_filter.clone();
+        let (enc_filter, bit_depth) = (encoder_filter.clone(), cli.bit_depth);
         let keep_audio = !cli.no_audio && matches!(container, Some(Container::Mp4 | Container::Mkv));
         let (audio_bitrate, frame_limit) = (cli.audio_bitrate, cli.frames);
         dec.connect_pad_added(move |dec, pad| {
@@ -488,6 +510,12 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
             if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
                 filter.set_property("caps", working_caps(&caps));
+                let decoded = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten();
+                if let (Some(f), Some(info)) = (&enc_filter, decoded) {
+                    let (enc_format, note) = encoder_format(&info.format_info(), bit_depth);
+                    f.set_property("caps", gst::Caps::builder("video/x-raw").field("format", enc_format.to_str()).build());
+                    *lock(&sh.encoding) = Some((enc_format, note));
+                }
                 if let Some(limit) = frame_limit {
                     // The audio cut (running time) before any buffer flows, so that audio the
                     // demuxer delivers ahead of the video is cut too; made exact at frame `limit`.
@@ -642,7 +670,14 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         let input_kind = if input_desc.is_empty() { format!("video {format} {fps} fps") } else { input_desc };
         eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
         let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
-        eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded"))));
+        let encoding = lock(&shared.encoding).clone();
+        eprintln!(
+            "  output: {out} ({})",
+            describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0))
+        );
+        if let Some((_, Some(note))) = encoding {
+            eprintln!("  note: {note}");
+        }
     }
     if interrupted {
         return Err(crate::exit_code::Interrupted.into());
@@ -657,6 +692,35 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         .into());
     }
     Ok(())
+}
+
+/// What H.264 (x264enc) gets for an input of format `input`: its chroma subsampling (4:2:0,
+/// 4:2:2 or 4:4:4; grey as 4:2:0, RGB as 4:4:4) and, with `--bit-depth auto`, 10 bits for inputs
+/// deeper than 8 (x264 takes 8 or 10), else the depth asked for. The note says when bits are
+/// dropped.
+fn encoder_format(input: &gst_video::VideoFormatInfo, depth: BitDepthArg) -> (gst_video::VideoFormat, Option<String>) {
+    use gst_video::VideoFormat as F;
+    let bits = input.depth().first().copied().unwrap_or(8);
+    let sub = if input.is_yuv() && input.n_components() >= 3 { (input.w_sub()[1], input.h_sub()[1]) } else if input.is_rgb() { (0, 0) } else { (1, 1) };
+    let ten = match depth {
+        BitDepthArg::Auto => bits > 8,
+        BitDepthArg::Ten => true,
+        BitDepthArg::Eight => false,
+    };
+    let format = match (sub, ten) {
+        ((1, 1), false) => F::I420,
+        ((1, 0), false) => F::Y42b,
+        (_, false) => F::Y444,
+        ((1, 1), true) => F::I42010le,
+        ((1, 0), true) => F::I42210le,
+        (_, true) => F::Y44410le,
+    };
+    let note = match (bits, ten) {
+        (b, true) if b > 10 => Some(format!("the input has {b} bits per sample; H.264 keeps 10")),
+        (b, false) if b > 8 => Some(format!("the input has {b} bits per sample; --bit-depth 8 writes 8 (--bit-depth auto keeps 10)")),
+        _ => None,
+    };
+    (format, note)
 }
 
 /// The running time of `pts` in the segment `pad` has seen.

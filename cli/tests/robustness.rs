@@ -269,3 +269,47 @@ fn install_deps_replaces_a_too_old_rust() {
     assert!(check(None).contains("not found; would install"));
     assert!(check(Some("1.90.0")).contains("new enough"));
 }
+
+fn pix_fmt(file: &Path) -> String {
+    let out = Command::new("ffprobe").args(["-v", "error", "-select_streams", "v", "-show_entries", "stream=pix_fmt", "-of", "csv=p=0"]).arg(file).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A 10-bit input stays 10-bit (it used to be written as 8-bit without a word); --bit-depth 8
+/// asks for 8 and says so; 8-bit 4:2:0 stays 8-bit 4:2:0.
+#[test]
+fn encoded_output_keeps_the_bit_depth_and_subsampling() {
+    let in10 = tmp("in10.mkv");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "6", "-c:v", "libx264", "-pix_fmt", "yuv444p10le", in10.to_str().unwrap()]);
+    let out = tmp("out10.mp4");
+    let r = run(&["-y", in10.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast"]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    assert_eq!(pix_fmt(&out), "yuv444p10le");
+    assert!(stderr.contains("H.264 10-bit 4:4:4"), "{stderr}");
+    let out8 = tmp("out8.mkv");
+    let r = run(&["-y", in10.to_str().unwrap(), out8.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast", "--bit-depth", "8"]);
+    assert!(r.status.success());
+    assert_eq!(pix_fmt(&out8), "yuv444p");
+    assert!(String::from_utf8_lossy(&r.stderr).contains("the input has 10 bits per sample"));
+    let out420 = tmp("out420.mp4");
+    let r = run(&["-y", "-q", clips().mp4.to_str().unwrap(), out420.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast", "--frames", "3"]);
+    assert!(r.status.success());
+    assert_eq!(pix_fmt(&out420), "yuv420p");
+}
+
+/// Without a GPU, --backend cuda fails with one short line that names the first missing piece.
+#[test]
+fn cuda_without_a_gpu_is_one_clear_line() {
+    let c = clips();
+    let r = run(&["-q", "-i", c.y4m.to_str().unwrap(), "-o", "/dev/null", "--backend", "cuda", "--frames", "2"]);
+    if r.status.success() {
+        eprintln!("a usable CUDA device is present: nothing to check");
+        return;
+    }
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.len() < 300, "{stderr}");
+    assert!(stderr.contains("NVIDIA driver") || stderr.contains("CUDA device") || stderr.contains("NVRTC"), "{stderr}");
+    assert!(!stderr.contains("libnvrtc.so.13: libnvrtc.so.13"), "{stderr}");
+}
