@@ -23,7 +23,14 @@
 #   ptxas      registers, spills and stack of every fused variant (sm_90)
 #   kernel     kernel-only rows (R-live, R-knlm, 1080p), twice, for this build and every carried
 #              bench_cuda_<name>: same-lease A/B
-#   gst        appsrc ! nlmdenoise ! fakesink at 1080p (pipeline_bench), R-live and R-knlm
+#   gst        appsrc ! nlmdenoise ! fakesink at 1080p (pipeline_bench), R-live and R-knlm with the
+#              noise estimated (the default) and R-live with a fixed strength (no estimate)
+#   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
+#              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
+#   faults     device memory taken by another process before the stream starts (backend=cuda:
+#              a clear error; backend=auto: warning and CPU fallback) and while it runs (the
+#              running stream is unaffected); NVRTC hidden (a mount namespace over the CUDA
+#              library folder) with backend=auto and backend=cuda
 #   bm3d       BM3D frames/s at 1080p through the engine (bench_bm3d: profiles x windows) and
 #              through GStreamer
 #   peers      bm3d-triton (PyPI, carried wheel) on the harness clips and at 1080p
@@ -49,12 +56,12 @@ if [ "${1:-}" = "--collect" ]; then
   echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
-  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench
+  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak
   rm -rf "$B"; mkdir -p "$B/ptx"
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done
-  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/examples/pipeline_bench "$B/"
+  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/examples/pipeline_bench $T/release/examples/soak "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
@@ -167,6 +174,7 @@ run_part() {
       (
         source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
         for cfg in "backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2" \
+                   "backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2 strength=10" \
                    "backend=cuda pipeline-depth=2 temporal-past=1 temporal-future=1 search-radius=2 patch-radius=4"; do
           timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 1500 $cfg >> "$S/gst.txt" 2>&1 || echo "exit $? for $cfg" >> "$S/gst.txt"
         done
@@ -174,6 +182,44 @@ run_part() {
       grep -E '^\|' "$S/gst.txt" | sort -u; note "gst: $(grep -c 'appsrc' "$S/gst.txt") rows (gst.txt)"
     else
       note "gst: no .gst-debs/activate.sh (run --collect here)"
+    fi ;;
+  soak)
+    if [ -f .gst-debs/activate.sh ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        timeout "$(tmo 200)" $B/soak 1920 1080 ${SOAK_FRAMES:-100000} backend=cuda pipeline-depth=2 > "$S/soak.md" 2>&1
+        echo "exit $?" >> "$S/soak.md"
+      )
+      note "soak: $(grep -E 'frames/s|slope|exit' "$S/soak.md" | paste -sd' ' -)"
+    fi ;;
+  faults)
+    if [ -f .gst-debs/activate.sh ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        HOG='import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+x = torch.empty(int(free - 150e6), dtype=torch.uint8, device="cuda")
+print("hog: holding", x.numel() >> 20, "MiB of", total >> 20, flush=True)
+time.sleep(float(sys.argv[1]))'
+        python3 -c "$HOG" 40 > "$S/fault_hog.txt" 2>&1 & hog=$!
+        sleep 8
+        for be in cuda auto; do
+          echo "== device memory taken before the start, backend=$be" >> "$S/faults.txt"
+          GST_DEBUG=nlmdenoise:3 GST_DEBUG_NO_COLOR=1 timeout 60 $B/pipeline_bench 1920 1080 60 backend=$be pipeline-depth=2 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
+        done
+        kill $hog 2>/dev/null; wait $hog 2>/dev/null
+        echo "== device memory taken while the stream runs (backend=cuda)" >> "$S/faults.txt"
+        ( sleep 2; python3 -c "$HOG" 10 >> "$S/fault_hog.txt" 2>&1 ) &
+        GST_DEBUG=nlmdenoise:3 GST_DEBUG_NO_COLOR=1 timeout 60 $B/pipeline_bench 1920 1080 12000 backend=cuda pipeline-depth=2 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
+        wait
+        mkdir -p /tmp/empty-cuda
+        for be in auto cuda; do
+          echo "== NVRTC hidden, backend=$be" >> "$S/faults.txt"
+          timeout 60 unshare -m bash -c "for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d \$d ] && mount --bind /tmp/empty-cuda \$d; done; \
+            LD_LIBRARY_PATH=\$(echo \$LD_LIBRARY_PATH | tr : '\\n' | grep -v cuda | paste -sd: -) GST_DEBUG=nlmdenoise:3 GST_DEBUG_NO_COLOR=1 $B/pipeline_bench 640 360 30 backend=$be" >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
+        done
+      )
+      note "faults: $(grep -cE '^exit' "$S/faults.txt") runs (faults.txt)"; grep -E '^==|^exit|rror|arning|appsrc ! nlmdenoise|hog' "$S/faults.txt" "$S/fault_hog.txt" | cut -c1-250
     fi ;;
   bm3d)
     timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} ${BM3D_PROFILES:+--profiles $BM3D_PROFILES} > "$S/bm3d.md" 2>&1

@@ -57,6 +57,13 @@ pub(crate) fn backend_err(e: String) -> Error {
     Error::Backend(e)
 }
 
+/// Device memory in use on `device_id` (total minus free, every process), bytes; None without a
+/// usable device. For soak runs and reports.
+pub fn device_memory_in_use(device_id: usize) -> Option<u64> {
+    let ctx = open_context(device_id).ok()?;
+    loader::guarded("CUDA driver", || ctx.mem_get_info().map_err(|e| e.to_string())).ok().map(|(free, total)| (total - free) as u64)
+}
+
 /// True when a CUDA device and NVRTC can be used (probes only; never panics).
 pub fn available() -> bool {
     loader::ensure_driver().is_ok() && loader::ensure_nvrtc().is_ok() && open_context(0).is_ok()
