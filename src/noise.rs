@@ -26,14 +26,14 @@ use crate::planar::{Geometry, PlanarFrame, PlaneGeometry};
 /// Side of the analysis blocks (residual samples).
 pub const BLOCK: usize = 16;
 /// Most blocks analysed per plane and frame (a grid over the plane beyond that).
-pub const MAX_BLOCKS: usize = 256;
+pub const MAX_BLOCKS: usize = 128;
 /// The frame estimate is this quantile of the block estimates...
 pub const QUANTILE: f64 = 0.2;
 /// ... divided by this: the 20th percentile of the block estimates of pure white noise relative
 /// to the true deviation (measured by `pure_noise_is_estimated_without_bias` below).
 pub const QUANTILE_BIAS: f64 = 0.924;
 /// Frames between two estimates.
-pub const INTERVAL: u64 = 4;
+pub const INTERVAL: u64 = 8;
 /// Weight of the newest estimate in the smoothed variance.
 pub const SMOOTHING: f64 = 0.35;
 /// Relative change of the deviation that counts as a jump (two estimates in a row).

@@ -65,6 +65,11 @@ struct Args {
     /// Only this reference configuration: live (R-live) or knlm (R-knlm).
     #[arg(long)]
     config: Option<String>,
+    /// Noise sigma for every configuration (distance offset 2 sigma^2, strengths from sigma as
+    /// `--sigma` gives them), or `auto` (estimated per frame; end-to-end rows only). Default: no
+    /// sigma, strength 10.
+    #[arg(long)]
+    sigma: Option<String>,
     /// Only one path: kernel or e2e.
     #[arg(long)]
     only: Option<String>,
@@ -369,7 +374,17 @@ fn main() {
     let args = Args::parse();
     let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
     let configs = match selected_configs(&args) {
-        Ok(c) => c,
+        Ok(c) => c
+            .into_iter()
+            .map(|c| match args.sigma.as_deref() {
+                None => c,
+                Some("auto") => Config { name: format!("{} sigma auto", c.name), params: Params { sigma_auto: true, ..c.params } },
+                Some(v) => {
+                    let sigma: f32 = v.parse().expect("--sigma: a number or auto");
+                    Config { name: format!("{} sigma {sigma}", c.name), params: c.params.with_noise_sigma(sigma) }
+                }
+            })
+            .collect::<Vec<_>>(),
         Err(e) => {
             eprintln!("bench_cuda: {e}");
             std::process::exit(2);
