@@ -313,3 +313,33 @@ fn cuda_without_a_gpu_is_one_clear_line() {
     assert!(stderr.contains("NVIDIA driver") || stderr.contains("CUDA device") || stderr.contains("NVRTC"), "{stderr}");
     assert!(!stderr.contains("libnvrtc.so.13: libnvrtc.so.13"), "{stderr}");
 }
+
+/// -v means something in file mode (the element's decisions and the per-second estimate), and no
+/// colour codes reach a stderr that is not a terminal.
+#[test]
+fn verbose_in_file_mode_without_colour_codes() {
+    let c = clips();
+    let out = tmp("verbose.mkv");
+    let r = run(&["-y", "-v", c.mp4.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast", "--frames", "30"]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    assert!(stderr.contains("denoising 160x120 I420 on cpu"), "-v shows what the element decided: {stderr}");
+    assert!(stderr.contains("noise sigma estimate"), "-v prints the estimate once per second: {stderr}");
+    assert!(!stderr.contains('\x1b'), "colour codes on a pipe: {stderr:?}");
+}
+
+/// Release binaries carry no debug info (they were 30 MB); the `profiling` profile keeps symbols.
+#[test]
+fn release_binary_is_stripped() {
+    if cfg!(debug_assertions) {
+        eprintln!("a debug build: nothing to check");
+        return;
+    }
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_nlmdenoise"));
+    let len = std::fs::metadata(&exe).unwrap().len();
+    assert!(len < 15 << 20, "{} is {} MiB", exe.display(), len >> 20);
+    let sections = Command::new("readelf").arg("-S").arg(&exe).output();
+    if let Ok(s) = sections {
+        assert!(!String::from_utf8_lossy(&s.stdout).contains(".debug_info"), "debug info in the release binary");
+    }
+}

@@ -42,6 +42,27 @@ fn parse_launch_videotestsrc_to_fakesink() {
     assert_eq!(pts.len(), 5);
 }
 
+/// docs/element.md's "check that it works" pipeline runs the element on I420 (without the format
+/// in its caps, videotestsrc picked BGRA).
+#[test]
+fn documented_check_pipeline_negotiates_i420() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/element.md")).unwrap();
+    let start = doc.find("gst-launch-1.0 videotestsrc num-buffers=100").expect("the check pipeline in docs/element.md");
+    let line: String = doc[start..].lines().take(2).collect::<Vec<_>>().join(" ").replace('\\', " ");
+    let desc = line.trim_start_matches("gst-launch-1.0").replace("num-buffers=100", "num-buffers=3").replace("fakesink", "fakesink name=sink");
+    assert!(desc.contains("format=I420"), "{desc}");
+    common::init();
+    let pipeline = gst::parse::launch(&desc).unwrap().downcast::<gst::Pipeline>().unwrap();
+    let d = pipeline.iterate_elements().into_iter().flatten().find(|e| e.factory().is_some_and(|f| f.name() == "nlmdenoise")).unwrap();
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let bus = pipeline.bus().unwrap();
+    bus.timed_pop_filtered(gst::ClockTime::from_seconds(60), &[gst::MessageType::Eos, gst::MessageType::Error]).unwrap();
+    let caps = d.static_pad("sink").unwrap().current_caps();
+    pipeline.set_state(gst::State::Null).unwrap();
+    let caps = caps.expect("negotiated");
+    assert_eq!(caps.structure(0).unwrap().get::<&str>("format").unwrap(), "I420");
+}
+
 #[test]
 fn parse_launch_with_future_frames_delivers_every_frame_in_order() {
     let pts = run_to_eos(
