@@ -53,7 +53,7 @@ impl VideoInfo {
             if strides[p] < row {
                 return Err(Error::InvalidFrame(format!("plane {p}: stride {} is less than the row's {row} bytes", strides[p])));
             }
-            let need = self.plane_len(&info, p, strides[p]);
+            let need = self.plane_len(info, p, strides[p]);
             if lens[p] < need {
                 return Err(Error::InvalidFrame(format!("plane {p}: {} bytes given, {need} needed for {}x{} {}", lens[p], self.width, self.height, self.format)));
             }

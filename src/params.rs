@@ -167,7 +167,7 @@ impl Bm3dParams {
             }
         }
         for (name, t) in [("threshold", s.threshold), ("wiener threshold", s.wiener_threshold)] {
-            if !(t.is_finite() && t >= 0.0 && t <= 65025.0) {
+            if !(t.is_finite() && (0.0..=65025.0).contains(&t)) {
                 return bad(format!("bm3d {name} {t} out of range [0, 65025]"));
             }
         }
@@ -379,11 +379,10 @@ impl Params {
         }
         // BM3D settings are checked whatever the algorithm, so that a front end can hand them on.
         self.bm3d.resolve()?;
-        if self.algorithm == Algorithm::Bm3d {
-            if self.sigma.is_none() && !self.sigma_auto {
+        if self.algorithm == Algorithm::Bm3d
+            && self.sigma.is_none() && !self.sigma_auto {
                 return bad("bm3d needs the noise level: set sigma (8-bit code values) or sigma=auto".into());
             }
-        }
         Ok(())
     }
 

@@ -177,7 +177,7 @@ impl Y4mHeader {
     pub fn frame_bytes(&self) -> usize {
         let info = self.video_info();
         let fi = self.layout.format.info();
-        (0..fi.memory_planes).map(|p| info.plane_len(&fi, p, fi.memory_plane_row_bytes(p, self.width))).sum()
+        (0..fi.memory_planes).map(|p| info.plane_len(fi, p, fi.memory_plane_row_bytes(p, self.width))).sum()
     }
 
     /// The header line, with newline.

@@ -145,5 +145,5 @@ fn chunks_are_sized_from_device_memory() {
     // Auto picks a size that fits, and it runs.
     let auto = Denoiser::<usize>::new(info, params, &BackendOptions { chunk_frames: ChunkFrames::Auto, ..opts }).unwrap();
     eprintln!("auto at 4K 16-bit: {} (latency {})", auto.backend_description(), auto.latency_frames());
-    assert!(auto.latency_frames() >= 2 + 1);
+    assert!(auto.latency_frames() > 2);
 }

@@ -405,7 +405,6 @@ impl Cli {
                 seeds: self.bm3d_seeds,
                 seed_radius: self.bm3d_seed_radius,
                 chroma_sigma: self.chroma_sigma,
-                ..Bm3dParams::default()
             },
             ..Params::default()
         };

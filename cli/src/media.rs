@@ -618,12 +618,11 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
                         bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
                     }
                 }
-                gst::MessageView::Warning(w) => {
-                    if !cli.quiet {
+                gst::MessageView::Warning(w)
+                    if !cli.quiet => {
                         let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
                         bar.suspend(|| eprintln!("nlmdenoise: warning ({src}): {}", w.error()));
                     }
-                }
                 _ => {}
             }
         }

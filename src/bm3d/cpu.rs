@@ -341,8 +341,11 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
 #[derive(Default)]
 struct Slot {
     noisy: Vec<Option<FImage>>,
-    basic: Option<((u64, u64), Vec<Option<FImage>>)>,
+    basic: Option<(FrameId, Vec<Option<FImage>>)>,
 }
+
+/// (epoch, seq) of a frame of the stream.
+type FrameId = (u64, u64);
 
 /// BM3D on host threads.
 #[derive(Default)]

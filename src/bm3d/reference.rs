@@ -254,8 +254,11 @@ struct Slot {
     frame: Option<PlanarFrame>,
     /// (epoch, seq) of the frame the basic estimates belong to, and per plane of the geometry
     /// (None for planes not denoised) the estimate over the plane's extent.
-    basic: Option<((u64, u64), Vec<Option<Image>>)>,
+    basic: Option<(FrameId, Vec<Option<Image>>)>,
 }
+
+/// (epoch, seq) of a frame of the stream.
+type FrameId = (u64, u64);
 
 /// The f64 reference as a host algorithm.
 #[derive(Default)]

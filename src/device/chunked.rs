@@ -602,7 +602,7 @@ impl ChunkedBackend {
     }
 }
 
-fn shutdown(workers: &mut Vec<WorkerHandle>) {
+fn shutdown(workers: &mut [WorkerHandle]) {
     for w in workers.iter_mut() {
         w.tx = None;
     }
