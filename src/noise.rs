@@ -20,6 +20,8 @@
 //! seek, end of stream) forgets everything. So after a step the estimate follows within
 //! 2 x INTERVAL frames, and steadily to within a few percent within a second of 25 frames/s video.
 
+use rayon::prelude::*;
+
 use crate::format::ComponentKind;
 use crate::planar::{Geometry, PlanarFrame, PlaneGeometry};
 
@@ -58,7 +60,7 @@ pub fn estimate_plane(plane: &PlaneGeometry, samples: &crate::planar::Samples, s
     }
 }
 
-fn estimate_samples<T: Copy + Into<u32>>(plane: &PlaneGeometry, samples: &[T], scale: f64, max_value: u32) -> Option<f64> {
+fn estimate_samples<T: Copy + Into<u32> + Sync>(plane: &PlaneGeometry, samples: &[T], scale: f64, max_value: u32) -> Option<f64> {
     let (w, h) = (plane.width, plane.height);
     if w < BLOCK + 2 || h < BLOCK + 2 {
         return None;
@@ -66,46 +68,20 @@ fn estimate_samples<T: Copy + Into<u32>>(plane: &PlaneGeometry, samples: &[T], s
     let (bx, by) = ((w - 2) / BLOCK, (h - 2) / BLOCK);
     // A grid of at most MAX_BLOCKS blocks, spread over the plane.
     let step = ((bx * by) as f64 / MAX_BLOCKS as f64).sqrt().ceil().max(1.0) as usize;
-    let mut estimates = Vec::with_capacity(MAX_BLOCKS);
-    // The block's rows plus one above and one below, widened once so the inner loop is plain
-    // integer arithmetic over slices.
-    let mut rows = vec![0i32; (BLOCK + 2) * (BLOCK + 2)];
-    for j in (0..by).step_by(step) {
-        for i in (0..bx).step_by(step) {
-            let (x0, y0) = (i * BLOCK, j * BLOCK);
-            let (mut lo, mut hi) = (u32::MAX, 0u32);
-            for (r, row) in rows.chunks_exact_mut(BLOCK + 2).enumerate() {
-                let src = &samples[(y0 + r) * w + x0..][..BLOCK + 2];
-                for (d, &s) in row.iter_mut().zip(src) {
-                    let s: u32 = s.into();
-                    lo = lo.min(s);
-                    hi = hi.max(s);
-                    *d = s as i32;
-                }
-            }
-            // Clipping hides noise; the border samples count too (they enter the residual).
-            if lo == 0 || hi >= max_value {
-                continue;
-            }
-            let mut sum = 0i64;
-            for y in 1..=BLOCK {
-                let (a, b, c) = (&rows[(y - 1) * (BLOCK + 2)..][..BLOCK + 2], &rows[y * (BLOCK + 2)..][..BLOCK + 2], &rows[(y + 1) * (BLOCK + 2)..][..BLOCK + 2]);
-                // The mask is the outer product of [1 -2 1] with itself: second difference down
-                // the column first, then along the row.
-                let mut col = [0i32; BLOCK + 2];
-                for x in 0..BLOCK + 2 {
-                    col[x] = a[x] - 2 * b[x] + c[x];
-                }
-                let mut row_sum = 0i32;
-                for x in 1..=BLOCK {
-                    row_sum += (col[x - 1] - 2 * col[x] + col[x + 1]).abs();
-                }
-                sum += row_sum as i64;
-            }
-            let mean_abs = sum as f64 / (BLOCK * BLOCK) as f64 / scale;
-            estimates.push((std::f64::consts::PI / 2.0).sqrt() * mean_abs / 6.0);
-        }
-    }
+    // Rows of blocks in parallel: the estimate runs on the caller's thread between frames, and
+    // reading scattered blocks of a frame that left the cache is latency-bound, so spreading it
+    // over the pool's threads shortens the caller's wait (the result does not depend on it: the
+    // estimates are sorted).
+    let block_rows: Vec<usize> = (0..by).step_by(step).collect();
+    let mut estimates: Vec<f64> = block_rows
+        .par_iter()
+        .flat_map_iter(|&j| {
+            // The block's rows plus one above and one below, widened once so the inner loop is
+            // plain integer arithmetic over slices.
+            let mut rows = [0i32; (BLOCK + 2) * (BLOCK + 2)];
+            (0..bx).step_by(step).filter_map(move |i| block_estimate(samples, w, i * BLOCK, j * BLOCK, &mut rows, max_value, scale)).collect::<Vec<_>>()
+        })
+        .collect();
     if estimates.is_empty() {
         return None;
     }
@@ -114,13 +90,50 @@ fn estimate_samples<T: Copy + Into<u32>>(plane: &PlaneGeometry, samples: &[T], s
     Some(q / QUANTILE_BIAS)
 }
 
+/// The noise deviation of the block at (x0, y0) (its residual's top-left sample is x0 + 1,
+/// y0 + 1), or None when it touches the lowest or highest code value.
+fn block_estimate<T: Copy + Into<u32>>(samples: &[T], w: usize, x0: usize, y0: usize, rows: &mut [i32; (BLOCK + 2) * (BLOCK + 2)], max_value: u32, scale: f64) -> Option<f64> {
+    let (mut lo, mut hi) = (u32::MAX, 0u32);
+    for (r, row) in rows.chunks_exact_mut(BLOCK + 2).enumerate() {
+        let src = &samples[(y0 + r) * w + x0..][..BLOCK + 2];
+        for (d, &s) in row.iter_mut().zip(src) {
+            let s: u32 = s.into();
+            lo = lo.min(s);
+            hi = hi.max(s);
+            *d = s as i32;
+        }
+    }
+    // Clipping hides noise; the border samples count too (they enter the residual).
+    if lo == 0 || hi >= max_value {
+        return None;
+    }
+    let mut sum = 0i64;
+    for y in 1..=BLOCK {
+        let (a, b, c) = (&rows[(y - 1) * (BLOCK + 2)..][..BLOCK + 2], &rows[y * (BLOCK + 2)..][..BLOCK + 2], &rows[(y + 1) * (BLOCK + 2)..][..BLOCK + 2]);
+        // The mask is the outer product of [1 -2 1] with itself: second difference down the
+        // column first, then along the row.
+        let mut col = [0i32; BLOCK + 2];
+        for x in 0..BLOCK + 2 {
+            col[x] = a[x] - 2 * b[x] + c[x];
+        }
+        let mut row_sum = 0i32;
+        for x in 1..=BLOCK {
+            row_sum += (col[x - 1] - 2 * col[x] + col[x + 1]).abs();
+        }
+        sum += row_sum as i64;
+    }
+    let mean_abs = sum as f64 / (BLOCK * BLOCK) as f64 / scale;
+    Some((std::f64::consts::PI / 2.0).sqrt() * mean_abs / 6.0)
+}
+
 /// The noise deviation of one frame per plane class.
 pub fn estimate_frame(frame: &PlanarFrame, geometry: &Geometry) -> Option<NoiseEstimate> {
     let scale = geometry.scale_to_8bit();
     let max = geometry.max_value();
-    let of = |kind: ComponentKind| -> Vec<f64> {
-        geometry.planes.iter().zip(&frame.planes).filter(|(g, _)| g.kind == kind).filter_map(|(g, p)| estimate_plane(g, &p.samples, scale, max)).collect()
-    };
+    // Every plane at once (in parallel), then grouped by kind in plane order.
+    let per_plane: Vec<(ComponentKind, Option<f64>)> =
+        geometry.planes.par_iter().zip(frame.planes.par_iter()).map(|(g, p)| (g.kind, estimate_plane(g, &p.samples, scale, max))).collect();
+    let of = |kind: ComponentKind| -> Vec<f64> { per_plane.iter().filter(|(k, _)| *k == kind).filter_map(|(_, e)| *e).collect() };
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| (v.iter().map(|s| s * s).sum::<f64>() / v.len() as f64).sqrt() as f32);
     let luma = mean(of(ComponentKind::Luma)).or_else(|| mean(of(ComponentKind::Color)))?;
     Some(NoiseEstimate { luma, chroma: mean(of(ComponentKind::Chroma)) })
