@@ -27,6 +27,8 @@
 #              noise estimated (the default) and R-live with a fixed strength (no estimate)
 #   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
 #              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
+#   cli        the command-line tool on a 600-frame 1080p y4m file in the page cache, R-live with
+#              sigma 12 and with the estimate: to /dev/null and to a file, beside dd's write rate
 #   faults     device memory taken by another process before the stream starts (backend=cuda:
 #              a clear error; backend=auto: warning and CPU fallback) and while it runs (the
 #              running stream is unaffected); NVRTC hidden (a mount namespace over the CUDA
@@ -56,12 +58,13 @@ if [ "${1:-}" = "--collect" ]; then
   echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
+  cargo build --release -p nlmdenoise-cli
   cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak
   rm -rf "$B"; mkdir -p "$B/ptx"
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done
-  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/examples/pipeline_bench $T/release/examples/soak "$B/"
+  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/examples/pipeline_bench $T/release/examples/soak $T/release/nlmdenoise "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
@@ -191,6 +194,38 @@ run_part() {
         echo "exit $?" >> "$S/soak.md"
       )
       note "soak: $(grep -E 'frames/s|slope|exit' "$S/soak.md" | paste -sd' ' -)"
+    fi ;;
+  cli)
+    if [ -f .gst-debs/activate.sh ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        python3 - <<'PY'
+import numpy as np
+w, h, n = 1920, 1080, 600
+rng = np.random.default_rng(1)
+x = np.linspace(0, 200, w)[None, :] + np.linspace(0, 40, h)[:, None]
+frames = []
+for k in range(8):
+    y = np.clip(x + 3 * k + rng.normal(0, 12, (h, w)), 0, 255).astype(np.uint8)
+    c = np.clip(128 + rng.normal(0, 12, (h // 2, w // 2 * 2)), 0, 255).astype(np.uint8)
+    frames.append(b"FRAME\n" + y.tobytes() + c.tobytes())
+with open("/tmp/in1080.y4m", "wb") as f:
+    f.write(b"YUV4MPEG2 W1920 H1080 F60:1 Ip A1:1 C420jpeg\n")
+    for i in range(n):
+        f.write(frames[i % 8])
+PY
+        cat /tmp/in1080.y4m > /dev/null  # into the page cache
+        for s in "--sigma 12" "--sigma auto"; do
+          for rep in 1 2; do
+            $B/nlmdenoise -y -i /tmp/in1080.y4m -o /dev/null --backend cuda --pipeline-depth 2 --temporal-past 2 --temporal-future 0 $s 2>&1 | grep -E 'fps' | sed "s|^|/dev/null $s: |" | tee -a "$S/cli.txt"
+          done
+          $B/nlmdenoise -y -i /tmp/in1080.y4m -o /tmp/out1080.y4m --backend cuda --pipeline-depth 2 --temporal-past 2 --temporal-future 0 $s 2>&1 | grep -E 'fps' | sed "s|^|file $s: |" | tee -a "$S/cli.txt"
+          sync; rm -f /tmp/out1080.y4m
+        done
+        dd if=/dev/zero of=/tmp/ddtest bs=16M count=120 conv=fdatasync 2>&1 | tail -1 | sed 's/^/dd write: /' | tee -a "$S/cli.txt"
+        rm -f /tmp/ddtest /tmp/in1080.y4m
+      )
+      note "cli: $(grep -c fps "$S/cli.txt") rows (cli.txt)"
     fi ;;
   faults)
     if [ -f .gst-debs/activate.sh ]; then

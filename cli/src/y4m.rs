@@ -7,6 +7,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use indicatif::ProgressBar;
 
 use nlmdenoise::y4m::{Y4mHeader, Y4mLayout, Y4mReader, Y4mWriter};
@@ -63,7 +64,7 @@ struct Tag {
 
 /// The clean clip and the frames of it still waiting for their denoised counterpart.
 struct PsnrState {
-    reader: Y4mReader<Box<dyn BufRead>>,
+    reader: Y4mReader<Box<dyn BufRead + Send>>,
     waiting: VecDeque<OwnedFrame>,
     input: ErrorSums,
     output: ErrorSums,
@@ -71,43 +72,158 @@ struct PsnrState {
     b: Vec<u32>,
 }
 
-fn open_input(path: &str) -> Result<(Box<dyn BufRead>, Option<u64>)> {
+fn open_input(path: &str) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
     if path == "-" {
-        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin().lock())), None));
+        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin())), None));
     }
     let file = File::open(path).with_context(|| format!("cannot open input '{path}'"))?;
     let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
     Ok((Box::new(BufReader::with_capacity(1 << 20, file)), len))
 }
 
-fn open_output(path: &str) -> Result<Box<dyn Write>> {
+fn open_output(path: &str) -> Result<Box<dyn Write + Send>> {
     if path == "-" {
-        return Ok(Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())));
+        return Ok(Box::new(BufWriter::with_capacity(1 << 20, io::stdout())));
     }
     let file = File::create(path).with_context(|| format!("cannot create output '{path}'"))?;
     Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
 }
 
+/// Frames in flight between the reading thread, the engine and the writing thread.
+const IO_FRAMES: usize = 4;
+
+enum ReadItem {
+    Frame(OwnedFrame, String),
+    End,
+    Damaged(nlmdenoise::Error),
+}
+
+/// Reads frames on its own thread (at most `limit`), so that reading overlaps denoising: filled
+/// frames arrive on `frames`, and go back through `free` to be filled again.
+struct FrameReader {
+    frames: Receiver<ReadItem>,
+    free: Sender<OwnedFrame>,
+}
+
+impl FrameReader {
+    fn start(mut reader: Y4mReader<Box<dyn BufRead + Send>>, info: nlmdenoise::VideoInfo, limit: Option<u64>) -> Self {
+        let (tx, frames) = bounded(IO_FRAMES);
+        let (free, free_rx) = bounded::<OwnedFrame>(IO_FRAMES);
+        for _ in 0..IO_FRAMES {
+            free.send(OwnedFrame::new(info)).expect("room for every frame");
+        }
+        std::thread::Builder::new()
+            .name("y4m-reader".into())
+            .spawn(move || {
+                let mut n = 0u64;
+                // Ends when the input ends or is damaged, or when the engine side hangs up.
+                while let Ok(mut frame) = free_rx.recv() {
+                    if limit.is_some_and(|l| n >= l) {
+                        let _ = tx.send(ReadItem::End);
+                        return;
+                    }
+                    let item = match reader.read_frame(&mut frame) {
+                        Ok(Some(params)) => ReadItem::Frame(frame, params),
+                        Ok(None) => ReadItem::End,
+                        Err(e) => ReadItem::Damaged(e),
+                    };
+                    let last = !matches!(item, ReadItem::Frame(..));
+                    if tx.send(item).is_err() || last {
+                        return;
+                    }
+                    n += 1;
+                }
+            })
+            .expect("spawning the reading thread");
+        FrameReader { frames, free }
+    }
+}
+
+/// Writes frames on its own thread: denoised frames arrive on `frames` and go back through
+/// `free`; `done` gives the writer's result once `frames` is closed.
+struct FrameWriter {
+    frames: Option<Sender<(OwnedFrame, String)>>,
+    free: Receiver<OwnedFrame>,
+    spare: usize,
+    done: std::thread::JoinHandle<io::Result<()>>,
+}
+
+impl FrameWriter {
+    fn start(mut writer: Y4mWriter<Box<dyn Write + Send>>) -> Self {
+        let (frames, rx) = bounded::<(OwnedFrame, String)>(IO_FRAMES);
+        let (free_tx, free) = bounded(IO_FRAMES);
+        let done = std::thread::Builder::new()
+            .name("y4m-writer".into())
+            .spawn(move || {
+                for (frame, params) in rx {
+                    writer.write_frame(&frame, &params)?;
+                    let _ = free_tx.send(frame);
+                }
+                writer.finish().map(|_| ())
+            })
+            .expect("spawning the writing thread");
+        FrameWriter { frames: Some(frames), free, spare: IO_FRAMES, done }
+    }
+
+    /// A frame to pop an output into: a new one while fewer than IO_FRAMES exist, else one the
+    /// writer is done with. None when the writer stopped (its error comes from `finish`).
+    fn frame(&mut self, info: nlmdenoise::VideoInfo) -> Option<OwnedFrame> {
+        if self.spare > 0 {
+            self.spare -= 1;
+            return Some(OwnedFrame::new(info));
+        }
+        self.free.recv().ok()
+    }
+
+    /// Waits for the writer to write everything it was given and to flush.
+    fn finish(mut self) -> io::Result<()> {
+        self.frames = None;
+        self.done.join().unwrap_or_else(|_| Err(io::Error::other("the writing thread panicked")))
+    }
+}
+
+/// The error of a writer that stopped taking frames (its thread's I/O error).
+fn writer_failed(writer: &mut Option<FrameWriter>, frame: u64) -> anyhow::Error {
+    match writer.take().map(FrameWriter::finish) {
+        Some(Err(e)) => anyhow::Error::new(e).context(format!("writing the output (frame {frame} or before)")),
+        _ => anyhow::anyhow!("writing output frame {frame}: the writer stopped"),
+    }
+}
+
 /// Moves every ready output to the writer (and the PSNR sums).
 fn drain(
     denoiser: &mut Denoiser<Tag>,
-    out: &mut OwnedFrame,
-    writer: &mut Option<Y4mWriter<Box<dyn Write>>>,
+    discard: &mut OwnedFrame,
+    writer: &mut Option<FrameWriter>,
     psnr: &mut Option<PsnrState>,
     layout: &Y4mLayout,
     bar: &ProgressBar,
     written: &mut u64,
 ) -> Result<()> {
-    while let Some(tag) = denoiser.pop(&mut out.as_mut()).context("denoising")? {
+    while denoiser.ready() > 0 {
+        let mut out = match writer.as_mut() {
+            Some(w) => match w.frame(discard.info) {
+                Some(f) => f,
+                None => return Err(writer_failed(writer, *written)),
+            },
+            None => std::mem::replace(discard, OwnedFrame::new(discard.info)),
+        };
+        let tag = denoiser.pop(&mut out.as_mut()).context("denoising")?.context("internal error: a ready frame did not pop")?;
         if tag.index != *written {
             bail!("internal error: output frame {} arrived when {} was expected", tag.index, *written);
         }
-        if let Some(w) = writer.as_mut() {
-            w.write_frame(out, &tag.frame_params).with_context(|| format!("writing output frame {}", tag.index))?;
-        }
         if let Some(ps) = psnr.as_mut() {
             let clean = ps.waiting.pop_front().context("internal error: no clean frame for an output")?;
-            ps.output.add(layout, out, &clean, &mut ps.a, &mut ps.b);
+            ps.output.add(layout, &out, &clean, &mut ps.a, &mut ps.b);
+        }
+        match writer.as_mut() {
+            Some(w) => {
+                let sent = w.frames.as_ref().map(|tx| tx.send((out, tag.frame_params)).is_ok()).unwrap_or(false);
+                if !sent {
+                    return Err(writer_failed(writer, tag.index));
+                }
+            }
+            None => *discard = out,
         }
         *written += 1;
         bar.inc(1);
@@ -137,7 +253,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let params = cli.params();
     params.validate()?;
     let (input, input_len) = open_input(input_path)?;
-    let mut reader = Y4mReader::new(input).with_context(|| format!("reading the y4m header of '{input_path}'"))?;
+    let reader = Y4mReader::new(input).with_context(|| format!("reading the y4m header of '{input_path}'"))?;
     let header: Y4mHeader = reader.header().clone();
     let layout = header.layout;
     let info = header.video_info();
@@ -167,13 +283,14 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let mut denoiser: Denoiser<Tag> = Denoiser::new(info, params, &options)
         .with_context(|| format!("starting the {} backend for {}x{} {}", options.kind, info.width, info.height, info.format))?;
     let mut writer = match output {
-        Some(path) => Some(Y4mWriter::new(open_output(path)?, header.clone())),
+        Some(path) => Some(FrameWriter::start(Y4mWriter::new(open_output(path)?, header.clone()))),
         None => None,
     };
 
     let total = input_len.map(|len| reader.estimate_frames(len)).map(|n| cli.frames.map_or(n, |m| m.min(n)));
     let bar = crate::progress::bar(cli.quiet, total);
-    let mut frame = OwnedFrame::new(info);
+    // Reading, denoising and writing overlap: the reader and the writer have threads of their own.
+    let source = FrameReader::start(reader, info, cli.frames);
     let mut out = OwnedFrame::new(info);
     let mut clean = OwnedFrame::new(info);
     let (mut read, mut written) = (0u64, 0u64);
@@ -186,18 +303,19 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     // are still denoised (the engine drains the future window) and written.
     let mut damage = None;
     let mut interrupted = false;
-    while cli.frames.is_none_or(|n| read < n) {
+    loop {
         if crate::interrupt::requested() {
             interrupted = true;
             break;
         }
-        let frame_params = match reader.read_frame(&mut frame) {
-            Ok(Some(p)) => p,
-            Ok(None) => break,
-            Err(e) => {
+        let (frame, frame_params) = match source.frames.recv() {
+            Ok(ReadItem::Frame(f, p)) => (f, p),
+            Ok(ReadItem::End) => break,
+            Ok(ReadItem::Damaged(e)) => {
                 damage = Some(e);
                 break;
             }
+            Err(_) => bail!("internal error: the reading thread stopped"),
         };
         if let Some(ps) = psnr.as_mut() {
             if ps.reader.read_frame(&mut clean).with_context(|| format!("reading reference frame {read}"))?.is_none() {
@@ -207,6 +325,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             ps.waiting.push_back(clean.clone());
         }
         denoiser.push(&frame.as_ref(), Tag { index: read, frame_params }).with_context(|| format!("denoising frame {read}"))?;
+        let _ = source.free.send(frame);
         read += 1;
         if cli.verbose > 0 && params.sigma_auto && read % fps_frames == 0 {
             if let Some(e) = denoiser.noise_estimate() {
@@ -223,6 +342,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     if written != read {
         bail!("internal error: {read} frames read but {written} written");
     }
+    drop(source);
     if let Some(w) = writer {
         w.finish().context("writing the output")?;
     }
