@@ -215,9 +215,17 @@ impl<T> Denoiser<T> {
     fn finish_oldest(&mut self) -> Result<()> {
         let mut p = self.pending.pop_front().ok_or_else(|| Error::State("no launched frame to finish".into()))?;
         self.launched -= 1;
-        let r = self.backend.finish(&mut p.frame);
-        self.ready.push_back(p);
-        r
+        match self.backend.finish(&mut p.frame) {
+            Ok(()) => {
+                self.ready.push_back(p);
+                Ok(())
+            }
+            Err(e) => {
+                // Its output is unknown: the frame is lost, and this error reports it.
+                self.spare.push(p.frame);
+                Err(e)
+            }
+        }
     }
 
     /// Writes the oldest ready output into `out` and returns its tag; `None` when nothing is ready.
