@@ -3,7 +3,9 @@
 //! Data flow per frame: unpack the caller's frame into planes ([`crate::convert`]) -> store it in
 //! the backend's ring at the slot the temporal window assigns ([`crate::window`]) -> launch every
 //! job whose window is complete -> finish jobs in order into the frame's own planar copy (planes
-//! that are not denoised stay as they came) -> pack into the caller's output frame.
+//! that are not denoised stay as they came) -> pack into the caller's output frame. An algorithm
+//! whose output frames are larger (super-resolution, `Plan::resizes`) finishes into a frame of
+//! the output geometry instead, from a pool of its own.
 
 use std::collections::VecDeque;
 
@@ -28,6 +30,9 @@ struct Pending<T> {
 pub struct Denoiser<T> {
     info: VideoInfo,
     geometry: Geometry,
+    /// Output frames: `info` and `geometry`, or scaled (super-resolution).
+    out_info: VideoInfo,
+    out_geometry: Geometry,
     /// The parameters as the caller set them.
     user_params: Params,
     /// The parameters frames are denoised with: `user_params` with the noise estimate applied
@@ -48,6 +53,8 @@ pub struct Denoiser<T> {
     ready: VecDeque<Pending<T>>,
     /// Planar buffers of frames already handed out, reused for new frames.
     spare: Vec<PlanarFrame>,
+    /// The same for output frames when they differ from input frames.
+    spare_out: Vec<PlanarFrame>,
 }
 
 impl<T> Denoiser<T> {
@@ -67,9 +74,12 @@ impl<T> Denoiser<T> {
         let plan = Plan::new(&geometry, &params)?;
         let window = configure_backend(backend.as_mut(), &geometry, &plan, &params)?;
         tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
+        let (out_info, out_geometry) = output_of(&info, &geometry, &plan)?;
         Ok(Denoiser {
             info,
             geometry,
+            out_info,
+            out_geometry,
             user_params,
             params,
             estimator: NoiseEstimator::new(),
@@ -81,11 +91,18 @@ impl<T> Denoiser<T> {
             launched: 0,
             ready: VecDeque::new(),
             spare: Vec::new(),
+            spare_out: Vec::new(),
         })
     }
 
+    /// The input frames' format and size.
     pub fn info(&self) -> VideoInfo {
         self.info
+    }
+
+    /// The output frames' format and size: the input's, or scaled (super-resolution).
+    pub fn output_info(&self) -> VideoInfo {
+        self.out_info
     }
 
     /// The parameters frames are denoised with now (with `sigma_auto`: the estimate applied).
@@ -215,6 +232,24 @@ impl<T> Denoiser<T> {
     fn finish_oldest(&mut self) -> Result<()> {
         let mut p = self.pending.pop_front().ok_or_else(|| Error::State("no launched frame to finish".into()))?;
         self.launched -= 1;
+        if self.plan.resizes() {
+            // The input frame is done with (its upload preceded this job's launch); the output
+            // goes into a frame of the output geometry.
+            let mut out = self.spare_out.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.out_geometry));
+            let r = self.backend.finish(&mut out);
+            let input = std::mem::replace(&mut p.frame, out);
+            self.spare.push(input);
+            return match r {
+                Ok(()) => {
+                    self.ready.push_back(p);
+                    Ok(())
+                }
+                Err(e) => {
+                    self.spare_out.push(p.frame);
+                    Err(e)
+                }
+            };
+        }
         match self.backend.finish(&mut p.frame) {
             Ok(()) => {
                 self.ready.push_back(p);
@@ -230,12 +265,12 @@ impl<T> Denoiser<T> {
 
     /// Writes the oldest ready output into `out` and returns its tag; `None` when nothing is ready.
     pub fn pop(&mut self, out: &mut FrameMut<'_>) -> Result<Option<T>> {
-        if out.info != self.info {
+        if out.info != self.out_info {
             return Err(Error::InvalidFrame("output frame does not match the stream".into()));
         }
         let Some(p) = self.ready.pop_front() else { return Ok(None) };
         let r = convert::pack(&p.frame, out);
-        self.spare.push(p.frame);
+        self.recycle(p.frame);
         r.map(|_| Some(p.tag))
     }
 
@@ -248,6 +283,8 @@ impl<T> Denoiser<T> {
     pub fn recycle(&mut self, frame: PlanarFrame) {
         if frame.matches(&self.geometry) {
             self.spare.push(frame);
+        } else if frame.matches(&self.out_geometry) {
+            self.spare_out.push(frame);
         }
     }
 
@@ -289,8 +326,9 @@ impl<T> Denoiser<T> {
             self.recover_from_backend_error();
         }
         self.discard_pending();
-        for p in self.ready.drain(..) {
-            self.spare.push(p.frame);
+        let ready: Vec<_> = self.ready.drain(..).collect();
+        for p in ready {
+            self.recycle(p.frame);
         }
     }
 
@@ -327,12 +365,28 @@ impl<T> Denoiser<T> {
                 return Err(e);
             }
         };
+        let (out_info, out_geometry) = output_of(&self.info, &self.geometry, &plan)?;
         self.window = window;
         self.user_params = user;
         self.params = params;
         self.plan = plan;
+        if out_geometry != self.out_geometry {
+            self.spare_out.clear();
+        }
+        self.out_info = out_info;
+        self.out_geometry = out_geometry;
         Ok(())
     }
+}
+
+/// The output frames' format, size and planes under `plan`.
+fn output_of(info: &VideoInfo, geometry: &Geometry, plan: &Plan) -> Result<(VideoInfo, Geometry)> {
+    let out_geometry = plan.output_geometry(geometry);
+    let out_info = match plan {
+        Plan::NlmSr(p) => VideoInfo::new(info.format, info.width * p.scale, info.height * p.scale)?,
+        _ => *info,
+    };
+    Ok((out_info, out_geometry))
 }
 
 /// Feeds the noise estimator with the frame just unpacked; when the estimate changed, the

@@ -1,4 +1,5 @@
-//! Video denoising engine: temporal non-local means and (V-)BM3D on host threads and CUDA devices.
+//! Video denoising engine: temporal non-local means and (V-)BM3D on host threads and CUDA devices,
+//! and multi-frame NLM super-resolution on the same machinery.
 //!
 //! The engine knows nothing of GStreamer: give it frames ([`frame::FrameRef`]) of a supported
 //! [`format::PixelFormat`], get denoised frames back in order from [`engine::Denoiser`].
@@ -6,7 +7,7 @@
 //! Two axes, kept apart in the tree:
 //! * *where* frames are computed: [`device`] (host threads, a CUDA device with its ring, streams
 //!   and host I/O, chunks along time, several devices);
-//! * *what* is computed: one folder per algorithm ([`nlm`], [`bm3d`]), each with its plan, its
+//! * *what* is computed: one folder per algorithm ([`nlm`], [`bm3d`], [`sr`]), each with its plan, its
 //!   f64 reference, its CPU and its CUDA implementation.
 //!
 //! [`engine`] (window, ordering, unpack/pack) sits above both; [`plan::Plan`] carries the
@@ -24,6 +25,7 @@ pub mod nlm;
 pub mod params;
 pub mod plan;
 pub mod planar;
+pub mod sr;
 pub mod window;
 pub mod y4m;
 
@@ -32,5 +34,5 @@ pub use engine::Denoiser;
 pub use error::{Error, Result};
 pub use format::PixelFormat;
 pub use frame::{FrameMut, FrameRef, OwnedFrame, VideoInfo};
-pub use params::{Algorithm, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
+pub use params::{Algorithm, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, SrParams, Weighting};
 pub use plan::Plan;

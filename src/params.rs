@@ -38,6 +38,60 @@ pub enum Algorithm {
     /// Block matching and 3D filtering, spatial or over the temporal window (V-BM3D,
     /// [`crate::bm3d`]).
     Bm3d,
+    /// Multi-frame NLM super-resolution: output frames `sr.scale` times the input's size
+    /// ([`crate::sr`]).
+    NlmSr,
+}
+
+/// Largest upscaling factor of [`Algorithm::NlmSr`].
+pub const SR_MAX_SCALE: u32 = 4;
+/// Most back-projection (deblur) steps of [`Algorithm::NlmSr`].
+pub const SR_MAX_DEBLUR: u32 = 4;
+/// Luma strength of NLM super-resolution on clean input (no noise sigma): the weights then only
+/// reflect how well the degraded high-resolution patch explains a low-resolution one
+/// (scripts/quality_sr's grid, docs/quality.md "Super-resolution").
+pub const SR_BASE_STRENGTH: f32 = 2.0;
+/// Strength per unit of noise sigma of NLM super-resolution, added in quadrature to
+/// [`SR_BASE_STRENGTH`] (`h = hypot(base, k * sigma)`).
+pub const SR_STRENGTH_PER_SIGMA: f32 = 0.8;
+
+/// Settings of NLM super-resolution ([`Algorithm::NlmSr`]; ignored by the others).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SrParams {
+    /// Integer upscaling factor (2..=[`SR_MAX_SCALE`]).
+    pub scale: u32,
+    /// Fusion passes: 1, or 2 (the second matches against the first's result).
+    pub iterations: u32,
+    /// Back-projection steps of the initial estimate against the target frame (the light
+    /// deblur: undoes the area filter of the downscale; 0..=[`SR_MAX_DEBLUR`]).
+    pub deblur: u32,
+    /// Share of the fused correction added to the estimate (0: the deblurred target frame
+    /// alone; 1: all of it).
+    pub fusion: f32,
+}
+
+impl Default for SrParams {
+    fn default() -> Self {
+        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 0.3 }
+    }
+}
+
+impl SrParams {
+    pub fn validate(&self) -> Result<()> {
+        if !(2..=SR_MAX_SCALE).contains(&self.scale) {
+            return Err(Error::InvalidParameter(format!("scale {} out of range 2..={SR_MAX_SCALE}", self.scale)));
+        }
+        if !(1..=2).contains(&self.iterations) {
+            return Err(Error::InvalidParameter(format!("super-resolution iterations {} out of range 1..=2", self.iterations)));
+        }
+        if self.deblur > SR_MAX_DEBLUR {
+            return Err(Error::InvalidParameter(format!("deblur steps {} out of range 0..={SR_MAX_DEBLUR}", self.deblur)));
+        }
+        if !(self.fusion.is_finite() && (0.0..=1.0).contains(&self.fusion)) {
+            return Err(Error::InvalidParameter(format!("fusion {} out of range [0, 1]", self.fusion)));
+        }
+        Ok(())
+    }
 }
 
 /// A set of BM3D settings chosen together (docs/tuning.md says what each costs).
@@ -242,7 +296,7 @@ macro_rules! text_enum {
     };
 }
 
-text_enum!(Algorithm, "algorithm", Algorithm::Nlm => "nlm", Algorithm::Bm3d => "bm3d");
+text_enum!(Algorithm, "algorithm", Algorithm::Nlm => "nlm", Algorithm::Bm3d => "bm3d", Algorithm::NlmSr => "nlm-sr");
 text_enum!(Bm3dProfile, "bm3d profile", Bm3dProfile::Fast => "fast", Bm3dProfile::Normal => "normal", Bm3dProfile::High => "high");
 text_enum!(Weighting, "weighting", Weighting::Welsch => "welsch", Weighting::Bisquare => "bisquare");
 text_enum!(ChromaMode, "chroma mode", ChromaMode::Independent => "independent", ChromaMode::LumaGuided => "luma-guided", ChromaMode::Joint => "joint");
@@ -275,6 +329,8 @@ pub struct Params {
     pub sigma: Option<f32>,
     /// BM3D settings (ignored by NLM).
     pub bm3d: Bm3dParams,
+    /// Super-resolution settings (ignored by the denoisers).
+    pub sr: SrParams,
     /// Estimate the noise level from the frames ([`crate::noise`]) and use it as `sigma` (BM3D:
     /// the chroma estimate as `bm3d.chroma_sigma` unless that is set); NLM's strengths follow it
     /// ([`Params::strength_per_sigma`]) unless `strength_fixed`. `sigma` is then ignored.
@@ -299,6 +355,7 @@ impl Default for Params {
             planes: PlaneSelection::All,
             sigma: None,
             bm3d: Bm3dParams::default(),
+            sr: SrParams::default(),
             sigma_auto: false,
             strength_fixed: false,
         }
@@ -317,7 +374,10 @@ impl Params {
     /// distance offset follows the luma sigma).
     pub fn with_noise_sigmas(self, sigma: f32, chroma_sigma: f32) -> Params {
         let (k, kc) = self.strength_per_sigma();
-        let h = |k: f32, s: f32| (k * s).clamp(0.01, MAX_STRENGTH);
+        let h = |k: f32, s: f32| {
+            let h = if self.algorithm == Algorithm::NlmSr { SR_BASE_STRENGTH.hypot(k * s) } else { k * s };
+            h.clamp(0.01, MAX_STRENGTH)
+        };
         Params { sigma: Some(sigma), strength: h(k, sigma), chroma_strength: h(kc, chroma_sigma), ..self }
     }
 
@@ -326,7 +386,9 @@ impl Params {
     /// ([`STRENGTH_PER_SIGMA`]) or offline ([`OFFLINE_STRENGTH_PER_SIGMA`]), each with its chroma
     /// factor.
     pub fn strength_per_sigma(&self) -> (f32, f32) {
-        if self.temporal_future > 0 {
+        if self.algorithm == Algorithm::NlmSr {
+            (SR_STRENGTH_PER_SIGMA, SR_STRENGTH_PER_SIGMA)
+        } else if self.temporal_future > 0 {
             (OFFLINE_STRENGTH_PER_SIGMA, OFFLINE_CHROMA_STRENGTH_PER_SIGMA)
         } else if self.temporal_past == 0 {
             (SPATIAL_STRENGTH_PER_SIGMA, SPATIAL_CHROMA_STRENGTH_PER_SIGMA)
@@ -379,6 +441,9 @@ impl Params {
         }
         // BM3D settings are checked whatever the algorithm, so that a front end can hand them on.
         self.bm3d.resolve()?;
+        if self.algorithm == Algorithm::NlmSr {
+            self.sr.validate()?;
+        }
         if self.algorithm == Algorithm::Bm3d
             && self.sigma.is_none() && !self.sigma_auto {
                 return bad("bm3d needs the noise level: set sigma (8-bit code values) or sigma=auto".into());
@@ -413,7 +478,9 @@ impl Params {
     /// weighting, sigma), so that the window and compiled kernels stay valid.
     pub fn same_structure(&self, other: &Params) -> bool {
         let bm3d_same = self.algorithm != Algorithm::Bm3d || self.bm3d.resolve().ok() == other.bm3d.resolve().ok();
+        let sr_same = self.algorithm != Algorithm::NlmSr || (self.sr.scale == other.sr.scale && self.sr.iterations == other.sr.iterations && self.sr.deblur == other.sr.deblur);
         bm3d_same
+            && sr_same
             && self.algorithm == other.algorithm
             && self.search_radius == other.search_radius
             && self.patch_radius == other.patch_radius

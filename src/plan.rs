@@ -8,12 +8,14 @@ use crate::error::{Error, Result};
 use crate::nlm::NlmPlan;
 use crate::params::{Algorithm, Params};
 use crate::planar::Geometry;
+use crate::sr::SrPlan;
 
 /// The resolved plan of one stream, one variant per algorithm.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     Nlm(NlmPlan),
     Bm3d(Bm3dPlan),
+    NlmSr(SrPlan),
 }
 
 impl Plan {
@@ -22,6 +24,7 @@ impl Plan {
         match params.algorithm {
             Algorithm::Nlm => Ok(Plan::Nlm(NlmPlan::new(geometry, params)?)),
             Algorithm::Bm3d => Ok(Plan::Bm3d(Bm3dPlan::new(geometry, params)?)),
+            Algorithm::NlmSr => Ok(Plan::NlmSr(SrPlan::new(geometry, params)?)),
         }
     }
 
@@ -29,7 +32,23 @@ impl Plan {
         match self {
             Plan::Nlm(_) => Algorithm::Nlm,
             Plan::Bm3d(_) => Algorithm::Bm3d,
+            Plan::NlmSr(_) => Algorithm::NlmSr,
         }
+    }
+
+    /// The planes of an output frame for input frames of `input`: the same, or scaled
+    /// (super-resolution).
+    pub fn output_geometry(&self, input: &Geometry) -> Geometry {
+        match self {
+            Plan::NlmSr(p) => p.output.clone(),
+            _ => input.clone(),
+        }
+    }
+
+    /// True when output frames have other planes than input frames (super-resolution): nothing
+    /// is copied through, and no output goes back into its input frame.
+    pub fn resizes(&self) -> bool {
+        matches!(self, Plan::NlmSr(_))
     }
 
     /// Planes a job writes; the others of the output frame are the input's, bit for bit.
@@ -37,6 +56,7 @@ impl Plan {
         match self {
             Plan::Nlm(p) => p.groups.iter().flat_map(|g| g.outputs.iter().copied()).collect(),
             Plan::Bm3d(p) => p.output_planes(),
+            Plan::NlmSr(p) => (0..p.output.planes.len()).collect(),
         }
     }
 
@@ -45,6 +65,7 @@ impl Plan {
         match self {
             Plan::Nlm(p) => &p.passthrough,
             Plan::Bm3d(p) => &p.passthrough,
+            Plan::NlmSr(_) => &[],
         }
     }
 
@@ -57,6 +78,7 @@ impl Plan {
                 format!("nlm {} {} {groups:?} {:?}", p.search_radius, p.patch_radius, p.passthrough)
             }
             Plan::Bm3d(p) => p.structure_key(),
+            Plan::NlmSr(p) => p.structure_key(),
         }
     }
 
@@ -65,6 +87,14 @@ impl Plan {
         match self {
             Plan::Nlm(p) => Ok(p),
             _ => Err(Error::Unsupported(format!("{what} computes NLM, not {}", self.algorithm()))),
+        }
+    }
+
+    /// The super-resolution plan, or an error naming what `what` cannot compute.
+    pub fn sr(&self, what: &str) -> Result<&SrPlan> {
+        match self {
+            Plan::NlmSr(p) => Ok(p),
+            _ => Err(Error::Unsupported(format!("{what} computes NLM super-resolution, not {}", self.algorithm()))),
         }
     }
 

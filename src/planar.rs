@@ -92,6 +92,16 @@ impl Geometry {
         Geometry { planes, bytes_per_sample: fi.bytes_per_sample, bits: fi.bits }
     }
 
+    /// The geometry of frames `scale` times as wide and as high (super-resolution output): the
+    /// full-resolution size times `scale`, each plane subsampled from it as in this geometry.
+    pub fn scaled(&self, scale: usize) -> Geometry {
+        // Every format has a full-resolution plane (luma, R, G, B or gray).
+        let full = self.planes.iter().find(|p| p.sub_x == 1 && p.sub_y == 1).copied().unwrap_or(self.planes[0]);
+        let (w, h) = (full.width * scale, full.height * scale);
+        let planes = self.planes.iter().map(|p| PlaneGeometry { width: w.div_ceil(p.sub_x), height: h.div_ceil(p.sub_y), ..*p }).collect();
+        Geometry { planes, bytes_per_sample: self.bytes_per_sample, bits: self.bits }
+    }
+
     /// Stored sample value per unit of the 8-bit scale that strengths and distances use.
     pub fn scale_to_8bit(&self) -> f64 {
         (1u64 << (self.bits - 8)) as f64

@@ -169,6 +169,21 @@ impl Y4mHeader {
         Self::parse(&line)
     }
 
+    /// The same stream at `width x height` (an upscaled output): the W and H tokens replaced,
+    /// every other token kept.
+    pub fn resized(&self, width: usize, height: usize) -> Result<Self> {
+        let tokens: Vec<String> = self
+            .tokens
+            .iter()
+            .map(|t| match t.as_bytes().first() {
+                Some(b'W') => format!("W{width}"),
+                Some(b'H') => format!("H{height}"),
+                _ => t.clone(),
+            })
+            .collect();
+        Self::parse(&format!("YUV4MPEG2 {}", tokens.join(" ")))
+    }
+
     pub fn video_info(&self) -> VideoInfo {
         VideoInfo { format: self.layout.format, width: self.width, height: self.height }
     }

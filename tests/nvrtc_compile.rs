@@ -218,3 +218,24 @@ fn every_bm3d_variant_compiles() {
     }
     eprintln!("compiled {} BM3D variants", all.len());
 }
+
+// ---- Super-resolution (src/sr/cuda.rs, kernels/sr/) -----------------------------------------------
+
+/// The super-resolution program compiles for 8- and 16-bit samples with its three entry points,
+/// and the fuse kernel's tiles fit an H100 block at the largest radii and factor.
+#[test]
+fn super_resolution_kernels_compile() {
+    use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, SR_MAX_SCALE};
+    use nlmdenoise::sr::cuda::{compile_ptx as sr_ptx, fuse_shared_bytes};
+    if !nvrtc_or_skip("super_resolution_kernels_compile") {
+        return;
+    }
+    for bytes in [1, 2] {
+        let ptx = sr_ptx(bytes, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        for entry in ["sr_initial", "sr_residual", "sr_degrade", "sr_fuse"] {
+            assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing in the PTX for {bytes}-byte samples");
+        }
+    }
+    let most = fuse_shared_bytes(SR_MAX_SCALE as usize, MAX_SEARCH_RADIUS as usize, MAX_PATCH_RADIUS as usize);
+    assert!(most <= 227 * 1024, "{most} bytes");
+}

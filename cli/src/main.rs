@@ -172,8 +172,9 @@ pub struct Cli {
     #[arg(long, value_enum)]
     container: Option<Container>,
 
-    /// Denoising algorithm: nlm (temporal non-local means) or bm3d (block matching and 3D
-    /// filtering, V-BM3D over the temporal window; needs --sigma).
+    /// Denoising algorithm: nlm (temporal non-local means), bm3d (block matching and 3D
+    /// filtering, V-BM3D over the temporal window) or nlm-sr (multi-frame NLM super-resolution:
+    /// upscales by --scale, denoising with --sigma; what --scale selects).
     #[arg(long, default_value_t = Params::default().algorithm)]
     algorithm: Algorithm,
 
@@ -233,6 +234,25 @@ pub struct Cli {
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
+
+    /// Upscale by this integer factor (2, 3 or 4) with multi-frame NLM super-resolution
+    /// (--algorithm nlm-sr; docs/tuning.md "Super-resolution"). 1: no upscaling.
+    #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1)]
+    scale: u32,
+
+    /// Super-resolution fusion passes: 1, or 2 (the second matches against the first's result).
+    #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = nlmdenoise::SrParams::default().iterations)]
+    sr_iterations: u32,
+
+    /// Super-resolution deblur: back-projection steps of the initial estimate against the
+    /// target frame (0..=4; each undoes more of the downscale's blur).
+    #[arg(allow_negative_numbers = true, long, value_name = "STEPS", default_value_t = nlmdenoise::SrParams::default().deblur)]
+    deblur: u32,
+
+    /// Super-resolution fusion: share (0..1) of the correction fused from the temporal window
+    /// that is added to the deblurred estimate.
+    #[arg(allow_negative_numbers = true, long, value_name = "SHARE", default_value_t = nlmdenoise::SrParams::default().fusion)]
+    fusion: f32,
 
     /// Search window radius a: offsets -a..=a in x and y (0..=12).
     #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().search_radius)]
@@ -381,8 +401,15 @@ impl Cli {
     }
 
     pub fn params(&self) -> Params {
+        // --scale above 1 selects super-resolution; --algorithm nlm-sr alone upscales by 2.
+        let (algorithm, scale) = match (self.algorithm, self.scale) {
+            (Algorithm::NlmSr, 1) => (Algorithm::NlmSr, nlmdenoise::SrParams::default().scale),
+            (_, 1) => (self.algorithm, nlmdenoise::SrParams::default().scale),
+            (_, s) => (Algorithm::NlmSr, s),
+        };
         let base = Params {
-            algorithm: self.algorithm,
+            algorithm,
+            sr: nlmdenoise::SrParams { scale, iterations: self.sr_iterations, deblur: self.deblur, fusion: self.fusion },
             search_radius: self.search_radius,
             patch_radius: self.patch_radius,
             temporal_past: self.temporal_past,
@@ -531,6 +558,13 @@ fn run(cli: &Cli) -> Result<()> {
     if cli.sigma == Some(SigmaArg::Auto) && (cli.strength.is_some() || cli.chroma_strength.is_some()) {
         bail!("--sigma auto sets the strengths from the estimate; give a sigma value with --strength, or drop --strength");
     }
+    if cli.scale > 1 && cli.algorithm == Algorithm::Bm3d {
+        bail!("--scale upscales with NLM super-resolution; it does not combine with --algorithm bm3d");
+    }
+    let upscaling = cli.params().algorithm == Algorithm::NlmSr;
+    if upscaling && cli.psnr_ref.is_some() {
+        bail!("--psnr-ref compares frames of the input's size; it does not combine with --scale");
+    }
     let container = match (cli.container, output) {
         (Some(c), Some(_)) => Some(c),
         (Some(_), None) => bail!("--container needs an output (-o FILE, or -o - for y4m on standard output)"),
@@ -544,6 +578,9 @@ fn run(cli: &Cli) -> Result<()> {
     }
     if cli.psnr_ref.is_some() {
         bail!("--psnr-ref needs y4m input and y4m output (or no output)");
+    }
+    if upscaling {
+        bail!("--scale works on y4m input and y4m output so far (decode to y4m first, e.g. ffmpeg -i INPUT clip.y4m); in pipelines use the nlmupscale element");
     }
     if cli.backend == BackendKind::Reference {
         bail!("--backend reference is only available for y4m input and output");

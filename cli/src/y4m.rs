@@ -282,8 +282,10 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let options = cli.backend_options()?;
     let mut denoiser: Denoiser<Tag> = Denoiser::new(info, params, &options)
         .with_context(|| format!("starting the {} backend for {}x{} {}", options.kind, info.width, info.height, info.format))?;
+    let out_info = denoiser.output_info();
+    let out_header = if out_info == info { header.clone() } else { header.resized(out_info.width, out_info.height)? };
     let mut writer = match output {
-        Some(path) => Some(FrameWriter::start(Y4mWriter::new(open_output(path)?, header.clone()))),
+        Some(path) => Some(FrameWriter::start(Y4mWriter::new(open_output(path)?, out_header))),
         None => None,
     };
 
@@ -291,7 +293,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let bar = crate::progress::bar(cli.quiet, total);
     // Reading, denoising and writing overlap: the reader and the writer have threads of their own.
     let source = FrameReader::start(reader, info, cli.frames);
-    let mut out = OwnedFrame::new(info);
+    let mut out = OwnedFrame::new(out_info);
     let mut clean = OwnedFrame::new(info);
     let (mut read, mut written) = (0u64, 0u64);
     let start = Instant::now();
@@ -351,9 +353,10 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
 
     if !cli.quiet {
         eprintln!(
-            "nlmdenoise: {written} frames {}x{} {} in {seconds:.2} s ({:.2} fps), backend: {}",
+            "nlmdenoise: {written} frames {}x{}{} {} in {seconds:.2} s ({:.2} fps), backend: {}",
             info.width,
             info.height,
+            if out_info == info { String::new() } else { format!(" -> {}x{}", out_info.width, out_info.height) },
             info.format,
             written as f64 / seconds.max(1e-9),
             denoiser.backend_description()

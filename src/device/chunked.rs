@@ -635,6 +635,9 @@ impl Backend for ChunkedBackend {
     }
 
     fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
+        if plan.resizes() {
+            return Err(Error::Unsupported(format!("{} does not run in chunks or on several devices yet; use chunk-frames=off and one device", plan.algorithm())));
+        }
         self.drain_outstanding();
         self.pending.clear();
         self.host.clear();

@@ -50,6 +50,8 @@ fn make_algorithm(algorithm: Algorithm, which: HostImpl, tuning: &NlmTuning) -> 
         (Algorithm::Nlm, HostImpl::Cpu) => Box::new(crate::nlm::cpu::CpuNlm::new(tuning)),
         (Algorithm::Bm3d, HostImpl::Reference) => Box::new(crate::bm3d::reference::ReferenceBm3d::default()),
         (Algorithm::Bm3d, HostImpl::Cpu) => Box::new(crate::bm3d::cpu::CpuBm3d::default()),
+        (Algorithm::NlmSr, HostImpl::Reference) => Box::new(crate::sr::reference::ReferenceSr::default()),
+        (Algorithm::NlmSr, HostImpl::Cpu) => Box::new(crate::sr::cpu::CpuSr::default()),
     }
 }
 
@@ -61,6 +63,8 @@ pub struct HostBackend {
     tuning: NlmTuning,
     algorithm: Option<(Algorithm, Box<dyn HostAlgorithm>)>,
     geometry: Option<Geometry>,
+    /// The planes of output frames (the input's, or scaled: super-resolution).
+    out_geometry: Option<Geometry>,
     /// Per ring slot: a frame has been stored since the last configure.
     stored: Vec<bool>,
     queue: VecDeque<(Job, Plan)>,
@@ -80,7 +84,7 @@ impl HostBackend {
             .thread_name(|i| format!("nlm-cpu-{i}"))
             .build()
             .map_err(|e| Error::Backend(format!("cannot start {threads} CPU worker threads: {e}")))?;
-        Ok(HostBackend { which, pool, threads, tuning: options.nlm_tuning, algorithm: None, geometry: None, stored: Vec::new(), queue: VecDeque::new() })
+        Ok(HostBackend { which, pool, threads, tuning: options.nlm_tuning, algorithm: None, geometry: None, out_geometry: None, stored: Vec::new(), queue: VecDeque::new() })
     }
 
     /// The f64 reference implementation (one thread).
@@ -129,6 +133,7 @@ impl Backend for HostBackend {
         let (_, a) = self.algorithm.as_mut().expect("just set");
         a.configure(geometry, plan, ring_slots, &self.pool)?;
         self.geometry = Some(geometry.clone());
+        self.out_geometry = Some(plan.output_geometry(geometry));
         Ok(())
     }
 
@@ -167,8 +172,9 @@ impl Backend for HostBackend {
         for &(_, s) in &window {
             slot_ok(s)?;
         }
-        let (geometry, a, pool) = self.configured("finish")?;
-        if !out.matches(geometry) {
+        let out_geometry = self.out_geometry.clone();
+        let (_, a, pool) = self.configured("finish")?;
+        if !out_geometry.map(|g| out.matches(&g)).unwrap_or(false) {
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
         }
         a.compute(&job, &window, &plan, out, pool)

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod clips;
+pub mod sr;
 
 use std::fmt::Debug;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -157,7 +157,7 @@ pub trait CudaAlgorithm: Send {
 fn output_scratch_bytes(plan: &Plan, geometry: &Geometry) -> usize {
     match plan.algorithm() {
         Algorithm::Nlm => crate::nlm::cuda::output_scratch_bytes(geometry),
-        Algorithm::Bm3d => 0,
+        Algorithm::Bm3d | Algorithm::NlmSr => 0,
     }
 }
 
@@ -166,11 +166,17 @@ fn make_algorithm(algorithm: Algorithm, kind: GpuKernel, options: &BackendOption
     match algorithm {
         Algorithm::Nlm => crate::nlm::cuda::make(kind, options, device),
         Algorithm::Bm3d => Ok(Box::new(crate::bm3d::cuda::CudaBm3d::new(device)?)),
+        Algorithm::NlmSr => Ok(Box::new(crate::sr::cuda::CudaSr::new(device)?)),
     }
 }
 
 struct Configured {
     geometry: Geometry,
+    /// Planes of output frames: the input's, or scaled (super-resolution).
+    out_geometry: Geometry,
+    out_layout: FrameLayout,
+    /// Output frames differ from input frames (`Plan::resizes`): none goes back into its input.
+    resizes: bool,
     plan_key: String,
     ring: DeviceRing,
     scratch_bytes: usize,
@@ -291,7 +297,7 @@ impl CudaBackend {
         if let Some(o) = state.free.pop() {
             return Ok(o);
         }
-        let o = OutputFrame::new(&self.device.ctx, &state.ring.layout, state.scratch_bytes).map_err(backend_err)?;
+        let o = OutputFrame::new(&self.device.ctx, &state.out_layout, state.scratch_bytes).map_err(backend_err)?;
         state.outputs.push(o);
         Ok(state.outputs.len() - 1)
     }
@@ -387,12 +393,12 @@ impl CudaBackend {
             // Direct and asynchronous: the output planes go straight back into the host frame
             // the target was uploaded from, when the caller finishes into that frame (the
             // engine); `finish` then only waits. The download stream waits for `computed`.
-            let host = state.slot_host[job.slot].take().filter(|r| to_target_frame && self.host_io.asynchronous && self.finish_targets.contains(r));
+            let host = state.slot_host[job.slot].take().filter(|r| to_target_frame && !state.resizes && self.host_io.asynchronous && self.finish_targets.contains(r));
             let out = &mut state.outputs[o];
             if let Some(ranges) = host {
-                out.start_download_to(&state.ring.layout, planes.clone(), Some(ranges), &self.download).map_err(backend_err)?;
+                out.start_download_to(&state.out_layout, planes.clone(), Some(ranges), &self.download).map_err(backend_err)?;
             } else if !self.host_io.direct {
-                out.start_download(&state.ring.layout, planes.clone(), &self.download).map_err(backend_err)?;
+                out.start_download(&state.out_layout, planes.clone(), &self.download).map_err(backend_err)?;
             }
             state.in_flight.push_back((o, planes.clone()));
         }
@@ -438,7 +444,7 @@ impl CudaBackend {
         let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
         let (o, planes) = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
         state.free.push(o);
-        if !out.matches(&state.geometry) {
+        if !out.matches(&state.out_geometry) {
             // The output frame is free again: its queued copy back must be done first.
             state.outputs[o].abandon_download().map_err(backend_err)?;
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
@@ -450,7 +456,7 @@ impl CudaBackend {
             }
             self.finish_targets.insert(r.clone());
         }
-        let layout = state.ring.layout.clone();
+        let layout = state.out_layout.clone();
         if state.outputs[o].download_queued() {
             // Staged, or direct into the target's host frame: waits, and copies only when `out`
             // is not the frame the planes went to.
@@ -566,7 +572,9 @@ impl Backend for CudaBackend {
         let layout = FrameLayout::new(geometry);
         let ring = DeviceRing::new(&self.device.ctx, layout.clone(), ring_slots.max(1)).map_err(backend_err)?;
         let scratch_bytes = output_scratch_bytes(plan, geometry);
-        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.device.ctx, &layout, scratch_bytes)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
+        let out_geometry = plan.output_geometry(geometry);
+        let out_layout = FrameLayout::new(&out_geometry);
+        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.device.ctx, &out_layout, scratch_bytes)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
         let free = (0..outputs.len()).rev().collect();
         // Frames the engine cycles through: the ring's, those in flight and a few ready ones.
         self.registry.capacity = geometry.planes.len() * (2 * ring_slots + self.depth + 8);
@@ -576,6 +584,9 @@ impl Backend for CudaBackend {
         a.configure(&self.device, geometry, &layout, plan, ring_slots.max(1))?;
         self.state = Some(Configured {
             geometry: geometry.clone(),
+            out_geometry,
+            out_layout,
+            resizes: plan.resizes(),
             plan_key: plan.structure_key(),
             ring,
             scratch_bytes,
@@ -639,7 +650,8 @@ impl Backend for CudaBackend {
 
     fn device_bytes_per_frame(&self, geometry: &Geometry, plan: &Plan) -> u64 {
         let layout = FrameLayout::new(geometry);
-        (layout.frame_bytes + OutputFrame::device_bytes(&layout, output_scratch_bytes(plan, geometry))) as u64
+        let out_layout = FrameLayout::new(&plan.output_geometry(geometry));
+        (layout.frame_bytes + OutputFrame::device_bytes(&out_layout, output_scratch_bytes(plan, geometry))) as u64
     }
 
     fn pipeline_depth(&self) -> usize {

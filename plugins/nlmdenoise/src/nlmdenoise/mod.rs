@@ -39,6 +39,8 @@ impl Algorithm {
         match a {
             nlmdenoise::Algorithm::Nlm => Algorithm::Nlm,
             nlmdenoise::Algorithm::Bm3d => Algorithm::Bm3d,
+            // The upscaler is its own element (nlmupscale); nlmdenoise never holds it.
+            nlmdenoise::Algorithm::NlmSr => Algorithm::Nlm,
         }
     }
 }

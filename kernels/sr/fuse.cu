@@ -1,0 +1,73 @@
+// Steps 3 and 4 of super-resolution (src/sr/mod.rs): for each high-resolution sample, weights
+// from the distance between its degraded patch (B at steps of s) and the low-resolution patches
+// within the search radius of its cell, over every frame of the window; the estimate plus
+// `fusion` times the fused correction (F - B).
+//
+// A block computes TILE x TILE high-resolution samples. Shared memory (sized on the host,
+// src/sr/cuda.rs `fuse_shared_bytes`): the block's B tile with a halo of s * p, loaded once, then
+// one frame's low-resolution tile at a time (the block's cells with a halo of r + p).
+
+extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a)
+{
+    extern __shared__ float shared[];
+    const int s = a.scale, r = a.radius, p = a.patch;
+    const int x0 = blockIdx.x * TILE, y0 = blockIdx.y * TILE;
+    const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
+    const int x = x0 + tx, y = y0 + ty;
+    const int threads = TILE * TILE;
+
+    // B tile: high-resolution samples x0 - s p .. x0 + TILE - 1 + s p.
+    const int bh = s * p, bw = TILE + 2 * bh;
+    float* btile = shared;
+    for (int i = threadIdx.x; i < bw * bw; i += threads) {
+        const int bx = mirror_index(x0 - bh + i % bw, a.out_w), by = mirror_index(y0 - bh + i / bw, a.out_h);
+        btile[i] = a.degraded[by * a.out_w + bx];
+    }
+    // Low-resolution tile: cells c0 - r - p .. c1 + r + p of the block's samples.
+    const int cx0 = x0 / s, cy0 = y0 / s;
+    const int lh = r + p, lw = (TILE - 1) / s + 2 + 2 * lh;
+    float* ltile = shared + bw * bw;
+
+    const int cx = x / s - cx0 + lh, cy = y / s - cy0 + lh;  // own cell in the tile
+    float num = 0.0f, den = 0.0f, m = -INFINITY;
+    for (int t = 0; t < a.n_frames; ++t) {
+        const unsigned char* lr = a.ring + (u64)a.slot[t] * a.frame_bytes + a.plane_offset;
+        __syncthreads();
+        for (int i = threadIdx.x; i < lw * lw; i += threads) {
+            const int lx = mirror_index(cx0 - lh + i % lw, a.w), ly = mirror_index(cy0 - lh + i / lw, a.h);
+            ltile[i] = load_sample(lr, ly * a.w + lx) * a.inv_scale;
+        }
+        __syncthreads();
+        if (x >= a.out_w || y >= a.out_h) continue;
+        for (int j = cy - r; j <= cy + r; ++j) {
+            for (int i = cx - r; i <= cx + r; ++i) {
+                float d = 0.0f;
+                for (int bb = -p; bb <= p; ++bb) {
+                    const float* brow = btile + (ty + bh + s * bb) * bw + tx + bh;
+                    const float* lrow = ltile + (j + bb) * lw + i;
+                    for (int aa = -p; aa <= p; ++aa) {
+                        const float diff = brow[s * aa] - lrow[aa];
+                        d = fmaf(diff, diff, d);
+                    }
+                }
+                const float lwt = -fmaxf(d * a.inv_n - a.sigma2, 0.0f) * a.inv_h2;
+                if (lwt > m) {
+                    // A new largest weight: rescale the sums to it (src/sr/mod.rs `log_weight`).
+                    const float k = __expf(m - lwt);
+                    num *= k;
+                    den *= k;
+                    m = lwt;
+                }
+                const float w = __expf(lwt - m);
+                num = fmaf(w, ltile[j * lw + i], num);
+                den += w;
+            }
+        }
+    }
+    if (x >= a.out_w || y >= a.out_h) return;
+    const int o = y * a.out_w + x;
+    const float b = btile[(ty + bh) * bw + tx + bh];
+    const float v = a.estimate[o] + a.fusion * (num / den - b);
+    if (a.out) store_sample(a.out + a.out_plane_offset, o, v, a);
+    else a.next[o] = v;
+}

@@ -1,0 +1,249 @@
+//! NLM super-resolution on host threads, f32: the definition in [`crate::sr`] with the planes
+//! padded by the border rule once (no index folding in the inner loops), the degradation box
+//! applied separably and the output rows spread over the worker pool.
+
+use rayon::prelude::*;
+
+use super::{box_taps, cubic_position, cubic_taps, SrPlan};
+use crate::device::host::HostAlgorithm;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::planar::{mirror, Geometry, PlanarFrame, PlaneGeometry};
+use crate::window::Job;
+
+/// A plane of f32 values (8-bit units) with a border of `pad` samples on every side, filled by
+/// the border rule.
+#[derive(Debug, Clone, Default)]
+struct Padded {
+    pad: usize,
+    stride: usize,
+    data: Vec<f32>,
+}
+
+impl Padded {
+    fn new(w: usize, h: usize, pad: usize, value: impl Fn(usize, usize) -> f32) -> Self {
+        let stride = w + 2 * pad;
+        let mut data = vec![0.0; stride * (h + 2 * pad)];
+        for (yy, row) in data.chunks_mut(stride).enumerate() {
+            let y = mirror(yy as isize - pad as isize, h);
+            for (xx, v) in row.iter_mut().enumerate() {
+                *v = value(mirror(xx as isize - pad as isize, w), y);
+            }
+        }
+        Padded { pad, stride, data }
+    }
+
+    /// The value at (x, y), for x and y within the padding.
+    #[inline]
+    fn at(&self, x: isize, y: isize) -> f32 {
+        self.data[(y + self.pad as isize) as usize * self.stride + (x + self.pad as isize) as usize]
+    }
+}
+
+/// A plane of f32 values without padding.
+struct Plane32 {
+    w: usize,
+    h: usize,
+    data: Vec<f32>,
+}
+
+/// NLM super-resolution as a host algorithm.
+#[derive(Default)]
+pub struct CpuSr {
+    /// Per ring slot, per plane: the low-resolution plane padded by `pad`.
+    ring: Vec<Vec<Padded>>,
+    pad: usize,
+    /// 8-bit units per stored unit.
+    inv_scale: f32,
+}
+
+impl CpuSr {
+    fn initial_estimate(lr: &Padded, w: usize, h: usize, s: usize, pool: &rayon::ThreadPool) -> Plane32 {
+        let taps: Vec<(isize, [f32; 4])> = (0..s.max(w).max(h)).map(|x| {
+            let (i, f) = cubic_position(x, s);
+            (i, cubic_taps(f).map(|t| t as f32))
+        }).collect();
+        let mut data = vec![0.0f32; w * h];
+        pool.install(|| {
+            data.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+                let (iy, ty) = taps[y];
+                for (x, v) in row.iter_mut().enumerate() {
+                    let (ix, tx) = taps[x];
+                    let mut acc = 0.0;
+                    for (b, wy) in ty.iter().enumerate() {
+                        let mut r = 0.0;
+                        for (a, wx) in tx.iter().enumerate() {
+                            r += wx * lr.at(ix + a as isize - 1, iy + b as isize - 1);
+                        }
+                        acc += wy * r;
+                    }
+                    *v = acc;
+                }
+            })
+        });
+        Plane32 { w, h, data }
+    }
+
+    /// One back-projection step: `e` plus the interpolated residual of `lr` against the cell means
+    /// of `e`.
+    fn back_project(e: &mut Plane32, lr: &Padded, ig: &PlaneGeometry, s: usize, pad: usize, pool: &rayon::ThreadPool) {
+        let (w, h) = (ig.width, ig.height);
+        let mut residual = vec![0.0f32; w * h];
+        pool.install(|| {
+            residual.par_chunks_mut(w).enumerate().for_each(|(j, row)| {
+                for (i, r) in row.iter_mut().enumerate() {
+                    let (mut sum, mut n) = (0.0f32, 0usize);
+                    for y in j * s..((j + 1) * s).min(e.h) {
+                        sum += e.data[y * e.w + i * s..y * e.w + ((i + 1) * s).min(e.w)].iter().sum::<f32>();
+                        n += ((i + 1) * s).min(e.w).saturating_sub(i * s);
+                    }
+                    *r = if n > 0 { lr.at(i as isize, j as isize) - sum / n as f32 } else { 0.0 };
+                }
+            })
+        });
+        let residual = Padded::new(w, h, pad, |x, y| residual[y * w + x]);
+        let up = Self::initial_estimate(&residual, e.w, e.h, s, pool);
+        for (a, b) in e.data.iter_mut().zip(&up.data) {
+            *a += b;
+        }
+    }
+
+    /// `e` through the degradation box, padded by `pad` for the patch reads.
+    fn degrade(e: &Plane32, s: usize, pad: usize, pool: &rayon::ThreadPool) -> Padded {
+        let taps: Vec<f32> = box_taps(s).iter().map(|&t| t as f32).collect();
+        let half = (taps.len() / 2) as isize;
+        let (w, h) = (e.w, e.h);
+        let mut horizontal = vec![0.0f32; w * h];
+        pool.install(|| {
+            horizontal.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+                let src = &e.data[y * w..(y + 1) * w];
+                for (x, v) in row.iter_mut().enumerate() {
+                    *v = taps.iter().enumerate().map(|(a, t)| t * src[mirror(x as isize + a as isize - half, w)]).sum();
+                }
+            })
+        });
+        let mut both = vec![0.0f32; w * h];
+        pool.install(|| {
+            both.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+                for (b, t) in taps.iter().enumerate() {
+                    let src = &horizontal[mirror(y as isize + b as isize - half, h) * w..][..w];
+                    for (v, x) in row.iter_mut().zip(src) {
+                        *v += t * x;
+                    }
+                }
+            })
+        });
+        Padded::new(w, h, pad, |x, y| both[y * w + x])
+    }
+
+    fn fuse(plan: &SrPlan, e: &Plane32, b: &Padded, frames: &[&Padded], h: f32, pool: &rayon::ThreadPool) -> Plane32 {
+        let (s, r, p) = (plan.scale as isize, plan.search_radius as isize, plan.patch_radius as isize);
+        let side = (2 * p + 1) as usize;
+        let inv_n = 1.0 / (side * side) as f32;
+        let sigma2 = plan.sigma * plan.sigma;
+        let inv_h2 = 1.0 / (h * h);
+        let fusion = plan.fusion;
+        let w = e.w;
+        let mut data = vec![0.0f32; w * e.h];
+        pool.install(|| {
+            data.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+                let y = y as isize;
+                let mut patch = vec![0.0f32; side * side];
+                for (x, v) in row.iter_mut().enumerate() {
+                    let x = x as isize;
+                    for bb in -p..=p {
+                        for aa in -p..=p {
+                            patch[((bb + p) as usize) * side + (aa + p) as usize] = b.at(x + s * aa, y + s * bb);
+                        }
+                    }
+                    let (cx, cy) = (x / s, y / s);
+                    let (mut num, mut den, mut m) = (0.0f32, 0.0f32, f32::NEG_INFINITY);
+                    for lr in frames {
+                        for j in cy - r..=cy + r {
+                            for i in cx - r..=cx + r {
+                                let mut d = 0.0f32;
+                                for bb in -p..=p {
+                                    let prow = &patch[((bb + p) as usize) * side..][..side];
+                                    let base = (j + bb + lr.pad as isize) as usize * lr.stride + (i - p + lr.pad as isize) as usize;
+                                    let lrow = &lr.data[base..base + side];
+                                    for (q, l) in prow.iter().zip(lrow) {
+                                        let diff = q - l;
+                                        d += diff * diff;
+                                    }
+                                }
+                                let lw = -(d * inv_n - sigma2).max(0.0) * inv_h2;
+                                if lw > m {
+                                    // A new largest weight: rescale the sums to it (log_weight).
+                                    let k = (m - lw).exp();
+                                    num *= k;
+                                    den *= k;
+                                    m = lw;
+                                }
+                                let wgt = (lw - m).exp();
+                                num += wgt * lr.at(i, j);
+                                den += wgt;
+                            }
+                        }
+                    }
+                    let i = y as usize * w + x as usize;
+                    *v = e.data[i] + fusion * (num / den - b.at(x, y));
+                }
+            })
+        });
+        Plane32 { w, h: e.h, data }
+    }
+}
+
+impl HostAlgorithm for CpuSr {
+    fn describe(&self, threads: usize) -> String {
+        format!("cpu ({threads} threads, nlm-sr)")
+    }
+
+    fn configure(&mut self, _geometry: &Geometry, plan: &Plan, ring_slots: usize, _pool: &rayon::ThreadPool) -> Result<()> {
+        let plan = plan.sr("the CPU super-resolution implementation")?;
+        // Reads reach r + p low-resolution samples beyond the cell, 2 for the cubic taps.
+        self.pad = (plan.search_radius + plan.patch_radius).max(2) + 1;
+        self.ring = vec![Vec::new(); ring_slots];
+        self.inv_scale = 1.0 / plan.scale_to_8bit;
+        Ok(())
+    }
+
+    fn store(&mut self, slot: usize, frame: &PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
+        let pad = self.pad;
+        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
+        let inv = self.inv_scale;
+        *dst = pool.install(|| frame.planes.par_iter().map(|pl| Padded::new(pl.width, pl.height, pad, |x, y| pl.samples.get(y * pl.width + x) as f32 * inv)).collect());
+        Ok(())
+    }
+
+    fn compute(&mut self, _job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
+        let plan = plan.sr("the CPU super-resolution implementation")?;
+        let slot = |dt: i32| window.iter().find(|f| f.0 == dt).map(|f| f.1);
+        let target = slot(0).ok_or_else(|| Error::State("job without its target frame".into()))?;
+        for &(_, s) in window {
+            if self.ring.get(s).map(|f| f.is_empty()).unwrap_or(true) {
+                return Err(Error::State(format!("ring slot {s} is empty")));
+            }
+        }
+        for (p, og) in plan.output.planes.iter().enumerate() {
+            let lr = &self.ring[target][p];
+            let mut e = Self::initial_estimate(lr, og.width, og.height, plan.scale, pool);
+            for _ in 0..plan.deblur {
+                Self::back_project(&mut e, lr, &plan.input.planes[p], plan.scale, self.pad, pool);
+            }
+            if plan.fused[p] {
+                let refs: Vec<&Padded> = window.iter().map(|&(_, s)| &self.ring[s][p]).collect();
+                for _ in 0..plan.iterations {
+                    let b = Self::degrade(&e, plan.scale, plan.scale * plan.patch_radius, pool);
+                    e = Self::fuse(plan, &e, &b, &refs, plan.strength[p], pool);
+                }
+            }
+            let dst = &mut out.planes[p];
+            let (scale, max) = (plan.scale_to_8bit, plan.max_value as f32);
+            for (i, v) in e.data.iter().enumerate() {
+                dst.samples.set(i, (v * scale + 0.5).floor().clamp(0.0, max) as u32);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! Multi-frame NLM super-resolution (after Protter et al., on the GPU as in
+//! `../shared/papers/003`): *what* the upscaler computes, in every implementation.
+//!
+//! * this module: the plan and the arithmetic every implementation shares (interpolation taps,
+//!   the degradation filter, the weight);
+//! * [`reference`]: the f64 definition below, written plainly (the oracle);
+//! * [`cpu`]: the multithreaded f32 implementation (a host algorithm);
+//! * [`cuda`]: the CUDA implementation (kernels in `kernels/sr/`).
+//!
+//! # The definition
+//!
+//! Per plane (low-resolution size `w x h`, output size `W x H`, integer factor `s`), values in
+//! 8-bit units (`sample / scale`); every index outside a plane follows the border rule
+//! ([`crate::planar::mirror`]). High-resolution sample `(X, Y)` has its centre at low-resolution
+//! coordinates `((X + 0.5) / s - 0.5, (Y + 0.5) / s - 0.5)` and lies in low-resolution cell
+//! `(X / s, Y / s)` (integer division).
+//!
+//! 1. **Initial estimate** `E`: the target frame interpolated at every high-resolution sample
+//!    with the Catmull-Rom cubic (4 x 4 taps, [`cubic_taps`]).
+//! 2. **Deblur** (`deblur` steps of back-projection against the target frame): the residual of
+//!    each low-resolution sample, `y_0(i, j) - A(E)(i, j)` with `A` the mean of `E` over the
+//!    cell's `s x s` samples (those inside the plane), interpolated as in step 1 and added to
+//!    `E`. This undoes the area filter of the downscale where the target frame alone can.
+//! 3. **Degraded estimate** `B = D(E)`: `E` filtered with the `s`-wide box of the downscale,
+//!    centred on each sample ([`box_taps`]: `s` taps of `1/s` for odd `s`; `s + 1` taps, the
+//!    outer two halved, for even `s`; separable). `B(X, Y)` is what a low-resolution sample
+//!    centred on `(X, Y)` would read.
+//! 4. **Fusion.** For every frame `t` of the temporal window (those that exist) and every
+//!    low-resolution sample `(i, j)` within the search radius `r` (Chebyshev) of the cell of
+//!    `(X, Y)`: the distance `d` is the mean over `a, b` in `-p..=p` of
+//!    `(B(X + s a, Y + s b) - y_t(i + a, j + b))^2` (the degraded high-resolution patch against
+//!    the low-resolution patch, `p` = patch radius); its weight is
+//!    `exp(-max(d - sigma^2, 0) / h^2)` (`h` the plane's strength, `sigma` the noise level or 0).
+//!    `F(X, Y) = sum(w y_t(i, j)) / sum(w)` (computed with the weights relative to the largest,
+//!    [`log_weight`]): the window's estimate of what a low-resolution sample centred on `(X, Y)`
+//!    reads, denoised by the averaging.
+//! 5. **Correction.** `E' = E + fusion * (F - B)`: the estimate moved towards what the window's
+//!    samples say about it.
+//! 6. With two iterations, steps 3-5 run again with `E'` as the estimate.
+//!
+//! The output is the last estimate, rounded half up to stored units and clamped. Planes that are
+//! not selected (`planes=luma` / `chroma`) and alpha planes stop after step 2.
+
+pub mod cpu;
+pub mod cuda;
+pub mod reference;
+
+use crate::error::{Error, Result};
+use crate::format::ComponentKind;
+use crate::params::{Params, PlaneSelection};
+use crate::planar::Geometry;
+
+/// The resolved plan of one super-resolution stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SrPlan {
+    pub scale: usize,
+    pub search_radius: usize,
+    pub patch_radius: usize,
+    pub past: u32,
+    pub future: u32,
+    pub iterations: u32,
+    pub deblur: u32,
+    pub fusion: f32,
+    /// Per plane: fused (true) or the initial estimate alone (alpha, planes not selected).
+    pub fused: Vec<bool>,
+    /// Per plane: the strength `h`, 8-bit units.
+    pub strength: Vec<f32>,
+    /// Noise deviation subtracted from distances (as `sigma^2`), 8-bit units.
+    pub sigma: f32,
+    pub scale_to_8bit: f32,
+    pub max_value: u32,
+    /// The low-resolution input's and the output's planes.
+    pub input: Geometry,
+    pub output: Geometry,
+}
+
+impl SrPlan {
+    pub fn new(geometry: &Geometry, params: &Params) -> Result<Self> {
+        params.validate()?;
+        params.sr.validate()?;
+        let planes = &geometry.planes;
+        let selected = |k: ComponentKind| match (k, params.planes) {
+            (ComponentKind::PassThrough, _) => false,
+            (_, PlaneSelection::All) | (ComponentKind::Luma, PlaneSelection::Luma) | (ComponentKind::Color, PlaneSelection::Luma) => true,
+            (ComponentKind::Chroma, PlaneSelection::Chroma) => true,
+            _ => false,
+        };
+        if params.planes == PlaneSelection::Chroma && !planes.iter().any(|p| p.kind == ComponentKind::Chroma) {
+            return Err(Error::InvalidParameter("planes=chroma on a format without chroma".into()));
+        }
+        let fused: Vec<bool> = planes.iter().map(|p| selected(p.kind)).collect();
+        let strength = planes.iter().map(|p| if p.kind == ComponentKind::Chroma { params.chroma_strength } else { params.strength }).collect();
+        Ok(SrPlan {
+            scale: params.sr.scale as usize,
+            search_radius: params.search_radius as usize,
+            patch_radius: params.patch_radius as usize,
+            past: params.temporal_past,
+            future: params.temporal_future,
+            iterations: params.sr.iterations,
+            deblur: params.sr.deblur,
+            fusion: params.sr.fusion,
+            fused,
+            strength,
+            sigma: params.sigma.unwrap_or(0.0),
+            scale_to_8bit: geometry.scale_to_8bit() as f32,
+            max_value: geometry.max_value(),
+            input: geometry.clone(),
+            output: geometry.scaled(params.sr.scale as usize),
+        })
+    }
+
+    /// A text that differs exactly when a backend must be configured again.
+    pub fn structure_key(&self) -> String {
+        format!("nlm-sr x{} r{} p{} it{} deblur{} {:?} {:?}", self.scale, self.search_radius, self.patch_radius, self.iterations, self.deblur, self.fused, self.output)
+    }
+}
+
+/// Catmull-Rom weights of the four samples around a point at fraction `f` (0..1) past the
+/// second one: taps for offsets -1, 0, 1, 2.
+pub fn cubic_taps(f: f64) -> [f64; 4] {
+    let (f2, f3) = (f * f, f * f * f);
+    [
+        0.5 * (-f3 + 2.0 * f2 - f),
+        0.5 * (3.0 * f3 - 5.0 * f2 + 2.0),
+        0.5 * (-3.0 * f3 + 4.0 * f2 + f),
+        0.5 * (f3 - f2),
+    ]
+}
+
+/// Where high-resolution sample `x` samples the low-resolution plane: the index of the second of
+/// its four cubic taps and the fraction past it. With an integer factor the fraction takes only
+/// `s` values, the same for every cell: `x % s` names them.
+pub fn cubic_position(x: usize, scale: usize) -> (isize, f64) {
+    let u = (x as f64 + 0.5) / scale as f64 - 0.5;
+    let i = u.floor();
+    (i as isize, u - i)
+}
+
+/// Taps of the degradation box of factor `s`, offsets `-(len / 2) ..= len / 2`.
+pub fn box_taps(scale: usize) -> Vec<f64> {
+    let s = scale as f64;
+    if scale % 2 == 1 {
+        vec![1.0 / s; scale]
+    } else {
+        let mut t = vec![1.0 / s; scale + 1];
+        t[0] = 0.5 / s;
+        t[scale] = 0.5 / s;
+        t
+    }
+}
+
+/// The logarithm of the weight of a distance `d` (8-bit units squared) for strength `h` and
+/// noise `sigma`. Implementations sum `exp(log_weight - m)` with `m` the largest log weight of the
+/// sample (kept as a running maximum on the CPU and GPU): the same `F`, and no sum that
+/// underflows to 0 when every candidate is far.
+#[inline]
+pub fn log_weight(d: f64, sigma: f64, h: f64) -> f64 {
+    -(d - sigma * sigma).max(0.0) / (h * h)
+}

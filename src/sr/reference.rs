@@ -1,0 +1,190 @@
+//! The f64 reference of NLM super-resolution: the definition in [`crate::sr`], written plainly,
+//! one sample at a time (the oracle of the CPU and CUDA implementations).
+
+use super::{box_taps, cubic_position, cubic_taps, log_weight, SrPlan};
+use crate::bm3d::to_stored;
+use crate::device::host::HostAlgorithm;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::planar::{mirror, Geometry, PlanarFrame};
+use crate::window::Job;
+
+/// A plane of f64 values, 8-bit units.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub w: usize,
+    pub h: usize,
+    pub data: Vec<f64>,
+}
+
+impl Image {
+    pub fn of_plane(frame: &PlanarFrame, p: usize, scale: f64) -> Self {
+        let pl = &frame.planes[p];
+        Image { w: pl.width, h: pl.height, data: (0..pl.width * pl.height).map(|i| pl.samples.get(i) as f64 / scale).collect() }
+    }
+
+    /// The value at (x, y), border rule outside.
+    pub fn at(&self, x: isize, y: isize) -> f64 {
+        self.data[mirror(y, self.h) * self.w + mirror(x, self.w)]
+    }
+}
+
+/// Step 1: the target plane `lr` interpolated to `w x h` at factor `s`.
+pub fn initial_estimate(lr: &Image, w: usize, h: usize, s: usize) -> Image {
+    let mut data = vec![0.0; w * h];
+    for y in 0..h {
+        let (iy, fy) = cubic_position(y, s);
+        let ty = cubic_taps(fy);
+        for x in 0..w {
+            let (ix, fx) = cubic_position(x, s);
+            let tx = cubic_taps(fx);
+            let mut v = 0.0;
+            for (b, wy) in ty.iter().enumerate() {
+                for (a, wx) in tx.iter().enumerate() {
+                    v += wy * wx * lr.at(ix + a as isize - 1, iy + b as isize - 1);
+                }
+            }
+            data[y * w + x] = v;
+        }
+    }
+    Image { w, h, data }
+}
+
+/// Step 2, one back-projection step: `e` plus the interpolated residual of `lr` against the cell
+/// means of `e`.
+pub fn back_project(e: &mut Image, lr: &Image, s: usize) {
+    let mut residual = lr.clone();
+    for j in 0..lr.h {
+        for i in 0..lr.w {
+            let (mut sum, mut n) = (0.0, 0usize);
+            for y in j * s..((j + 1) * s).min(e.h) {
+                for x in i * s..((i + 1) * s).min(e.w) {
+                    sum += e.data[y * e.w + x];
+                    n += 1;
+                }
+            }
+            // A cell wholly outside the plane (the last of an odd chroma plane) has no residual.
+            residual.data[j * lr.w + i] = if n > 0 { lr.data[j * lr.w + i] - sum / n as f64 } else { 0.0 };
+        }
+    }
+    let up = initial_estimate(&residual, e.w, e.h, s);
+    for (a, b) in e.data.iter_mut().zip(&up.data) {
+        *a += b;
+    }
+}
+
+/// Step 3: `e` through the degradation box of factor `s`.
+pub fn degrade(e: &Image, s: usize) -> Image {
+    let taps = box_taps(s);
+    let half = (taps.len() / 2) as isize;
+    let mut data = vec![0.0; e.w * e.h];
+    for y in 0..e.h {
+        for x in 0..e.w {
+            let mut v = 0.0;
+            for (b, wy) in taps.iter().enumerate() {
+                for (a, wx) in taps.iter().enumerate() {
+                    v += wy * wx * e.at(x as isize + a as isize - half, y as isize + b as isize - half);
+                }
+            }
+            data[y * e.w + x] = v;
+        }
+    }
+    Image { w: e.w, h: e.h, data }
+}
+
+/// Steps 4 and 5 for one plane: the next estimate from `e`, its degraded `b` and the window's
+/// low-resolution planes.
+pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64) -> Image {
+    let (s, r, p) = (plan.scale as isize, plan.search_radius as isize, plan.patch_radius as isize);
+    let n = ((2 * p + 1) * (2 * p + 1)) as f64;
+    let mut data = vec![0.0; e.w * e.h];
+    for y in 0..e.h as isize {
+        for x in 0..e.w as isize {
+            let (cx, cy) = (x / s, y / s);
+            // (log weight, value) of every candidate; the weights are taken relative to the
+            // largest, which leaves F unchanged and keeps it defined where all would underflow.
+            let mut candidates = Vec::new();
+            for lr in frames {
+                for j in cy - r..=cy + r {
+                    for i in cx - r..=cx + r {
+                        let mut d = 0.0;
+                        for bb in -p..=p {
+                            for aa in -p..=p {
+                                let diff = b.at(x + s * aa, y + s * bb) - lr.at(i + aa, j + bb);
+                                d += diff * diff;
+                            }
+                        }
+                        candidates.push((log_weight(d / n, plan.sigma as f64, h), lr.at(i, j)));
+                    }
+                }
+            }
+            let m = candidates.iter().map(|c| c.0).fold(f64::NEG_INFINITY, f64::max);
+            let (num, den) = candidates.iter().fold((0.0, 0.0), |(n, d), &(lw, v)| {
+                let w = (lw - m).exp();
+                (n + w * v, d + w)
+            });
+            let i = (y as usize) * e.w + x as usize;
+            data[i] = e.data[i] + plan.fusion as f64 * (num / den - b.data[i]);
+        }
+    }
+    Image { w: e.w, h: e.h, data }
+}
+
+/// The output planes of one job: `frames` = (dt, frame) in time order, the target at dt 0.
+pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFrame) -> Result<()> {
+    let scale = plan.scale_to_8bit as f64;
+    let target = frames.iter().find(|f| f.0 == 0).ok_or_else(|| Error::State("job without its target frame".into()))?.1;
+    for (p, og) in plan.output.planes.iter().enumerate() {
+        let lr = Image::of_plane(target, p, scale);
+        let mut e = initial_estimate(&lr, og.width, og.height, plan.scale);
+        for _ in 0..plan.deblur {
+            back_project(&mut e, &lr, plan.scale);
+        }
+        if plan.fused[p] {
+            let window: Vec<Image> = frames.iter().map(|(_, f)| Image::of_plane(f, p, scale)).collect();
+            let refs: Vec<&Image> = window.iter().collect();
+            for _ in 0..plan.iterations {
+                let b = degrade(&e, plan.scale);
+                e = fuse(plan, &e, &b, &refs, plan.strength[p] as f64);
+            }
+        }
+        let dst = &mut out.planes[p];
+        for (i, v) in e.data.iter().enumerate() {
+            dst.samples.set(i, to_stored(*v, scale, plan.max_value));
+        }
+    }
+    Ok(())
+}
+
+/// The reference as a host algorithm: the ring holds copies of the frames.
+#[derive(Default)]
+pub struct ReferenceSr {
+    ring: Vec<Option<PlanarFrame>>,
+}
+
+impl HostAlgorithm for ReferenceSr {
+    fn describe(&self, _threads: usize) -> String {
+        "reference (f64, single thread, nlm-sr)".into()
+    }
+
+    fn configure(&mut self, _geometry: &Geometry, plan: &Plan, ring_slots: usize, _pool: &rayon::ThreadPool) -> Result<()> {
+        plan.sr("the super-resolution reference")?;
+        self.ring = vec![None; ring_slots];
+        Ok(())
+    }
+
+    fn store(&mut self, slot: usize, frame: &PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
+        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
+        *dst = Some(frame.clone());
+        Ok(())
+    }
+
+    fn compute(&mut self, _job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
+        let plan = plan.sr("the super-resolution reference")?;
+        let frames = window
+            .iter()
+            .map(|&(dt, slot)| self.ring.get(slot).and_then(|f| f.as_ref()).map(|f| (dt, f)).ok_or_else(|| Error::State(format!("ring slot {slot} is empty"))))
+            .collect::<Result<Vec<_>>>()?;
+        upscale(plan, &frames, out)
+    }
+}
