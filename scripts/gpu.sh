@@ -20,6 +20,8 @@
 #              bm3d (host backends), nvrtc_compile with the machine's NVRTC
 #   sanitizer  compute-sanitizer memcheck and racecheck on every kernel (fused, exact, multi-pass,
 #              BM3D)
+#   sr         super-resolution: cuda_sr (CUDA vs the f64 reference), memcheck and racecheck on
+#              its kernels, bench_sr (kernel-only and end-to-end frames/s)
 #   ptxas      registers, spills and stack of every fused variant (sm_90)
 #   kernel     kernel-only rows (R-live, R-knlm, 1080p), twice, for this build and every carried
 #              bench_cuda_<name>: same-lease A/B
@@ -54,7 +56,7 @@ B=.devcarry
 if [ "${1:-}" = "--collect" ]; then
   set -e
   T=${CARGO_TARGET_DIR:-target}
-  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d"
+  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d cuda_sr sr"
   echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
@@ -64,7 +66,7 @@ if [ "${1:-}" = "--collect" ]; then
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done
-  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/examples/pipeline_bench $T/release/examples/soak $T/release/nlmdenoise "$B/"
+  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/bench_sr $T/release/examples/pipeline_bench $T/release/examples/soak $T/release/nlmdenoise "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
@@ -273,6 +275,17 @@ time.sleep(float(sys.argv[1]))'
       )
       grep -E '^\| appsrc ! nlmdenoise|exit' "$S/gst_bm3d.txt"; note "gst bm3d: $(grep -c 'appsrc ! nlmdenoise' "$S/gst_bm3d.txt") rows"
     fi ;;
+  sr)
+    # Super-resolution: CUDA against the reference, compute-sanitizer on every kernel, speed.
+    timeout "$(tmo 150)" $B/cuda_sr --nocapture --test-threads=4 > "$S/cuda_sr.txt" 2>&1
+    note "cuda_sr: rc=$? $(grep -E '^test result' "$S/cuda_sr.txt") $(grep -c '^SKIPPED' "$S/cuda_sr.txt") skipped"
+    grep -E 'FAIL|panicked' "$S/cuda_sr.txt" | cut -c1-300 | head -20
+    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_sr --test-threads=2 sanitizer_smoke_sr > "$S/memcheck_sr.txt" 2>&1
+    note "memcheck (sr): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_sr.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_sr --test-threads=2 sanitizer_smoke_sr > "$S/racecheck_sr.txt" 2>&1
+    note "racecheck (sr): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_sr.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 200)" $B/bench_sr --frames ${SR_FRAMES:-200} --sizes ${SR_SIZES:-960x540,1920x1080} --iterations ${SR_ITERATIONS:-1,2} > "$S/sr.md" 2>&1
+    note "bench_sr: rc=$?"; grep -E '^\||backend' "$S/sr.md" ;;
   peers)
     python3 -m pip install -q --no-index --no-deps --target /tmp/peers $B/wheels/*.whl > "$S/peers_install.txt" 2>&1
     PYTHONPATH=/tmp/peers timeout "$(tmo 300)" python3 scripts/peers/run_bm3d_triton.py $B/clips "$S/peers.md" > "$S/peers.txt" 2>&1

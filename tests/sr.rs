@@ -11,7 +11,7 @@ use common::sr::{moving_clip, upscale};
 use common::{samples, seed};
 use nlmdenoise::device::{BackendOptions, ChunkFrames};
 use nlmdenoise::params::SrParams;
-use nlmdenoise::{Algorithm, BackendKind, Denoiser, Error, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo};
+use nlmdenoise::{Algorithm, BackendKind, Denoiser, Error, OwnedFrame, Params, PixelFormat, VideoInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

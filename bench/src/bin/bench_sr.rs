@@ -1,0 +1,151 @@
+//! NLM super-resolution speed: kernel-only frames/s (device events around the kernels of frames
+//! already uploaded, `CudaBackend::time_kernels`) and end-to-end frames/s through the engine
+//! (`Denoiser` push/pop: unpack, upload, kernels, download, pack), printed as a table
+//! (docs/benchmarks.md).
+//!
+//!   cargo run --release -p nlmdenoise-bench --bin bench_sr -- [--sizes 960x540,1920x1080]
+//!       [--scales 2] [--windows spatial,live,offline] [--iterations 1,2] [--frames 200]
+//!       [--backend cuda|cpu] [--depth 2]
+//!
+//! Windows: `spatial` (past 0, future 0), `live` (2 past), `offline` (2 past + 2 future). Input:
+//! I420 frames of a moving pattern (bench_frames), 8 distinct frames cycled after 8 warm-up frames.
+//! Default settings otherwise (search radius 3, patch radius 2, deblur 2).
+
+use std::time::Instant;
+
+use clap::Parser;
+use nlmdenoise::convert;
+use nlmdenoise::device::cuda::CudaBackend;
+use nlmdenoise::device::{Backend, BackendOptions};
+use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::window::TemporalWindow;
+use nlmdenoise::{Algorithm, BackendKind, Denoiser, OwnedFrame, Params, PixelFormat, Plan, SrParams, VideoInfo};
+use nlmdenoise_bench::bench_frames::frame;
+
+#[derive(Parser)]
+struct Args {
+    /// Input sizes, WxH, comma separated.
+    #[arg(long, default_value = "960x540,1920x1080")]
+    sizes: String,
+    #[arg(long, default_value = "2")]
+    scales: String,
+    #[arg(long, default_value = "spatial,live,offline")]
+    windows: String,
+    #[arg(long, default_value = "1")]
+    iterations: String,
+    /// Frames timed per end-to-end row.
+    #[arg(long, default_value_t = 200)]
+    frames: usize,
+    #[arg(long, default_value = "cuda")]
+    backend: String,
+    #[arg(long, default_value_t = 2)]
+    depth: usize,
+}
+
+fn window(name: &str) -> Option<(u32, u32)> {
+    match name {
+        "spatial" => Some((0, 0)),
+        "live" => Some((2, 0)),
+        "offline" => Some((2, 2)),
+        _ => None,
+    }
+}
+
+/// Kernel-only milliseconds per frame (median of 5 rounds of 50 jobs).
+fn kernel_ms(info: VideoInfo, params: &Params) -> nlmdenoise::Result<f64> {
+    let geometry = Geometry::from_video_info(&info);
+    let plan = Plan::new(&geometry, params)?;
+    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
+    let slots = 8;
+    b.configure(&geometry, &plan, slots)?;
+    let mut window = TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
+    let (mut jobs, mut held) = (Vec::new(), Vec::new());
+    for n in 0..slots + params.temporal_future as usize + 2 {
+        let mut planar = PlanarFrame::zeroed(&geometry);
+        convert::unpack(&frame(info, n, 7).as_ref(), &mut planar)?;
+        let slot = window.push();
+        b.upload(slot, &planar)?;
+        held.push(planar);
+        while let Some(j) = window.next_job() {
+            if j.references.len() == (params.window_frames() - 1) as usize {
+                jobs.push(j);
+            }
+        }
+    }
+    jobs.truncate(slots);
+    let mut times: Vec<f64> = (0..5).map(|_| b.time_kernels(&jobs, &plan, 50)).collect::<nlmdenoise::Result<_>>()?;
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times[2])
+}
+
+fn end_to_end_fps(info: VideoInfo, params: Params, options: &BackendOptions, frames: usize) -> nlmdenoise::Result<(f64, String)> {
+    let mut d: Denoiser<usize> = Denoiser::new(info, params, options)?;
+    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
+    let mut out = OwnedFrame::new(d.output_info());
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {}
+    }
+    let t = Instant::now();
+    let mut popped = 0;
+    for i in 0..frames {
+        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {
+            popped += 1;
+        }
+    }
+    d.finish_stream()?;
+    while d.pop(&mut out.as_mut())?.is_some() {
+        popped += 1;
+    }
+    Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
+}
+
+fn main() {
+    let args = Args::parse();
+    let kind: BackendKind = args.backend.parse().unwrap_or_else(|e| {
+        eprintln!("bench_sr: --backend: {e}");
+        std::process::exit(2)
+    });
+    let options = BackendOptions { kind, pipeline_depth: args.depth, ..Default::default() };
+    println!("| input | scale | output | window | past | future | iterations | kernel frames/s | kernel ms | end-to-end frames/s |");
+    println!("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut described = None;
+    for size in args.sizes.split(',') {
+        let Some((w, h)) = size.split_once('x').and_then(|(w, h)| Some((w.parse::<usize>().ok()?, h.parse::<usize>().ok()?))) else {
+            eprintln!("bench_sr: size {size} is not WxH");
+            continue;
+        };
+        let info = VideoInfo::new(PixelFormat::I420, w, h).expect("size");
+        for scale in args.scales.split(',').filter_map(|s| s.parse::<u32>().ok()) {
+            for win in args.windows.split(',') {
+                let Some((past, future)) = window(win) else {
+                    eprintln!("bench_sr: unknown window {win}");
+                    continue;
+                };
+                for iterations in args.iterations.split(',').filter_map(|s| s.parse::<u32>().ok()) {
+                    let params = Params { algorithm: Algorithm::NlmSr, temporal_past: past, temporal_future: future, sr: SrParams { scale, iterations, ..SrParams::default() }, ..Params::default() }.with_noise_sigma(0.0);
+                    let kernel = if kind == BackendKind::Cuda { kernel_ms(info, &params).map(Some) } else { Ok(None) };
+                    let e2e = end_to_end_fps(info, params, &options, args.frames);
+                    let cell = |r: &nlmdenoise::Result<Option<f64>>| match r {
+                        Ok(Some(ms)) => (format!("{:.1}", 1e3 / ms), format!("{ms:.3}")),
+                        Ok(None) => ("-".into(), "-".into()),
+                        Err(e) => (format!("error: {e}"), String::new()),
+                    };
+                    let (kf, kms) = cell(&kernel);
+                    let e = match e2e {
+                        Ok((f, d)) => {
+                            described.get_or_insert(d);
+                            format!("{f:.1}")
+                        }
+                        Err(e) => format!("error: {e}"),
+                    };
+                    println!("| {w}x{h} | {scale} | {}x{} | {win} | {past} | {future} | {iterations} | {kf} | {kms} | {e} |", w * scale as usize, h * scale as usize);
+                }
+            }
+        }
+    }
+    if let Some(d) = described {
+        println!("\nbackend: {d}");
+    }
+}
