@@ -29,7 +29,7 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
     float* ltile = shared + bw * bw;
 
     const int cx = x / s - cx0 + lh, cy = y / s - cy0 + lh;  // own cell in the tile
-    float num = 0.0f, den = 0.0f, m = -INFINITY;
+    float num = 0.0f, den = 0.0f, m = __int_as_float(0xff800000);  // -infinity
     for (int t = 0; t < a.n_frames; ++t) {
         const unsigned char* lr = a.ring + (u64)a.slot[t] * a.frame_bytes + a.plane_offset;
         __syncthreads();
