@@ -6,7 +6,9 @@
 
 use gst::glib;
 
+mod logbridge;
 pub mod nlmdenoise;
+mod transform;
 
 fn plugin_init(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
     nlmdenoise::register(plugin)

@@ -3,8 +3,7 @@
 use gst::glib;
 use gst::prelude::*;
 
-mod imp;
-mod logbridge;
+pub(crate) mod imp;
 
 pub use imp::format_to_gst;
 pub use imp::{apply_devices, devices_to_string};

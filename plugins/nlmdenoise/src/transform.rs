@@ -1,0 +1,666 @@
+//! The machinery both elements share (`nlmdenoise`, `nlmupscale`): settings, the engine state,
+//! pushing input frames into the engine and output frames downstream, draining and flushing,
+//! latency, QoS lateness, allocation. Each element's `imp.rs` holds a [`Core`] and forwards its
+//! base-transform calls here; the element's own code is its properties and caps.
+//!
+//! Data flow: `submit_input_buffer` (base class: QoS, renegotiation; we note DISCONT) ->
+//! `generate_output`, called by the base class until it returns no buffer: the first call pushes
+//! the queued input frame into the engine, every call pops at most one ready output frame. With
+//! `temporal-future` = 0 (and a synchronous backend) the frame pushed is ready at once, so its
+//! output leaves in the same chain call. With `temporal-future` = N the output of frame k leaves
+//! with input k+N; EOS, SEGMENT, STREAM_START, DISCONT and format changes drain the held frames
+//! (`Denoiser::finish_stream`), FLUSH_STOP drops them (`Denoiser::reset`).
+//!
+//! Each output buffer gets the PTS, DTS, duration, offset, offset-end and flags of its own input
+//! frame, carried through the engine as the frame's tag ([`FrameMeta`]). Output frames have the
+//! engine's output size (`Denoiser::output_info`): the input's, or scaled by `nlmupscale`.
+
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use gst::glib;
+use gst::prelude::*;
+use gst_base::prelude::*;
+use gst_base::subclass::base_transform::GenerateOutputSuccess;
+use gst_video::prelude::*;
+
+use nlmdenoise::device::{BackendKind, BackendOptions};
+use nlmdenoise::{Denoiser, FrameMut, FrameRef, Params};
+
+use crate::logbridge::{with_engine_logs, GstLogSubscriber};
+use crate::nlmdenoise::gst_to_format;
+
+
+/// The category of the shared machinery's own messages (the elements' engine logs go to theirs).
+pub static CAT: std::sync::LazyLock<gst::DebugCategory> = std::sync::LazyLock::new(|| {
+    gst::DebugCategory::new("nlmtransform", gst::DebugColorFlags::empty(), Some("NLM elements: engine state, draining, allocation"))
+});
+
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub params: Params,
+    pub options: BackendOptions,
+    /// Bumped on every change of `params`; the streaming thread applies changes between frames.
+    pub generation: u64,
+    /// The strengths were set explicitly; otherwise setting `sigma` also sets them
+    /// (Params::with_noise_sigma), and without `sigma` the noise level is estimated.
+    pub strength_set: bool,
+    /// A `device-id` value that names no device list, with the reason: the element refuses to
+    /// start until it is replaced (a typo must not silently run on device 0).
+    pub bad_device_id: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        // Neither sigma nor a strength set: the noise level is estimated (sigma = auto).
+        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None }
+    }
+}
+
+impl Settings {
+    /// Re-derives what follows from the others after any change: `sigma` -1 (unset) means auto
+    /// unless a strength was set; a set `sigma` without a set strength gives the strengths that
+    /// suit it and the current window (which may just have changed).
+    pub fn update_auto(&mut self) {
+        self.params.sigma_auto = self.params.sigma.is_none() && !self.strength_set;
+        self.params.strength_fixed = self.strength_set;
+        if let (Some(sigma), false) = (self.params.sigma, self.strength_set) {
+            self.params = self.params.with_noise_sigma(sigma);
+        }
+    }
+}
+
+/// What an output buffer inherits from its input frame.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameMeta {
+    pts: Option<gst::ClockTime>,
+    dts: Option<gst::ClockTime>,
+    duration: Option<gst::ClockTime>,
+    offset: u64,
+    offset_end: u64,
+    flags: gst::BufferFlags,
+}
+
+impl FrameMeta {
+    fn of(buf: &gst::BufferRef) -> Self {
+        FrameMeta {
+            pts: buf.pts(),
+            dts: buf.dts(),
+            duration: buf.duration(),
+            offset: buf.offset(),
+            offset_end: buf.offset_end(),
+            flags: buf.flags() - gst::BufferFlags::TAG_MEMORY,
+        }
+    }
+
+    fn apply(&self, buf: &mut gst::BufferRef) {
+        buf.set_pts(self.pts);
+        buf.set_dts(self.dts);
+        buf.set_duration(self.duration);
+        buf.set_offset(self.offset);
+        buf.set_offset_end(self.offset_end);
+        let old = buf.flags() - gst::BufferFlags::TAG_MEMORY;
+        buf.unset_flags(old);
+        buf.set_flags(self.flags);
+    }
+}
+
+pub struct State {
+    pub info: gst_video::VideoInfo,
+    pub engine_info: nlmdenoise::VideoInfo,
+    /// The output caps' info (the input's, or scaled).
+    pub out_info: gst_video::VideoInfo,
+    pub denoiser: Denoiser<FrameMeta>,
+    /// `Settings::generation` the denoiser's parameters correspond to.
+    generation: u64,
+    /// Duration of the last input buffer (latency for variable-framerate streams).
+    last_duration: Option<gst::ClockTime>,
+    /// Stream time of the last noise-estimate message (at most one a second).
+    last_noise_message: Option<gst::ClockTime>,
+}
+
+#[derive(Default)]
+pub struct Core {
+    pub settings: Mutex<Settings>,
+    pub state: Mutex<Option<State>>,
+    /// The caps and settings generation whose engine creation failed and was reported: base
+    /// transform retries set_caps, and the user should see the error once.
+    pub refused: Mutex<Option<(gst::Caps, u64)>>,
+    /// Late-frame reports from downstream (QoS), for the "cannot keep up" warning.
+    pub lateness: Mutex<Lateness>,
+    dispatch: OnceLock<tracing::Dispatch>,
+    element: OnceLock<glib::WeakRef<gst_base::BaseTransform>>,
+    /// What the element is for (the words of its messages).
+    pub what: &'static str,
+}
+
+/// Seconds of stream time over which late frames are counted.
+const LATE_WINDOW_S: u64 = 5;
+/// Late-frame reports in one window that make the warning (about one frame in five at 30 fps).
+const LATE_REPORTS: u32 = 30;
+
+/// QoS reports from downstream that frames came late (each late frame is one the QoS machinery
+/// then drops upstream of the transform): counted per window of stream time; a window with
+/// [`LATE_REPORTS`] or more posts one warning per stream.
+#[derive(Default)]
+pub struct Lateness {
+    window_start: Option<gst::ClockTime>,
+    late: u32,
+    warned: bool,
+}
+
+impl Core {
+    /// A downstream report that the frame at `ts` came late; warns once per stream when the
+    /// reports persist (a live pipeline then loses frames to QoS).
+    pub fn count_late_frame(&self, ts: gst::ClockTime) {
+        let mut l = lock(&self.lateness);
+        if l.warned {
+            return;
+        }
+        let start = *l.window_start.get_or_insert(ts);
+        if ts < start || ts >= start + gst::ClockTime::from_seconds(LATE_WINDOW_S) {
+            *l = Lateness { window_start: Some(ts), late: 0, warned: false };
+        }
+        l.late += 1;
+        if l.late >= LATE_REPORTS {
+            l.warned = true;
+            let backend = lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).unwrap_or_default();
+            drop(l);
+            gst::element_warning!(
+                self.element(),
+                gst::CoreError::Clock,
+                ("The {} cannot keep up: {LATE_REPORTS} or more frames came late within {LATE_WINDOW_S} s and were dropped (QoS) on {backend}", self.what),
+                ["Use backend=cuda, a smaller search-radius or temporal window, algorithm=nlm, or a lower resolution or frame rate (docs/tuning.md)"]
+            );
+        }
+    }
+}
+
+pub fn engine_error(imp: &Core, what: &str, err: &nlmdenoise::Error) -> gst::FlowError {
+    use nlmdenoise::Error as E;
+    match err {
+        E::InvalidFrame(_) => gst::element_error!(imp.element(), gst::StreamError::Format, ("{what}: {err}")),
+        E::InvalidParameter(_) | E::Unsupported(_) => gst::element_error!(imp.element(), gst::LibraryError::Settings, ("{what}: {err}")),
+        E::BackendUnavailable(_) => gst::element_error!(imp.element(), gst::LibraryError::Init, ("{what}: {err}")),
+        E::Backend(_) | E::State(_) => gst::element_error!(imp.element(), gst::LibraryError::Failed, ("{what}: {err}")),
+    }
+    gst::FlowError::Error
+}
+
+pub fn engine_info_from_caps(caps: &gst::CapsRef) -> Result<(gst_video::VideoInfo, nlmdenoise::VideoInfo), String> {
+    let info = gst_video::VideoInfo::from_caps(caps).map_err(|e| format!("invalid video caps {caps}: {e}"))?;
+    let format = gst_to_format(info.format()).ok_or_else(|| format!("format {} is not supported", info.format().to_str()))?;
+    let engine_info = nlmdenoise::VideoInfo::new(format, info.width() as usize, info.height() as usize).map_err(|e| e.to_string())?;
+    Ok((info, engine_info))
+}
+
+/// Builds the engine's view of a mapped input frame from its real plane pointers and strides.
+fn frame_ref<'a>(info: nlmdenoise::VideoInfo, frame: &'a gst_video::VideoFrameRef<&gst::BufferRef>) -> Result<FrameRef<'a>, String> {
+    let n = frame.n_planes() as usize;
+    let strides = frame.plane_stride();
+    let mut planes = Vec::with_capacity(n);
+    let mut st = Vec::with_capacity(n);
+    for (p, &s) in strides.iter().enumerate().take(n) {
+        if s <= 0 {
+            return Err(format!("plane {p} has stride {s}; only positive strides are supported"));
+        }
+        planes.push(frame.plane_data(p as u32).map_err(|e| e.to_string())?);
+        st.push(s as usize);
+    }
+    FrameRef::new(info, &planes, &st).map_err(|e| e.to_string())
+}
+
+impl Core {
+    /// A core for an element that `what` describes ("denoiser", "upscaler").
+    pub fn new(what: &'static str) -> Self {
+        Core { what, ..Default::default() }
+    }
+
+    /// Binds the core to its element (from the element's `constructed`): messages and logs go
+    /// there, engine logs into `cat`.
+    pub fn attach(&self, obj: &gst_base::BaseTransform, cat: gst::DebugCategory) {
+        let _ = self.element.set(obj.downgrade());
+        let _ = self.dispatch.set(tracing::Dispatch::new(GstLogSubscriber::new(obj.upcast_ref(), cat)));
+    }
+
+    /// The element (alive whenever one of its calls runs).
+    pub fn element(&self) -> gst_base::BaseTransform {
+        self.element.get().and_then(|w| w.upgrade()).expect("the core is attached to a live element")
+    }
+
+    fn dispatch(&self) -> Option<&tracing::Dispatch> {
+        self.dispatch.get()
+    }
+
+    /// Delay the element adds: (`temporal-future` + the backend's pipeline depth) frames, a frame
+    /// lasting 1/framerate, or the last buffer duration for variable-framerate streams (zero
+    /// before the first buffer).
+    pub fn added_latency(&self) -> gst::ClockTime {
+        let future = lock(&self.settings).params.latency_frames() as u64;
+        let state = lock(&self.state);
+        let Some(state) = state.as_ref() else {
+            return gst::ClockTime::ZERO;
+        };
+        // The backend may ignore `pipeline-depth` (CPU): ask the engine for its real depth.
+        let depth = (state.denoiser.latency_frames() as u64).saturating_sub(state.denoiser.params().latency_frames() as u64);
+        let frames = future + depth;
+        let fps = state.info.fps();
+        let frame_duration = if fps.numer() > 0 && fps.denom() > 0 {
+            gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer() as u64).unwrap_or(gst::ClockTime::ZERO)
+        } else {
+            state.last_duration.unwrap_or(gst::ClockTime::ZERO)
+        };
+        frame_duration.checked_mul(frames).unwrap_or(gst::ClockTime::MAX)
+    }
+
+    /// Applies property changes made since the last frame. True where the frames of delay the
+    /// engine adds changed (future frames, or an automatic chunk size sized from the new window):
+    /// the caller posts a latency message once the state lock is released.
+    fn apply_settings(&self, state: &mut State) -> Result<bool, gst::FlowError> {
+        let (params, generation) = {
+            let s = lock(&self.settings);
+            if s.generation == state.generation {
+                return Ok(false);
+            }
+            (s.params, s.generation)
+        };
+        state.generation = generation;
+        if params == *state.denoiser.params() {
+            return Ok(false);
+        }
+        let before = state.denoiser.latency_frames();
+        match with_engine_logs(self.dispatch(), || state.denoiser.set_params(params)) {
+            Ok(()) => {
+                gst::debug!(CAT, obj = &self.element(), "parameters changed to {params:?}");
+                Ok(state.denoiser.latency_frames() != before)
+            }
+            Err(nlmdenoise::Error::InvalidParameter(msg)) | Err(nlmdenoise::Error::Unsupported(msg)) => {
+                // The engine keeps the previous parameters.
+                gst::element_warning!(self.element(), gst::LibraryError::Settings, ("Ignoring the new parameters: {msg}"));
+                Ok(false)
+            }
+            Err(e) => Err(engine_error(self, "Changing parameters failed", &e)),
+        }
+    }
+
+    /// Pushes one input frame into the engine; true where applying pending property changes
+    /// changed the element's latency (see `apply_settings`).
+    fn process_input(&self, state: &mut State, inbuf: &gst::Buffer) -> Result<bool, gst::FlowError> {
+        let latency_changed = self.apply_settings(state)?;
+        if inbuf.duration().is_some() {
+            state.last_duration = inbuf.duration();
+        }
+        let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf.as_ref(), &state.info).map_err(|_| {
+            gst::element_error!(self.element(), gst::StreamError::Format, ("Failed to map the input buffer as {:?}", state.info.format()));
+            gst::FlowError::Error
+        })?;
+        let input = frame_ref(state.engine_info, &frame).map_err(|msg| {
+            gst::element_error!(self.element(), gst::StreamError::Format, ("Bad input frame: {msg}"));
+            gst::FlowError::Error
+        })?;
+        let meta = FrameMeta::of(inbuf);
+        let denoiser = &mut state.denoiser;
+        with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)).map_err(|e| engine_error(self, "Processing a frame failed", &e))?;
+        Ok(latency_changed)
+    }
+
+    /// With sigma auto: the structure of an element message "nlmdenoise-noise" (fields sigma,
+    /// chroma-sigma, timestamp) when a second of stream time has passed since the last one.
+    fn noise_message(&self, state: &mut State, pts: Option<gst::ClockTime>) -> Option<gst::Structure> {
+        let (Some(e), Some(pts)) = (state.denoiser.noise_estimate(), pts) else { return None };
+        if state.last_noise_message.is_some_and(|t| pts < t + gst::ClockTime::SECOND && pts >= t) {
+            return None;
+        }
+        state.last_noise_message = Some(pts);
+        Some(gst::Structure::builder("nlmdenoise-noise").field("sigma", e.luma).field("chroma-sigma", e.chroma.unwrap_or(-1.0)).field("timestamp", pts).build())
+    }
+
+    /// An output buffer from the negotiated pool, or a plain system-memory buffer.
+    fn allocate_output(&self, info: &gst_video::VideoInfo) -> Result<gst::Buffer, gst::FlowError> {
+        if let Some(pool) = self.element().buffer_pool() {
+            if pool.is_active() || pool.set_active(true).is_ok() {
+                match pool.acquire_buffer(None) {
+                    Ok(buf) => {
+                        let fits = match buf.meta::<gst_video::VideoMeta>() {
+                            Some(m) => m.format() == info.format() && m.width() == info.width() && m.height() == info.height(),
+                            None => buf.size() >= info.size(),
+                        };
+                        if fits {
+                            return Ok(buf);
+                        }
+                        gst::debug!(CAT, obj = &self.element(), "pool buffer does not fit the caps; allocating");
+                    }
+                    Err(gst::FlowError::Flushing) => return Err(gst::FlowError::Flushing),
+                    Err(e) => gst::debug!(CAT, obj = &self.element(), "pool acquire failed ({e:?}); allocating"),
+                }
+            }
+        }
+        gst::Buffer::with_size(info.size()).map_err(|_| {
+            gst::element_error!(self.element(), gst::ResourceError::NoSpaceLeft, ("Cannot allocate a {} byte output buffer", info.size()));
+            gst::FlowError::Error
+        })
+    }
+
+    /// Pops the oldest ready output into a new buffer; `None` when nothing is ready.
+    ///
+    /// The buffer is allocated without the state lock held: acquiring from a downstream pool can
+    /// block until the sink releases a buffer, and the sink may first need an answer to a latency
+    /// query, which takes the state lock.
+    pub fn pop_output(&self) -> Result<Option<gst::Buffer>, gst::FlowError> {
+        let info = match lock(&self.state).as_ref() {
+            Some(state) if state.denoiser.ready() > 0 => state.out_info.clone(),
+            _ => return Ok(None),
+        };
+        let mut outbuf = self.allocate_output(&info)?;
+        let mut guard = lock(&self.state);
+        let Some(state) = guard.as_mut() else { return Ok(None) };
+        if state.out_info != info || state.denoiser.ready() == 0 {
+            return Ok(None);
+        }
+        let buf = outbuf.make_mut();
+        let meta = {
+            let mut frame = gst_video::VideoFrameRef::from_buffer_ref_writable(&mut *buf, &state.out_info).map_err(|_| {
+                gst::element_error!(self.element(), gst::CoreError::Failed, ("Failed to map the output buffer"));
+                gst::FlowError::Error
+            })?;
+            let n = frame.n_planes() as usize;
+            let mut strides = Vec::with_capacity(n);
+            for (p, &s) in frame.plane_stride().iter().take(n).enumerate() {
+                if s <= 0 {
+                    gst::element_error!(self.element(), gst::CoreError::Negotiation, ("Output plane {p} has stride {s}"));
+                    return Err(gst::FlowError::Error);
+                }
+                strides.push(s as usize);
+            }
+            let planes: Vec<&mut [u8]> = frame.planes_data_mut().into_iter().take(n).collect();
+            let mut out = FrameMut::new(state.denoiser.output_info(), planes, &strides).map_err(|e| engine_error(self, "Bad output buffer", &e))?;
+            let denoiser = &mut state.denoiser;
+            match with_engine_logs(self.dispatch(), || denoiser.pop(&mut out)) {
+                Ok(Some(meta)) => meta,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(engine_error(self, "Writing the output frame failed", &e)),
+            }
+        };
+        meta.apply(buf);
+        Ok(Some(outbuf))
+    }
+
+    /// Finishes every held frame and pushes the outputs downstream (EOS, new segment, new stream,
+    /// format change). Outputs keep their own timestamps.
+    pub fn drain(&self, why: &str) -> Result<gst::FlowSuccess, gst::FlowError> {
+        {
+            let mut guard = lock(&self.state);
+            let Some(state) = guard.as_mut() else { return Ok(gst::FlowSuccess::Ok) };
+            if state.denoiser.queued() > 0 {
+                gst::debug!(CAT, obj = &self.element(), "{why}: draining {} held frame(s)", state.denoiser.queued());
+            }
+            // Also when nothing is held: the next frame starts a new temporal window.
+            with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
+        }
+        let srcpad = self.element().src_pad().clone();
+        while let Some(buf) = self.pop_output()? {
+            srcpad.push(buf)?;
+        }
+        Ok(gst::FlowSuccess::Ok)
+    }
+
+    /// Drops every held frame (flush).
+    pub fn reset(&self) {
+        if let Some(state) = lock(&self.state).as_mut() {
+            gst::debug!(CAT, obj = &self.element(), "flush: dropping {} held frame(s)", state.denoiser.queued());
+            state.denoiser.reset();
+        }
+    }
+
+    pub fn params_changed(&self, settings: &mut Settings) {
+        settings.generation = settings.generation.wrapping_add(1);
+    }
+}
+
+
+impl Core {
+    /// `start`: checks the settings and forgets any previous stream.
+    pub fn start(&self) -> Result<(), gst::ErrorMessage> {
+        *lock(&self.state) = None;
+        let s = lock(&self.settings).clone();
+        // Ranges are enforced by the property specs; this catches anything they cannot express.
+        s.params.validate().map_err(|e| gst::error_msg!(gst::LibraryError::Settings, ("Invalid parameters: {e}")))?;
+        if let Some(bad) = &s.bad_device_id {
+            return Err(gst::error_msg!(gst::LibraryError::Settings, ("Invalid {bad}")));
+        }
+        *lock(&self.refused) = None;
+        *lock(&self.lateness) = Lateness::default();
+        gst::debug!(CAT, obj = &self.element(), "starting with {:?}, backend {:?}", s.params, s.options);
+        Ok(())
+    }
+
+    pub fn stop(&self) {
+        *lock(&self.state) = None;
+        gst::debug!(CAT, obj = &self.element(), "stopped");
+    }
+
+    /// `set_caps`: an engine for the input caps (kept when only the caps' other fields changed);
+    /// the output caps must have the engine's output format and size.
+    pub fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+        let obj = self.element();
+        let (info, engine_info) = engine_info_from_caps(incaps).map_err(|msg| gst::loggable_error!(CAT, "{msg}"))?;
+        let out_info = gst_video::VideoInfo::from_caps(outcaps).map_err(|_| gst::loggable_error!(CAT, "invalid output caps {outcaps}"))?;
+        let fits = |d: &Denoiser<FrameMeta>| {
+            let o = d.output_info();
+            out_info.format() == info.format() && out_info.width() as usize == o.width && out_info.height() as usize == o.height
+        };
+        {
+            let mut guard = lock(&self.state);
+            if let Some(state) = guard.as_mut() {
+                if state.engine_info == engine_info && fits(&state.denoiser) {
+                    gst::debug!(CAT, obj = &obj, "caps changed without a new frame layout: keeping the engine");
+                    state.info = info;
+                    state.out_info = out_info;
+                    return Ok(());
+                }
+                if state.denoiser.queued() > 0 {
+                    gst::warning!(CAT, obj = &obj, "dropping {} frame(s) of the previous format", state.denoiser.queued());
+                }
+            }
+            // Release the previous engine (and its GPU memory) before creating the next one.
+            *guard = None;
+        }
+        // Created without the state lock held: starting CUDA and compiling kernels takes a while,
+        // and latency queries must not wait for it.
+        let settings = lock(&self.settings).clone();
+        let create = |options: &BackendOptions| with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, options));
+        let mut created = create(&settings.options);
+        if let Err(e @ (nlmdenoise::Error::Backend(_) | nlmdenoise::Error::BackendUnavailable(_))) = &created {
+            if settings.options.kind == BackendKind::Auto {
+                // `auto` already falls back when CUDA is absent; this covers a GPU that is present
+                // but cannot take this stream (e.g. out of memory). Nothing was processed yet.
+                gst::element_warning!(obj, gst::LibraryError::Init, ("GPU backend failed ({e}); falling back to the CPU backend"));
+                created = create(&BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
+            }
+        }
+        let denoiser = match created {
+            Ok(d) => d,
+            Err(e) => {
+                let key = (incaps.clone(), settings.generation);
+                if lock(&self.refused).as_ref() != Some(&key) {
+                    let _ = engine_error(self, &format!("Cannot process {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
+                    *lock(&self.refused) = Some(key);
+                }
+                return Err(gst::loggable_error!(CAT, "engine creation failed: {e}"));
+            }
+        };
+        if !fits(&denoiser) {
+            let o = denoiser.output_info();
+            return Err(gst::loggable_error!(CAT, "output caps {outcaps} do not match the {}x{} {} frames of input caps {incaps}", o.width, o.height, o.format));
+        }
+        gst::info!(
+            CAT,
+            obj = &obj,
+            "{} {}x{} {} on {} (latency {} frame(s))",
+            self.what,
+            engine_info.width,
+            engine_info.height,
+            engine_info.format,
+            denoiser.backend_description(),
+            denoiser.latency_frames()
+        );
+        let delayed = denoiser.latency_frames() > 0;
+        let mut guard = lock(&self.state);
+        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None });
+        drop(guard);
+        if delayed {
+            // A latency query answered before the caps were known reported no delay.
+            let _ = obj.post_message(gst::message::Latency::builder().src(&obj).build());
+        }
+        Ok(())
+    }
+
+    /// A latency query answered upstream: adds the element's delay.
+    pub fn add_latency(&self, query: &mut gst::QueryRef) {
+        let ours = self.added_latency();
+        if let gst::QueryViewMut::Latency(q) = query.view_mut() {
+            let (live, min, max) = q.result();
+            gst::debug!(CAT, obj = &self.element(), "upstream latency min {min} max {}, adding {ours}", max.display());
+            q.set(live, min.saturating_add(ours), max.map(|m| m.saturating_add(ours)));
+        }
+    }
+
+    /// An event from downstream: counts QoS reports of late frames.
+    pub fn src_event(&self, event: &gst::Event) {
+        if let gst::EventView::Qos(q) = event.view() {
+            let (_, _, diff, timestamp) = q.get();
+            if let (true, Some(ts)) = (diff > 0, timestamp) {
+                self.count_late_frame(ts);
+            }
+        }
+    }
+
+    /// An event from upstream, before the base class handles it: drains or drops held frames.
+    pub fn sink_event(&self, event: &gst::Event) {
+        use gst::EventView;
+        let drain = match event.view() {
+            EventView::FlushStop(_) => {
+                self.reset();
+                None
+            }
+            EventView::Eos(_) => Some("eos"),
+            // A gap must not overtake the frames held back for future references.
+            EventView::Gap(_) => Some("gap event"),
+            EventView::Segment(_) => Some("new segment"),
+            EventView::StreamStart(_) => Some("stream start"),
+            EventView::Caps(c) => {
+                let new = engine_info_from_caps(c.caps()).ok().map(|(_, e)| e);
+                let old = lock(&self.state).as_ref().map(|s| s.engine_info);
+                match (old, new) {
+                    (Some(old), Some(new)) if old != new => Some("format change"),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(why) = drain {
+            if let Err(err) = self.drain(why) {
+                // Flushing or not-linked downstream is not fatal for the event; errors have
+                // been posted already.
+                gst::debug!(CAT, obj = &self.element(), "pushing drained frames at {why}: {err:?}");
+            }
+        }
+    }
+
+    /// `decide_allocation`: downstream's pool when it takes the caps, else a video pool.
+    pub fn decide_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
+        let Some(caps) = query.get_owned().0 else {
+            return Err(gst::loggable_error!(CAT, "allocation query without caps"));
+        };
+        let info = gst_video::VideoInfo::from_caps(&caps).map_err(|_| gst::loggable_error!(CAT, "invalid caps {caps}"))?;
+        let size = info.size() as u32;
+        let video_meta = query.find_allocation_meta::<gst_video::VideoMeta>().is_some();
+        let offered = query.allocation_pools().next().and_then(|(pool, _size, min, max)| pool.map(|p| (p, min, max)));
+        let have_offer = query.allocation_pools().next().is_some();
+
+        let configure = |pool: &gst::BufferPool, min: u32, max: u32| -> bool {
+            let mut config = pool.config();
+            config.set_params(Some(&caps), size, min, max);
+            if video_meta && pool.has_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META) {
+                config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+            }
+            if pool.set_config(config).is_ok() {
+                return true;
+            }
+            // The pool may have adjusted the parameters; accept them if they still fit.
+            let config = pool.config();
+            config.validate_params(Some(&caps), size, min, max).is_ok() && pool.set_config(config).is_ok()
+        };
+
+        let (pool, min, max) = match offered {
+            Some((pool, min, max)) if configure(&pool, min, max) => (pool, min, max),
+            _ => {
+                let pool = gst_video::VideoBufferPool::new().upcast::<gst::BufferPool>();
+                if !configure(&pool, 0, 0) {
+                    return Err(gst::loggable_error!(CAT, "cannot configure a buffer pool for {caps}"));
+                }
+                (pool, 0, 0)
+            }
+        };
+        gst::debug!(CAT, obj = &self.element(), "output pool {:?}: size {size}, min {min}, max {max}, video meta {video_meta}", pool.name());
+        if have_offer {
+            query.set_nth_allocation_pool(0, Some(&pool), size, min, max);
+        } else {
+            query.add_allocation_pool(Some(&pool), size, min, max);
+        }
+        Ok(())
+    }
+
+    /// Before the base class queues `inbuf`: a DISCONT buffer first drains the held frames.
+    pub fn before_submit(&self, inbuf: &gst::Buffer) -> Result<(), gst::FlowError> {
+        // Only the buffer's own flag counts: the base class keeps `is_discont` set until it has
+        // pushed an output, which with future frames is several inputs later.
+        if inbuf.flags().contains(gst::BufferFlags::DISCONT) {
+            // Held frames are finished with the frames they have and pushed before this one;
+            // this frame starts a new temporal window.
+            self.drain("discont")?;
+        }
+        Ok(())
+    }
+
+    /// `generate_output` with the buffer the base class queued (if any).
+    pub fn generate_output(&self, inbuf: Option<gst::Buffer>) -> Result<GenerateOutputSuccess, gst::FlowError> {
+        if let Some(inbuf) = inbuf {
+            let obj = self.element();
+            let mut guard = lock(&self.state);
+            let Some(state) = guard.as_mut() else {
+                gst::element_error!(obj, gst::CoreError::Negotiation, ("Received a buffer before caps"));
+                return Err(gst::FlowError::NotNegotiated);
+            };
+            if inbuf.flags().contains(gst::BufferFlags::GAP) && inbuf.size() < state.info.size() {
+                // A gap without picture content: nothing to process or to use as a reference.
+                drop(guard);
+                gst::debug!(CAT, obj = &obj, "gap buffer without a frame at {}: new temporal window", inbuf.pts().display());
+                self.drain("gap")?;
+                // Tell downstream (sinks, aggregators) that this time range has no data.
+                if let Some(pts) = inbuf.pts() {
+                    let _ = obj.src_pad().push_event(gst::event::Gap::builder(pts).duration(inbuf.duration()).build());
+                }
+                return Ok(GenerateOutputSuccess::NoOutput);
+            }
+            let latency_changed = self.process_input(state, &inbuf)?;
+            let noise = self.noise_message(state, inbuf.pts());
+            // Messages after the state lock: a synchronous bus handler may read properties.
+            drop(guard);
+            if let Some(s) = noise {
+                let _ = obj.post_message(gst::message::Element::builder(s).src(&obj).build());
+            }
+            if latency_changed {
+                gst::debug!(CAT, obj = &obj, "latency now {}", self.added_latency());
+                let _ = obj.post_message(gst::message::Latency::builder().src(&obj).build());
+            }
+        }
+        match self.pop_output()? {
+            Some(buf) => Ok(GenerateOutputSuccess::Buffer(buf)),
+            None => Ok(GenerateOutputSuccess::NoOutput),
+        }
+    }
+}
