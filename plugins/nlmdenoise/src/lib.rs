@@ -1,17 +1,20 @@
 //! GStreamer plugin `nlmdenoise`: temporal non-local means video denoising.
 //!
-//! The plugin holds one element, `nlmdenoise` ([`nlmdenoise::NlmDenoise`]), a thin wrapper around
-//! the engine crate's [`::nlmdenoise::Denoiser`]. See `docs/element.md` for properties and example
-//! pipelines.
+//! The plugin holds two elements, thin wrappers around the engine crate's
+//! [`::nlmdenoise::Denoiser`] sharing their frame flow ([`transform`]): `nlmdenoise`
+//! ([`nlmdenoise::NlmDenoise`]) and `nlmupscale` ([`nlmupscale::NlmUpscale`], multi-frame NLM
+//! super-resolution). See `docs/element.md` for properties and example pipelines.
 
 use gst::glib;
 
 mod logbridge;
 pub mod nlmdenoise;
+pub mod nlmupscale;
 mod transform;
 
 fn plugin_init(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {
-    nlmdenoise::register(plugin)
+    nlmdenoise::register(plugin)?;
+    nlmupscale::register(plugin)
 }
 
 gst::plugin_define!(

@@ -51,12 +51,17 @@ pub struct Settings {
     /// A `device-id` value that names no device list, with the reason: the element refuses to
     /// start until it is replaced (a typo must not silently run on device 0).
     pub bad_device_id: Option<String>,
+    /// Without `sigma` or a strength, estimate the noise level (nlmdenoise); nlmupscale keeps its
+    /// clean-input strengths instead (`base_strength`).
+    pub estimate: bool,
+    /// Strengths when neither `sigma` nor a strength is set and nothing is estimated.
+    pub base_strength: f32,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         // Neither sigma nor a strength set: the noise level is estimated (sigma = auto).
-        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None }
+        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None, estimate: true, base_strength: Params::default().strength }
     }
 }
 
@@ -65,7 +70,11 @@ impl Settings {
     /// unless a strength was set; a set `sigma` without a set strength gives the strengths that
     /// suit it and the current window (which may just have changed).
     pub fn update_auto(&mut self) {
-        self.params.sigma_auto = self.params.sigma.is_none() && !self.strength_set;
+        self.params.sigma_auto = self.estimate && self.params.sigma.is_none() && !self.strength_set;
+        if !self.estimate && self.params.sigma.is_none() && !self.strength_set {
+            self.params.strength = self.base_strength;
+            self.params.chroma_strength = self.base_strength;
+        }
         self.params.strength_fixed = self.strength_set;
         if let (Some(sigma), false) = (self.params.sigma, self.strength_set) {
             self.params = self.params.with_noise_sigma(sigma);

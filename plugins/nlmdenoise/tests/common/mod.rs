@@ -123,7 +123,7 @@ pub fn engine_push(d: &mut Denoiser<usize>, info: &gst_video::VideoInfo, format:
 pub fn engine_pop_all(d: &mut Denoiser<usize>) -> Vec<(usize, OwnedFrame)> {
     let mut out = Vec::new();
     loop {
-        let mut f = OwnedFrame::new(d.info());
+        let mut f = OwnedFrame::new(d.output_info());
         match d.pop(&mut f.as_mut()).unwrap() {
             Some(tag) => out.push((tag, f)),
             None => return out,

@@ -1,0 +1,123 @@
+//! Behaviour of the `nlmupscale` element through gst-check harnesses, on the CPU backend: output
+//! caps scaled, frames equal to the engine's, timestamps kept, the temporal window drained at EOS,
+//! latency reported, caps that no size fits refused, the properties' rules.
+
+mod common;
+
+use common::*;
+use gst::prelude::*;
+use gst_check::Harness;
+use nlmdenoise::params::{SrParams, SR_BASE_STRENGTH};
+use nlmdenoise::{Algorithm, Params, PixelFormat};
+
+fn upscale_params(scale: u32, past: u32, future: u32) -> Params {
+    Params {
+        algorithm: Algorithm::NlmSr,
+        search_radius: 2,
+        patch_radius: 1,
+        temporal_past: past,
+        temporal_future: future,
+        strength: SR_BASE_STRENGTH,
+        chroma_strength: SR_BASE_STRENGTH,
+        sr: SrParams { scale, ..SrParams::default() },
+        ..Params::default()
+    }
+}
+
+fn upscaler(p: &Params) -> Harness {
+    init();
+    let mut h = Harness::new("nlmupscale");
+    {
+        let e = h.element().expect("element");
+        e.set_property_from_str("backend", "cpu");
+        e.set_property("scale", p.sr.scale);
+        e.set_property("search-radius", p.search_radius);
+        e.set_property("patch-radius", p.patch_radius);
+        e.set_property("temporal-past", p.temporal_past);
+        e.set_property("temporal-future", p.temporal_future);
+    }
+    h.play();
+    h
+}
+
+#[test]
+fn output_is_scaled_and_equals_the_engine() {
+    for (format, w, h, scale, past, future) in [(PixelFormat::I420, 16, 12, 2, 1, 1), (PixelFormat::GRAY8, 9, 7, 3, 2, 0), (PixelFormat::NV12, 10, 6, 4, 0, 0), (PixelFormat::RGBA, 7, 5, 2, 1, 0)] {
+        let p = upscale_params(scale, past, future);
+        let mut harness = upscaler(&p);
+        let incaps = caps(format, w, h, (30, 1));
+        let info = video_info(&incaps);
+        harness.set_src_caps(incaps);
+        let inputs: Vec<gst::Buffer> = (0..5).map(|i| with_meta(make_buffer(&info, format, 7 + i), i, if i == 0 { gst::BufferFlags::DISCONT } else { gst::BufferFlags::empty() })).collect();
+        for b in &inputs {
+            harness.push(b.clone()).unwrap();
+        }
+        harness.push_event(gst::event::Eos::new());
+        let outs = pull_all(&mut harness);
+        assert_eq!(outs.len(), inputs.len(), "{format} x{scale}: every frame out after EOS");
+        let negotiated = harness.sinkpad().and_then(|p| p.current_caps()).expect("output caps");
+        let out_info = video_info(&negotiated);
+        assert_eq!((out_info.width(), out_info.height(), out_info.format()), (w as u32 * scale, h as u32 * scale, gst_format(format)), "{format}: output caps {negotiated}");
+        assert_eq!(out_info.fps(), gst::Fraction::new(30, 1));
+        let expected = engine_run(format, &info, &p, &inputs);
+        for (i, (o, e)) in outs.iter().zip(&expected).enumerate() {
+            assert_eq!(o.pts(), inputs[i].pts(), "{format}: frame {i} keeps its timestamp");
+            assert_matches_engine(o, &out_info, format, e, &format!("{format} x{scale} frame {i}"));
+        }
+    }
+}
+
+#[test]
+fn latency_counts_the_future_frames() {
+    let p = upscale_params(2, 1, 2);
+    let mut h = upscaler(&p);
+    h.set_src_caps(caps(PixelFormat::I420, 8, 8, (25, 1)));
+    let info = video_info(&caps(PixelFormat::I420, 8, 8, (25, 1)));
+    h.push(with_meta(make_buffer(&info, PixelFormat::I420, 1), 0, gst::BufferFlags::DISCONT)).unwrap();
+    assert!(h.try_pull().is_none(), "the first output waits for two future frames");
+    assert_eq!(h.query_latency(), Some(gst::ClockTime::from_mseconds(80)), "2 frames at 25 fps");
+}
+
+#[test]
+fn caps_no_size_fits_are_refused() {
+    init();
+    let mut h = Harness::new("nlmupscale");
+    h.element().unwrap().set_property_from_str("backend", "cpu");
+    h.set_sink_caps_str("video/x-raw,format=I420,width=100,height=48");
+    h.play();
+    let info = video_info(&caps(PixelFormat::I420, 32, 24, (25, 1)));
+    h.set_src_caps(caps(PixelFormat::I420, 32, 24, (25, 1)));
+    let r = h.push(make_buffer(&info, PixelFormat::I420, 3));
+    assert_eq!(r, Err(gst::FlowError::NotNegotiated), "64x48 output cannot become 100x48");
+}
+
+#[test]
+fn sigma_sets_the_strengths_unless_they_are_set() {
+    init();
+    let h = Harness::new("nlmupscale");
+    let e = h.element().unwrap();
+    assert_eq!(e.property::<f32>("strength"), SR_BASE_STRENGTH);
+    assert_eq!(e.property::<u32>("scale"), 2);
+    e.set_property("sigma", 10.0f32);
+    let want = Params { algorithm: Algorithm::NlmSr, ..Params::default() }.with_noise_sigma(10.0).strength;
+    assert!((e.property::<f32>("strength") - want).abs() < 1e-4 && want > SR_BASE_STRENGTH, "strength {} for sigma 10", e.property::<f32>("strength"));
+    e.set_property("sigma", -1.0f32);
+    assert_eq!(e.property::<f32>("strength"), SR_BASE_STRENGTH, "back to the clean-input strength");
+    e.set_property("strength", 5.0f32);
+    e.set_property("sigma", 10.0f32);
+    assert_eq!(e.property::<f32>("strength"), 5.0, "a set strength stays");
+}
+
+#[test]
+fn several_devices_are_refused() {
+    init();
+    let e = gst::ElementFactory::make("nlmupscale").build().unwrap();
+    e.set_property("device-id", "0,1");
+    let bus = gst::Bus::new();
+    e.set_bus(Some(&bus));
+    assert!(e.set_state(gst::State::Paused).is_err(), "two devices are refused at start");
+    let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
+    let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
+    assert!(err.error().to_string().contains("one device"), "{}", err.error());
+    let _ = e.set_state(gst::State::Null);
+}
