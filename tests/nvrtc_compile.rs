@@ -226,14 +226,16 @@ fn every_bm3d_variant_compiles() {
 #[test]
 fn super_resolution_kernels_compile() {
     use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, SR_MAX_SCALE};
-    use nlmdenoise::sr::cuda::{compile_ptx as sr_ptx, fuse_shared_bytes};
+    use nlmdenoise::sr::cuda::{compile_ptx as sr_ptx, fuse_shared_bytes, SrVariant};
     if !nvrtc_or_skip("super_resolution_kernels_compile") {
         return;
     }
-    for bytes in [1, 2] {
-        let ptx = sr_ptx(bytes, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+    // Both sample sizes, the defaults, the smallest and the largest radii.
+    for (sample_bytes, patch_radius, search_radius) in [(1, 2, 3), (2, 2, 3), (1, 0, 0), (1, 1, 2), (2, MAX_PATCH_RADIUS as usize, MAX_SEARCH_RADIUS as usize)] {
+        let v = SrVariant { sample_bytes, patch_radius, search_radius };
+        let ptx = sr_ptx(&v, "compute_90").unwrap_or_else(|e| panic!("{e}"));
         for entry in ["sr_initial", "sr_residual", "sr_degrade", "sr_fuse"] {
-            assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing in the PTX for {bytes}-byte samples");
+            assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing in the PTX of {v:?}");
         }
     }
     let most = fuse_shared_bytes(SR_MAX_SCALE as usize, MAX_SEARCH_RADIUS as usize, MAX_PATCH_RADIUS as usize);

@@ -3,14 +3,20 @@
 // within the search radius of its cell, over every frame of the window; the estimate plus
 // `fusion` times the fused correction (F - B).
 //
+// Compile-time: PATCH (patch radius p) and RADIUS (search radius r); PD = 2p + 1. Each thread
+// keeps its degraded patch in registers and slides a low-resolution patch along each row of
+// candidates, so a candidate costs one column of shared-memory reads.
+//
 // A block computes TILE x TILE high-resolution samples. Shared memory (sized on the host,
 // src/sr/cuda.rs `fuse_shared_bytes`): the block's B tile with a halo of s * p, loaded once, then
 // one frame's low-resolution tile at a time (the block's cells with a halo of r + p).
 
+#define PD (2 * PATCH + 1)
+
 extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a)
 {
     extern __shared__ float shared[];
-    const int s = a.scale, r = a.radius, p = a.patch;
+    const int s = a.scale, r = RADIUS, p = PATCH;
     const int x0 = blockIdx.x * TILE, y0 = blockIdx.y * TILE;
     const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
     const int x = x0 + tx, y = y0 + ty;
@@ -29,6 +35,14 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
     float* ltile = shared + bw * bw;
 
     const int cx = x / s - cx0 + lh, cy = y / s - cy0 + lh;  // own cell in the tile
+    const bool inside = x < a.out_w && y < a.out_h;
+    __syncthreads();  // the B tile is complete
+    // The degraded patch of this sample, in registers for every candidate and frame.
+    float bp[PD][PD];
+#pragma unroll
+    for (int bb = 0; bb < PD; ++bb)
+#pragma unroll
+        for (int aa = 0; aa < PD; ++aa) bp[bb][aa] = btile[(ty + bh + s * (bb - PATCH)) * bw + tx + bh + s * (aa - PATCH)];
     float num = 0.0f, den = 0.0f, m = __int_as_float(0xff800000);  // -infinity
     for (int t = 0; t < a.n_frames; ++t) {
         const unsigned char* lr = a.ring + (u64)a.slot[t] * a.frame_bytes + a.plane_offset;
@@ -38,18 +52,34 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
             ltile[i] = load_sample(lr, ly * a.w + lx) * a.inv_scale;
         }
         __syncthreads();
-        if (x >= a.out_w || y >= a.out_h) continue;
-        for (int j = cy - r; j <= cy + r; ++j) {
-            for (int i = cx - r; i <= cx + r; ++i) {
-                float d = 0.0f;
-                for (int bb = -p; bb <= p; ++bb) {
-                    const float* brow = btile + (ty + bh + s * bb) * bw + tx + bh;
-                    const float* lrow = ltile + (j + bb) * lw + i;
-                    for (int aa = -p; aa <= p; ++aa) {
-                        const float diff = brow[s * aa] - lrow[aa];
-                        d = fmaf(diff, diff, d);
+        if (!inside) continue;
+        for (int j = -RADIUS; j <= RADIUS; ++j) {
+            // The low-resolution patch of the first candidate of the row; each next candidate
+            // shifts it by one column (one column read instead of a whole patch).
+            const float* row0 = ltile + (cy + j - PATCH) * lw + cx - RADIUS - PATCH;
+            float win[PD][PD];
+#pragma unroll
+            for (int bb = 0; bb < PD; ++bb)
+#pragma unroll
+                for (int aa = 0; aa < PD; ++aa) win[bb][aa] = row0[bb * lw + aa];
+#pragma unroll
+            for (int i = 0; i <= 2 * RADIUS; ++i) {
+                if (i > 0) {
+#pragma unroll
+                    for (int bb = 0; bb < PD; ++bb) {
+#pragma unroll
+                        for (int aa = 0; aa + 1 < PD; ++aa) win[bb][aa] = win[bb][aa + 1];
+                        win[bb][PD - 1] = row0[bb * lw + i + PD - 1];
                     }
                 }
+                float d = 0.0f;
+#pragma unroll
+                for (int bb = 0; bb < PD; ++bb)
+#pragma unroll
+                    for (int aa = 0; aa < PD; ++aa) {
+                        const float diff = bp[bb][aa] - win[bb][aa];
+                        d = fmaf(diff, diff, d);
+                    }
                 const float lwt = -fmaxf(d * a.inv_n - a.sigma2, 0.0f) * a.inv_h2;
                 if (lwt > m) {
                     // A new largest weight: rescale the sums to it (src/sr/mod.rs `log_weight`).
@@ -59,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
                     m = lwt;
                 }
                 const float w = __expf(lwt - m);
-                num = fmaf(w, ltile[j * lw + i], num);
+                num = fmaf(w, win[PATCH][PATCH], num);
                 den += w;
             }
         }

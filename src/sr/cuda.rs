@@ -68,9 +68,29 @@ pub struct SrArgs {
 
 pub const SR_ARGS_BYTES: usize = std::mem::size_of::<SrArgs>();
 
-/// The compile-time constants of one build of the program.
-pub fn defines(sample_bytes: usize) -> Vec<String> {
-    module::defines(&[("SAMPLE_BYTES", sample_bytes as u32), ("TILE", TILE), ("SR_ARGS_BYTES", SR_ARGS_BYTES as u32)])
+/// What one build of the program fixes at compile time: sample size, patch and search radii
+/// (the fusion kernel unrolls its patch and candidate loops over them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SrVariant {
+    pub sample_bytes: usize,
+    pub patch_radius: usize,
+    pub search_radius: usize,
+}
+
+impl SrVariant {
+    pub fn for_plan(plan: &SrPlan) -> Self {
+        SrVariant { sample_bytes: plan.input.bytes_per_sample, patch_radius: plan.patch_radius, search_radius: plan.search_radius }
+    }
+
+    pub fn defines(&self) -> Vec<String> {
+        module::defines(&[
+            ("SAMPLE_BYTES", self.sample_bytes as u32),
+            ("PATCH", self.patch_radius as u32),
+            ("RADIUS", self.search_radius as u32),
+            ("TILE", TILE),
+            ("SR_ARGS_BYTES", SR_ARGS_BYTES as u32),
+        ])
+    }
 }
 
 pub fn program_source() -> String {
@@ -80,8 +100,8 @@ pub fn program_source() -> String {
 }
 
 /// Compiles the program to PTX for `arch`; no GPU needed (tests/nvrtc_compile.rs).
-pub fn compile_ptx(sample_bytes: usize, arch: &str) -> std::result::Result<std::sync::Arc<String>, String> {
-    module::program_ptx(PROGRAM_NAME, &program_source(), &defines(sample_bytes), arch)
+pub fn compile_ptx(v: &SrVariant, arch: &str) -> std::result::Result<std::sync::Arc<String>, String> {
+    module::program_ptx(PROGRAM_NAME, &program_source(), &v.defines(), arch)
 }
 
 /// Dynamic shared memory of one `sr_fuse` block, bytes (the layout at the top of
@@ -104,8 +124,8 @@ struct Kernels {
 /// NLM super-resolution as a CUDA algorithm.
 pub struct CudaSr {
     device: DeviceInfo,
-    kernels: HashMap<usize, Kernels>,
-    sample_bytes: usize,
+    kernels: HashMap<SrVariant, Kernels>,
+    variant: Option<SrVariant>,
     layout: Option<FrameLayout>,
     out_layout: Option<FrameLayout>,
     /// Estimate, degraded estimate and next estimate: f32 planes of the largest output plane.
@@ -117,17 +137,17 @@ pub struct CudaSr {
 
 impl CudaSr {
     pub fn new(device: &DeviceInfo) -> Result<Self> {
-        Ok(CudaSr { device: device.clone(), kernels: HashMap::new(), sample_bytes: 1, layout: None, out_layout: None, buffers: Vec::new(), residual: None, shared_limit: 0 })
+        Ok(CudaSr { device: device.clone(), kernels: HashMap::new(), variant: None, layout: None, out_layout: None, buffers: Vec::new(), residual: None, shared_limit: 0 })
     }
 
-    fn kernels(&mut self, sample_bytes: usize) -> Result<Kernels> {
-        if let Some(k) = self.kernels.get(&sample_bytes) {
+    fn kernels(&mut self, v: SrVariant) -> Result<Kernels> {
+        if let Some(k) = self.kernels.get(&v) {
             return Ok(k.clone());
         }
-        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &program_source(), &defines(sample_bytes)).map_err(|e| Error::Backend(format!("super-resolution kernels: {e}")))?;
+        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &program_source(), &v.defines()).map_err(|e| Error::Backend(format!("super-resolution kernels {v:?}: {e}")))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
         let k = Kernels { initial: load("sr_initial")?, residual: load("sr_residual")?, degrade: load("sr_degrade")?, fuse: load("sr_fuse")? };
-        self.kernels.insert(sample_bytes, k.clone());
+        self.kernels.insert(v, k.clone());
         Ok(k)
     }
 }
@@ -139,8 +159,10 @@ impl CudaAlgorithm for CudaSr {
 
     fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, _ring_slots: usize) -> Result<()> {
         let plan = plan.sr("the CUDA super-resolution implementation")?;
-        let k = self.kernels(geometry.bytes_per_sample)?;
-        self.sample_bytes = geometry.bytes_per_sample;
+        let _ = geometry;
+        let v = SrVariant::for_plan(plan);
+        let k = self.kernels(v)?;
+        self.variant = Some(v);
         let smem = fuse_shared_bytes(plan.scale, plan.search_radius, plan.patch_radius);
         if smem > device.max_shared {
             return Err(Error::Unsupported(format!("super-resolution tiles of scale {} with search radius {} and patch radius {} need {smem} bytes of shared memory per block; {} has {}", plan.scale, plan.search_radius, plan.patch_radius, device.name, device.max_shared)));
@@ -160,7 +182,7 @@ impl CudaAlgorithm for CudaSr {
 
     fn enqueue<'a>(&'a mut self, launch: &Launch<'a>, jobs: &[Job], plan: &Plan) -> Result<&'a Stream> {
         let plan: &SrPlan = plan.sr("the CUDA super-resolution implementation")?;
-        let k = self.kernels(self.sample_bytes)?;
+        let k = self.kernels(self.variant.ok_or_else(|| Error::State("super-resolution launch before configure".into()))?)?;
         let (layout, out_layout) = match (&self.layout, &self.out_layout) {
             (Some(l), Some(o)) => (l, o),
             _ => return Err(Error::State("super-resolution launch before configure".into())),

@@ -1,8 +1,10 @@
 //! Frames per second through GStreamer: `appsrc ! nlmdenoise ! fakesink` with pre-made frames, so
 //! that neither frame generation nor display limits the rate.
 //!
-//! usage: pipeline_bench WIDTH HEIGHT FRAMES [ELEMENT PROPERTIES...]
+//! usage: pipeline_bench WIDTH HEIGHT FRAMES [element=NAME] [ELEMENT PROPERTIES...]
 //! e.g.   pipeline_bench 1920 1080 3000 backend=cuda temporal-past=2 search-radius=3 patch-radius=2
+//!        pipeline_bench 960 540 1000 element=nlmupscale backend=cuda scale=2
+//! (`element` picks the plugin's element, default nlmdenoise.)
 //!
 //! Prints one table row for the pipeline with the element and one for the same pipeline without it
 //! (`appsrc ! fakesink`), so the cost of the pipeline itself is visible.
@@ -28,8 +30,8 @@ fn noisy_i420(width: usize, size: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
-fn run(width: usize, height: usize, frames: usize, element: Option<&str>) -> anyhow::Result<f64> {
-    let middle = element.map(|e| format!("nlmdenoise name=nlm {e} ! ")).unwrap_or_default();
+fn run(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
+    let middle = element.map(|(name, props)| format!("{name} name=nlm {props} ! ")).unwrap_or_default();
     let desc = format!("appsrc name=src format=time block=true max-bytes=200000000 ! {middle}fakesink name=sink sync=false");
     let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
@@ -89,16 +91,17 @@ fn main() -> anyhow::Result<()> {
     let width: usize = args[1].parse()?;
     let height: usize = args[2].parse()?;
     let frames: usize = args[3].parse()?;
-    let props = args[4..].join(" ");
+    let name = args[4..].iter().find_map(|a| a.strip_prefix("element=")).unwrap_or("nlmdenoise").to_string();
+    let props = args[4..].iter().filter(|a| !a.starts_with("element=")).cloned().collect::<Vec<_>>().join(" ");
     gst::init()?;
     gstnlmdenoise::plugin_register_static()?;
     // Warm-up: first use compiles kernels and allocates the ring.
-    run(width, height, frames.min(60), Some(&props))?;
-    let with = run(width, height, frames, Some(&props))?;
+    run(width, height, frames.min(60), Some((&name, &props)))?;
+    let with = run(width, height, frames, Some((&name, &props)))?;
     let without = run(width, height, frames, None)?;
     println!("| pipeline | size | frames | frames/s |");
     println!("|---|---|---|---|");
-    println!("| appsrc ! nlmdenoise {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
+    println!("| appsrc ! {name} {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
     println!("| appsrc ! fakesink | {width}x{height} | {frames} | {without:.1} |");
     Ok(())
 }
