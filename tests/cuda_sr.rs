@@ -94,8 +94,9 @@ fn cuda_matches_the_reference() {
                 f
             })
             .collect();
-        let params = sr(scale, iterations, past, future);
-        for (what, inputs) in [("realistic", &lr), ("random", &random)] {
+        let plain = sr(scale, iterations, past, future);
+        let denoising = Params { sigma: Some(4.0), ..plain };
+        for (what, inputs, params) in [("realistic", &lr, plain), ("random", &random, plain), ("realistic, sigma 4", &lr, denoising)] {
             let r = reference(params, inputs);
             let g = cuda(params, inputs, depth);
             agree(&format!("{format:?} {w}x{h} x{scale} it {iterations} past {past} future {future} depth {depth} {what}"), &hr, &r, &g);
@@ -113,7 +114,8 @@ fn sanitizer_smoke_sr() {
     let mut rng = SmallRng::seed_from_u64(seed());
     for (format, scale) in [(PixelFormat::I420, 2), (PixelFormat::GRAY16_LE, 3)] {
         let (hr, lr) = moving_clip(format, 19, 13, scale, 3, rng.random_range(0.0..6.0));
-        let g = cuda(Params { sr: SrParams { scale: scale as u32, iterations: 2, ..SrParams::default() }, ..sr(scale as u32, 2, 1, 1) }, &lr, 1);
+        // sigma: step 0 (the fusion at factor 1) runs too.
+        let g = cuda(Params { sigma: Some(3.0), sr: SrParams { scale: scale as u32, iterations: 2, ..SrParams::default() }, ..sr(scale as u32, 2, 1, 1) }, &lr, 1);
         assert!(psnr(&hr, &g) > 15.0);
     }
 }

@@ -83,8 +83,12 @@ fn cpu_matches_the_reference() {
         let (_, lr) = moving_clip(format, w, h, scale as usize, frames, rng.random_range(0.0..6.0));
         let lr: Vec<OwnedFrame> = lr.iter().map(|f| noisy(f, 4.0, &mut rng)).collect();
         let info = lr[0].info;
-        for (what, inputs) in [("realistic", lr.clone()), ("random", random_frames(info, frames, &mut rng))] {
-            let params = sr(scale, iterations, past, future);
+        let denoising = Params { sigma: Some(4.0), ..sr(scale, iterations, past, future) };
+        for (what, inputs, params) in [
+            ("realistic", lr.clone(), sr(scale, iterations, past, future)),
+            ("random", random_frames(info, frames, &mut rng), sr(scale, iterations, past, future)),
+            ("realistic, sigma 4", lr.clone(), denoising),
+        ] {
             let r = run(BackendKind::Reference, params, &inputs);
             let c = run(BackendKind::Cpu, params, &inputs);
             assert_eq!(r[0].info, VideoInfo::new(format, info.width * scale as usize, info.height * scale as usize).unwrap());

@@ -19,7 +19,9 @@ struct SrArgs {
     const float* estimate;           // E: the current high-resolution estimate (8-bit units)
     const float* degraded;           // B = D(E)
     float* next;                     // the next estimate (initial: E itself)
-    float* residual;                 // deblur: low-resolution residual plane (w x h), or null
+    float* residual;                 // sr_initial: a low-resolution float plane (w x h) to
+                                     // interpolate instead of the ring's target, or null
+    const float* lr_target;          // sr_residual: the denoised target (w x h), or null: the ring's
     int slot[SR_MAX_FRAMES];         // ring slots of the window's frames; slot[0] is the target
     int n_frames;
     int w, h;                        // low-resolution plane size

@@ -1,7 +1,7 @@
 // Steps 1 and 2 of super-resolution (src/sr/mod.rs): a low-resolution plane interpolated with
 // the Catmull-Rom cubic at every high-resolution sample (`cubic_taps`, `cubic_position`).
-// `sr_initial` interpolates the target frame (slot[0]) into E, or, with `accumulate`, the
-// deblur residual (`residual`) and adds it to E; with `out` set, the result goes into the output
+// `sr_initial` interpolates the target frame (slot[0]), or the float plane `residual` (the
+// denoised target; the deblur residual with `accumulate`, added to E), into E; with `out` set, the result goes into the output
 // frame instead (the last step of a plane that is not fused). `sr_residual` computes the
 // residual of each low-resolution sample against the cell mean of E. One thread per sample.
 
@@ -59,5 +59,6 @@ extern "C" __global__ void sr_residual(const SrArgs a)
         for (int x = x0; x < x1; ++x) sum += a.next[y * a.out_w + x];
     const int n = max(x1 - x0, 0) * max(y1 - y0, 0);
     // A cell wholly outside the plane (the last of an odd chroma plane) has no residual.
-    a.residual[j * a.w + i] = n > 0 ? load_sample(lr, j * a.w + i) * a.inv_scale - sum / (float)n : 0.0f;
+    const float y = a.lr_target ? a.lr_target[j * a.w + i] : load_sample(lr, j * a.w + i) * a.inv_scale;
+    a.residual[j * a.w + i] = n > 0 ? y - sum / (float)n : 0.0f;
 }

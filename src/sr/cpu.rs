@@ -226,13 +226,20 @@ impl HostAlgorithm for CpuSr {
             }
         }
         for (p, og) in plan.output.planes.iter().enumerate() {
-            let lr = &self.ring[target][p];
+            let refs: Vec<&Padded> = window.iter().map(|&(_, s)| &self.ring[s][p]).collect();
+            let ig = &plan.input.planes[p];
+            let denoised = (plan.fused[p] && plan.denoises()).then(|| {
+                let noisy = &self.ring[target][p];
+                let own = Plane32 { w: ig.width, h: ig.height, data: (0..ig.width * ig.height).map(|i| noisy.at((i % ig.width) as isize, (i / ig.width) as isize)).collect() };
+                let d = Self::fuse(&plan.denoise_plan(), &own, noisy, &refs, plan.strength[p], pool);
+                Padded::new(ig.width, ig.height, self.pad, |x, y| d.data[y * ig.width + x])
+            });
+            let lr = denoised.as_ref().unwrap_or(&self.ring[target][p]);
             let mut e = Self::initial_estimate(lr, og.width, og.height, plan.scale, pool);
             for _ in 0..plan.deblur {
-                Self::back_project(&mut e, lr, &plan.input.planes[p], plan.scale, self.pad, pool);
+                Self::back_project(&mut e, lr, ig, plan.scale, self.pad, pool);
             }
             if plan.fused[p] {
-                let refs: Vec<&Padded> = window.iter().map(|&(_, s)| &self.ring[s][p]).collect();
                 for _ in 0..plan.iterations {
                     let b = Self::degrade(&e, plan.scale, plan.scale * plan.patch_radius, pool);
                     e = Self::fuse(plan, &e, &b, &refs, plan.strength[p], pool);

@@ -47,6 +47,7 @@ pub struct SrArgs {
     pub degraded: u64,
     pub next: u64,
     pub residual: u64,
+    pub lr_target: u64,
     pub slot: [i32; MAX_FRAMES],
     pub n_frames: i32,
     pub w: i32,
@@ -130,14 +131,17 @@ pub struct CudaSr {
     out_layout: Option<FrameLayout>,
     /// Estimate, degraded estimate and next estimate: f32 planes of the largest output plane.
     buffers: Vec<DeviceBuffer>,
-    /// The deblur residual: an f32 plane of the largest input plane.
+    /// The deblur residual, a float copy of the target and the denoised target (step 0): f32
+    /// planes of the largest input plane.
     residual: Option<DeviceBuffer>,
+    lr_copy: Option<DeviceBuffer>,
+    lr_denoised: Option<DeviceBuffer>,
     shared_limit: usize,
 }
 
 impl CudaSr {
     pub fn new(device: &DeviceInfo) -> Result<Self> {
-        Ok(CudaSr { device: device.clone(), kernels: HashMap::new(), variant: None, layout: None, out_layout: None, buffers: Vec::new(), residual: None, shared_limit: 0 })
+        Ok(CudaSr { device: device.clone(), kernels: HashMap::new(), variant: None, layout: None, out_layout: None, buffers: Vec::new(), residual: None, lr_copy: None, lr_denoised: None, shared_limit: 0 })
     }
 
     fn kernels(&mut self, v: SrVariant) -> Result<Kernels> {
@@ -163,7 +167,8 @@ impl CudaAlgorithm for CudaSr {
         let v = SrVariant::for_plan(plan);
         let k = self.kernels(v)?;
         self.variant = Some(v);
-        let smem = fuse_shared_bytes(plan.scale, plan.search_radius, plan.patch_radius);
+        // The fusion at the plan's factor and, for step 0, at factor 1.
+        let smem = fuse_shared_bytes(plan.scale, plan.search_radius, plan.patch_radius).max(fuse_shared_bytes(1, plan.search_radius, plan.patch_radius));
         if smem > device.max_shared {
             return Err(Error::Unsupported(format!("super-resolution tiles of scale {} with search radius {} and patch radius {} need {smem} bytes of shared memory per block; {} has {}", plan.scale, plan.search_radius, plan.patch_radius, device.name, device.max_shared)));
         }
@@ -175,6 +180,8 @@ impl CudaAlgorithm for CudaSr {
         self.buffers = (0..3).map(|_| DeviceBuffer::new(&device.ctx, 4 * largest)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
         let largest_in = plan.input.planes.iter().map(|p| p.width * p.height).max().unwrap_or(1);
         self.residual = Some(DeviceBuffer::new(&device.ctx, 4 * largest_in).map_err(backend_err)?);
+        self.lr_copy = Some(DeviceBuffer::new(&device.ctx, 4 * largest_in).map_err(backend_err)?);
+        self.lr_denoised = Some(DeviceBuffer::new(&device.ctx, 4 * largest_in).map_err(backend_err)?);
         self.layout = Some(layout.clone());
         self.out_layout = Some(FrameLayout::new(&plan.output));
         Ok(())
@@ -189,7 +196,10 @@ impl CudaAlgorithm for CudaSr {
         };
         let stream = launch.compute;
         let n = (2 * plan.patch_radius + 1).pow(2) as f32;
-        let residual = self.residual.as_ref().map(|b| b.ptr).ok_or_else(|| Error::State("super-resolution launch before configure".into()))?;
+        let (residual, lr_copy, lr_denoised) = match (&self.residual, &self.lr_copy, &self.lr_denoised) {
+            (Some(r), Some(c), Some(d)) => (r.ptr, c.ptr, d.ptr),
+            _ => return Err(Error::State("super-resolution launch before configure".into())),
+        };
         for (job, out) in jobs.iter().zip(launch.outputs) {
             let window = job.frames_in_time_order();
             if window.len() > MAX_FRAMES {
@@ -215,6 +225,7 @@ impl CudaAlgorithm for CudaSr {
                     degraded: bufs[1],
                     next: bufs[0],
                     residual: 0,
+                    lr_target: 0,
                     slot,
                     n_frames: window.len() as i32,
                     w: ig.width as i32,
@@ -242,8 +253,27 @@ impl CudaAlgorithm for CudaSr {
                     // the plane sizes they are given.
                     unsafe { result::launch_kernel(f.cu_function(), grid, (SAMPLE_BLOCK.0, SAMPLE_BLOCK.1, 1), 0, stream.raw, &mut params) }.map_err(|e| Error::Backend(format!("{what}: {e}")))
                 };
-                launch_2d(&k.initial, per_sample, &mut args, "sr_initial")?;
                 let per_input = ((ig.width as u32).div_ceil(SAMPLE_BLOCK.0), (ig.height as u32).div_ceil(SAMPLE_BLOCK.1), 1);
+                if plan.fused[p] && plan.denoises() {
+                    // Step 0 at factor 1: a float copy of the target (cubic taps at factor 1
+                    // are the identity), then its NLM estimate over the window.
+                    let d = plan.denoise_plan();
+                    let mut a0 = SrArgs { scale: 1, out_w: ig.width as i32, out_h: ig.height as i32, out: 0, next: lr_copy, ..args };
+                    launch_2d(&k.initial, per_input, &mut a0, "sr_initial (denoise)")?;
+                    a0.estimate = lr_copy;
+                    a0.degraded = lr_copy;
+                    a0.next = lr_denoised;
+                    a0.sigma2 = d.sigma * d.sigma;
+                    a0.fusion = d.fusion;
+                    let grid = ((ig.width as u32).div_ceil(TILE), (ig.height as u32).div_ceil(TILE), 1);
+                    let smem = fuse_shared_bytes(1, plan.search_radius, plan.patch_radius) as u32;
+                    // SAFETY: as below; the shared memory is the size fuse.cu lays out at factor 1.
+                    unsafe { raw::launch(&k.fuse, grid, TILE * TILE, smem, stream, &mut a0) }.map_err(|e| Error::Backend(format!("sr_fuse (denoise): {e}")))?;
+                    // Steps 1 and 2 start from the denoised target.
+                    args.residual = lr_denoised;
+                    args.lr_target = lr_denoised;
+                }
+                launch_2d(&k.initial, per_sample, &mut args, "sr_initial")?;
                 for step in 0..plan.deblur {
                     args.residual = residual;
                     args.accumulate = 0;
@@ -254,6 +284,7 @@ impl CudaAlgorithm for CudaSr {
                     launch_2d(&k.initial, per_sample, &mut args, "sr_initial (deblur)")?;
                 }
                 args.residual = 0;
+                args.lr_target = 0;
                 args.accumulate = 0;
                 if !plan.fused[p] {
                     continue;

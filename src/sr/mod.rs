@@ -15,6 +15,11 @@
 //! coordinates `((X + 0.5) / s - 0.5, (Y + 0.5) / s - 0.5)` and lies in low-resolution cell
 //! `(X / s, Y / s)` (integer division).
 //!
+//! 0. **Denoise** (only with a noise level, `sigma > 0`, on fused planes): the target plane
+//!    `y_0` is replaced by its NLM estimate over the window: steps 4 and 5 at factor 1 with `y_0`
+//!    as the estimate and its own degraded estimate, `sqrt(2) sigma` (two noisy patches) and all
+//!    of the correction (`fusion` 1). Steps 1 and 2 then start from the denoised target; the
+//!    fusion (step 4) still reads the frames as they came.
 //! 1. **Initial estimate** `E`: the target frame interpolated at every high-resolution sample
 //!    with the Catmull-Rom cubic (4 x 4 taps, [`cubic_taps`]).
 //! 2. **Deblur** (`deblur` steps of back-projection against the target frame): the residual of
@@ -107,6 +112,16 @@ impl SrPlan {
             input: geometry.clone(),
             output: geometry.scaled(params.sr.scale as usize),
         })
+    }
+
+    /// True when step 0 (denoising the target) runs.
+    pub fn denoises(&self) -> bool {
+        self.sigma > 0.0
+    }
+
+    /// The plan of step 0: NLM at factor 1 on the target (`sqrt(2) sigma`, all of the correction).
+    pub fn denoise_plan(&self) -> SrPlan {
+        SrPlan { scale: 1, sigma: self.sigma * std::f32::consts::SQRT_2, fusion: 1.0, ..self.clone() }
     }
 
     /// A text that differs exactly when a backend must be configured again.

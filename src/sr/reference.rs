@@ -135,14 +135,17 @@ pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFr
     let scale = plan.scale_to_8bit as f64;
     let target = frames.iter().find(|f| f.0 == 0).ok_or_else(|| Error::State("job without its target frame".into()))?.1;
     for (p, og) in plan.output.planes.iter().enumerate() {
-        let lr = Image::of_plane(target, p, scale);
+        let mut lr = Image::of_plane(target, p, scale);
+        let window: Vec<Image> = frames.iter().map(|(_, f)| Image::of_plane(f, p, scale)).collect();
+        let refs: Vec<&Image> = window.iter().collect();
+        if plan.fused[p] && plan.denoises() {
+            lr = fuse(&plan.denoise_plan(), &lr, &lr, &refs, plan.strength[p] as f64);
+        }
         let mut e = initial_estimate(&lr, og.width, og.height, plan.scale);
         for _ in 0..plan.deblur {
             back_project(&mut e, &lr, plan.scale);
         }
         if plan.fused[p] {
-            let window: Vec<Image> = frames.iter().map(|(_, f)| Image::of_plane(f, p, scale)).collect();
-            let refs: Vec<&Image> = window.iter().collect();
             for _ in 0..plan.iterations {
                 let b = degrade(&e, plan.scale);
                 e = fuse(plan, &e, &b, &refs, plan.strength[p] as f64);
