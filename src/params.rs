@@ -50,10 +50,10 @@ pub const SR_MAX_DEBLUR: u32 = 4;
 /// Luma strength of NLM super-resolution on clean input (no noise sigma): the weights then only
 /// reflect how well the degraded high-resolution patch explains a low-resolution one
 /// (scripts/quality_sr's grid, docs/quality.md "Super-resolution").
-pub const SR_BASE_STRENGTH: f32 = 2.0;
+pub const SR_BASE_STRENGTH: f32 = 3.0;
 /// Strength per unit of noise sigma of NLM super-resolution, added in quadrature to
 /// [`SR_BASE_STRENGTH`] (`h = hypot(base, k * sigma)`).
-pub const SR_STRENGTH_PER_SIGMA: f32 = 0.8;
+pub const SR_STRENGTH_PER_SIGMA: f32 = 0.67;
 
 /// Settings of NLM super-resolution ([`Algorithm::NlmSr`]; ignored by the others).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,7 +72,7 @@ pub struct SrParams {
 
 impl Default for SrParams {
     fn default() -> Self {
-        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 0.3 }
+        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 0.5 }
     }
 }
 

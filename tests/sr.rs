@@ -154,8 +154,10 @@ fn deblur_and_the_temporal_window_recover_detail() {
     let base = Params { search_radius: 3, patch_radius: 2, strength: 2.0, ..sr(2, 1, 0, 0) };
     let cubic = score(&cpu(Params { sr: plain, ..base }));
     let deblurred = score(&cpu(Params { sr: SrParams { fusion: 0.0, ..SrParams::default() }, ..base }));
-    let spatial = score(&cpu(Params { sr: SrParams::default(), ..base }));
-    let temporal = score(&cpu(Params { sr: SrParams::default(), temporal_past: 2, temporal_future: 2, ..base }));
+    // A moderate share of the fused correction (this content's aliasing penalises more).
+    let fused = SrParams { fusion: 0.3, ..SrParams::default() };
+    let spatial = score(&cpu(Params { sr: fused, ..base }));
+    let temporal = score(&cpu(Params { sr: fused, temporal_past: 2, temporal_future: 2, ..base }));
     eprintln!("PSNR against the original: cubic {cubic:.2} dB, deblurred {deblurred:.2} dB, fused spatial {spatial:.2} dB, fused 2+2 frames {temporal:.2} dB");
     assert!(deblurred > cubic + 1.0, "deblur added {:.2} dB", deblurred - cubic);
     assert!(temporal > deblurred, "the window's fusion moved {:.2} dB", temporal - deblurred);
