@@ -298,7 +298,9 @@ pub struct Cli {
 
     /// Noise standard deviation (8-bit units), or auto: estimated from the input as it goes.
     /// NLM: 2*sigma^2 is subtracted from every distance and the strengths follow it; BM3D: its
-    /// thresholds. Default: auto, unless --strength or --chroma-strength is given.
+    /// thresholds; nlm-sr (--scale): the target frame is denoised first and the strengths follow
+    /// it. Default: auto, unless --strength or --chroma-strength is given; with --scale: a clean
+    /// input (no denoising).
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA|auto")]
     sigma: Option<SigmaArg>,
 
@@ -436,15 +438,21 @@ impl Cli {
             ..Params::default()
         };
         // Strengths follow the noise level unless given; without either, the noise level is
-        // estimated.
+        // estimated (denoising), or the input taken as clean (upscaling: --sigma denoises too).
         let explicit = self.strength.is_some() || self.chroma_strength.is_some();
+        let upscaling = algorithm == Algorithm::NlmSr;
         let p = match self.sigma {
             Some(SigmaArg::Value(sigma)) => base.with_noise_sigma(sigma),
             Some(SigmaArg::Auto) => Params { sigma_auto: true, ..base },
+            None if !explicit && upscaling => Params { sigma: None, ..base.with_noise_sigma(0.0) },
             None if !explicit => Params { sigma_auto: true, ..base },
+            None if upscaling => base.with_noise_sigma(0.0),
             None => base,
         };
-        Params { strength: self.strength.unwrap_or(p.strength), chroma_strength: self.chroma_strength.unwrap_or(p.chroma_strength), ..p }
+        let strength = self.strength.unwrap_or(p.strength);
+        // Upscaling: one strength given serves both plane kinds.
+        let chroma_default = if upscaling && self.strength.is_some() { strength } else { p.chroma_strength };
+        Params { strength, chroma_strength: self.chroma_strength.unwrap_or(chroma_default), ..p }
     }
 
     pub fn backend_options(&self) -> Result<BackendOptions> {

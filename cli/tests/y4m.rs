@@ -177,3 +177,42 @@ fn cli_chunks_and_device_lists_give_the_frame_at_a_time_output() {
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(!result.status.success() && stderr.contains("--device-id") && !stderr.contains("panicked"), "{stderr}");
 }
+
+/// --scale upscales a y4m stream: the output header has the scaled size and the other tokens of
+/// the input, every frame comes out at the scaled size; combinations it cannot do are refused with
+/// a one-line error before anything is written.
+#[test]
+fn cli_scale_upscales_y4m() {
+    for (cs, bits, scale) in [("420mpeg2", 8, 2usize), ("mono", 8, 3), ("420p10", 10, 2)] {
+        let (w, h, frames) = (13, 9, 4);
+        let input = tmp(&format!("scale-in-{cs}.y4m"));
+        let output = tmp(&format!("scale-out-{cs}.y4m"));
+        std::fs::write(&input, y4m_stream(cs, w, h, frames, bits, 5)).unwrap();
+        let r = cli().args([input.to_str().unwrap(), output.to_str().unwrap(), "--backend", "cpu", "--scale", &scale.to_string(), "--search-radius", "1", "--patch-radius", "1"]).output().unwrap();
+        assert!(r.status.success(), "{cs}: {}", String::from_utf8_lossy(&r.stderr));
+        let out = std::fs::read(&output).unwrap();
+        let header = String::from_utf8_lossy(&out[..out.iter().position(|&b| b == b'\n').unwrap()]).to_string();
+        assert!(header.contains(&format!(" W{} ", w * scale)) && header.contains(&format!(" H{} ", h * scale)) && header.contains(&format!("C{cs}")), "{cs}: header {header}");
+        let (sw, sh) = (w * scale, h * scale);
+        let bytes = if bits > 8 { 2 } else { 1 };
+        let frame = bytes * match cs {
+            "mono" => sw * sh,
+            _ => sw * sh + 2 * sw.div_ceil(2) * sh.div_ceil(2),
+        };
+        assert_eq!(out.len(), header.len() + 1 + frames * (6 + frame), "{cs}: {frames} frames of {sw}x{sh}");
+        assert!(String::from_utf8_lossy(&r.stderr).contains(&format!("-> {sw}x{sh}")), "{cs}: summary names the output size");
+    }
+    let input = tmp("scale-in-420mpeg2.y4m");
+    for (args, says) in [
+        (vec!["--scale", "5"], "scale 5 out of range"),
+        (vec!["--scale", "2", "--algorithm", "bm3d"], "does not combine with --algorithm bm3d"),
+        (vec!["--scale", "2", "--psnr-ref", input.to_str().unwrap()], "does not combine with --scale"),
+    ] {
+        let out = tmp("scale-refused.y4m");
+        let _ = std::fs::remove_file(&out);
+        let r = cli().arg(input.to_str().unwrap()).arg(out.to_str().unwrap()).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success() && err.contains(says), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}: nothing written");
+    }
+}
