@@ -7,28 +7,14 @@
 mod common;
 
 use common::clips::{noisy, psnr};
-use common::sr::{moving_clip, upscale};
+use common::sr::{moving_clip, sr, upscale};
 use common::{gpu_or_skip, samples, seed};
 use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::BackendOptions;
 use nlmdenoise::params::SrParams;
-use nlmdenoise::{Algorithm, BackendKind, Denoiser, OwnedFrame, Params, PixelFormat};
+use nlmdenoise::{BackendKind, Denoiser, OwnedFrame, Params, PixelFormat};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-fn sr(scale: u32, iterations: u32, past: u32, future: u32) -> Params {
-    Params {
-        algorithm: Algorithm::NlmSr,
-        search_radius: 2,
-        patch_radius: 1,
-        temporal_past: past,
-        temporal_future: future,
-        strength: 3.0,
-        chroma_strength: 4.0,
-        sr: SrParams { scale, iterations, ..SrParams::default() },
-        ..Params::default()
-    }
-}
 
 fn reference(params: Params, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
     let d: Denoiser<usize> = Denoiser::new(inputs[0].info, params, &BackendOptions { kind: BackendKind::Reference, ..Default::default() }).unwrap();

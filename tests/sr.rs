@@ -7,27 +7,13 @@
 mod common;
 
 use common::clips::{noisy, psnr};
-use common::sr::{moving_clip, upscale};
+use common::sr::{moving_clip, sr, upscale};
 use common::{samples, seed};
 use nlmdenoise::device::{BackendOptions, ChunkFrames};
 use nlmdenoise::params::SrParams;
-use nlmdenoise::{Algorithm, BackendKind, Denoiser, Error, OwnedFrame, Params, PixelFormat, VideoInfo};
+use nlmdenoise::{BackendKind, Denoiser, Error, OwnedFrame, Params, PixelFormat, VideoInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-fn sr(scale: u32, iterations: u32, past: u32, future: u32) -> Params {
-    Params {
-        algorithm: Algorithm::NlmSr,
-        search_radius: 2,
-        patch_radius: 1,
-        temporal_past: past,
-        temporal_future: future,
-        strength: 4.0,
-        chroma_strength: 5.0,
-        sr: SrParams { scale, iterations, ..SrParams::default() },
-        ..Params::default()
-    }
-}
 
 fn run(kind: BackendKind, params: Params, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
     let d: Denoiser<usize> = Denoiser::new(inputs[0].info, params, &BackendOptions { kind, threads: 2, ..Default::default() }).unwrap();

@@ -20,3 +20,29 @@ pub fn frame(info: VideoInfo, n: usize, seed: u64) -> OwnedFrame {
     }
     f
 }
+
+/// Frames per second through the engine (`Denoiser` push/pop from host frames: unpack, upload,
+/// kernels, download, pack) for `frames` frames of this pattern (8 distinct frames cycled, after 8
+/// warm-up frames), and the backend's description.
+pub fn engine_fps(info: VideoInfo, params: nlmdenoise::Params, options: &nlmdenoise::BackendOptions, frames: usize) -> nlmdenoise::Result<(f64, String)> {
+    let mut d: nlmdenoise::Denoiser<usize> = nlmdenoise::Denoiser::new(info, params, options)?;
+    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
+    let mut out = OwnedFrame::new(d.output_info());
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {}
+    }
+    let t = std::time::Instant::now();
+    let mut popped = 0;
+    for i in 0..frames {
+        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {
+            popped += 1;
+        }
+    }
+    d.finish_stream()?;
+    while d.pop(&mut out.as_mut())?.is_some() {
+        popped += 1;
+    }
+    Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
+}

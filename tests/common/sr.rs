@@ -3,7 +3,8 @@
 
 use super::clips::{clean_frame, write};
 use super::samples;
-use nlmdenoise::{Denoiser, OwnedFrame, PixelFormat, VideoInfo};
+use nlmdenoise::params::SrParams;
+use nlmdenoise::{Algorithm, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 /// Pushes every input through `d` (tagged with its index), popping into output frames of the
 /// denoiser's output size whose every byte is `poison` before the pop; checks that each frame
@@ -68,4 +69,20 @@ pub fn moving_clip(format: PixelFormat, w: usize, h: usize, s: usize, frames: us
     let hr: Vec<OwnedFrame> = (0..frames).map(|t| clean_frame(info, t, phase)).collect();
     let lr = hr.iter().map(|f| downscale(f, s)).collect();
     (hr, lr)
+}
+
+/// Super-resolution parameters small enough for the reference: search radius 2, patch radius 1,
+/// strengths 3 (luma) and 4 (chroma), the given factor, iterations and window.
+pub fn sr(scale: u32, iterations: u32, past: u32, future: u32) -> Params {
+    Params {
+        algorithm: Algorithm::NlmSr,
+        search_radius: 2,
+        patch_radius: 1,
+        temporal_past: past,
+        temporal_future: future,
+        strength: 3.0,
+        chroma_strength: 4.0,
+        sr: SrParams { scale, iterations, ..SrParams::default() },
+        ..Params::default()
+    }
 }

@@ -9,12 +9,11 @@
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
 //! moving pattern (bench_frames), 8 distinct frames cycled, after 8 warm-up frames.
 
-use std::time::Instant;
 
 use clap::Parser;
 use nlmdenoise::device::BackendOptions;
-use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
-use nlmdenoise_bench::bench_frames::frame;
+use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Params, PixelFormat, VideoInfo};
+use nlmdenoise_bench::bench_frames::engine_fps;
 
 #[derive(Parser)]
 struct Args {
@@ -51,29 +50,6 @@ fn window(name: &str) -> Option<(u32, u32, u32)> {
     }
 }
 
-fn fps(info: VideoInfo, params: Params, options: &BackendOptions, frames: usize) -> nlmdenoise::Result<(f64, String)> {
-    let mut d: Denoiser<usize> = Denoiser::new(info, params, options)?;
-    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
-    let mut out = OwnedFrame::new(info);
-    for (i, f) in inputs.iter().enumerate() {
-        d.push(&f.as_ref(), i)?;
-        while d.pop(&mut out.as_mut())?.is_some() {}
-    }
-    let t = Instant::now();
-    let mut popped = 0;
-    for i in 0..frames {
-        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
-        while d.pop(&mut out.as_mut())?.is_some() {
-            popped += 1;
-        }
-    }
-    d.finish_stream()?;
-    while d.pop(&mut out.as_mut())?.is_some() {
-        popped += 1;
-    }
-    Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
-}
-
 fn main() {
     let args = Args::parse();
     let kind: BackendKind = args.backend.parse().unwrap_or_else(|e| {
@@ -96,7 +72,7 @@ fn main() {
                 let Some((past, future, steps)) = window(w) else { continue };
                 let bm3d = Bm3dParams { steps: Some(steps), block_step: Some(step), group_size: Some(group), wiener_group_size: Some(group), search_radius: Some(radius), ..Default::default() };
                 let params = Params { algorithm: Algorithm::Bm3d, sigma: Some(args.sigma), temporal_past: past, temporal_future: future, bm3d, ..Params::default() };
-                match fps(info, params, &options, args.frames) {
+                match engine_fps(info, params, &options, args.frames) {
                     Ok((f, _)) => println!("| p{step} n{group} r{radius} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f),
                     Err(e) => println!("| p{step} n{group} r{radius} | {w} | {past} | {future} | {steps} | {}x{} | error: {e} | |", args.width, args.height),
                 }
@@ -125,7 +101,7 @@ fn main() {
                 bm3d: Bm3dParams { profile, steps: Some(steps), ..Default::default() },
                 ..Params::default()
             };
-            match fps(info, params, &options, args.frames) {
+            match engine_fps(info, params, &options, args.frames) {
                 Ok((f, d)) => {
                     println!("| {p} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f);
                     described.get_or_insert(d);

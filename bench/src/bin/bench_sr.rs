@@ -11,7 +11,6 @@
 //! I420 frames of a moving pattern (bench_frames), 8 distinct frames cycled after 8 warm-up frames.
 //! Default settings otherwise (search radius 3, patch radius 2, deblur 2).
 
-use std::time::Instant;
 
 use clap::Parser;
 use nlmdenoise::convert;
@@ -19,8 +18,8 @@ use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::{Backend, BackendOptions};
 use nlmdenoise::planar::{Geometry, PlanarFrame};
 use nlmdenoise::window::TemporalWindow;
-use nlmdenoise::{Algorithm, BackendKind, Denoiser, OwnedFrame, Params, PixelFormat, Plan, SrParams, VideoInfo};
-use nlmdenoise_bench::bench_frames::frame;
+use nlmdenoise::{Algorithm, BackendKind, Params, PixelFormat, Plan, SrParams, VideoInfo};
+use nlmdenoise_bench::bench_frames::{engine_fps, frame};
 
 #[derive(Parser)]
 struct Args {
@@ -78,29 +77,6 @@ fn kernel_ms(info: VideoInfo, params: &Params) -> nlmdenoise::Result<f64> {
     Ok(times[2])
 }
 
-fn end_to_end_fps(info: VideoInfo, params: Params, options: &BackendOptions, frames: usize) -> nlmdenoise::Result<(f64, String)> {
-    let mut d: Denoiser<usize> = Denoiser::new(info, params, options)?;
-    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
-    let mut out = OwnedFrame::new(d.output_info());
-    for (i, f) in inputs.iter().enumerate() {
-        d.push(&f.as_ref(), i)?;
-        while d.pop(&mut out.as_mut())?.is_some() {}
-    }
-    let t = Instant::now();
-    let mut popped = 0;
-    for i in 0..frames {
-        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
-        while d.pop(&mut out.as_mut())?.is_some() {
-            popped += 1;
-        }
-    }
-    d.finish_stream()?;
-    while d.pop(&mut out.as_mut())?.is_some() {
-        popped += 1;
-    }
-    Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
-}
-
 fn main() {
     let args = Args::parse();
     let kind: BackendKind = args.backend.parse().unwrap_or_else(|e| {
@@ -126,7 +102,7 @@ fn main() {
                 for iterations in args.iterations.split(',').filter_map(|s| s.parse::<u32>().ok()) {
                     let params = Params { algorithm: Algorithm::NlmSr, temporal_past: past, temporal_future: future, sr: SrParams { scale, iterations, ..SrParams::default() }, ..Params::default() }.with_noise_sigma(0.0);
                     let kernel = if kind == BackendKind::Cuda { kernel_ms(info, &params).map(Some) } else { Ok(None) };
-                    let e2e = end_to_end_fps(info, params, &options, args.frames);
+                    let e2e = engine_fps(info, params, &options, args.frames);
                     let cell = |r: &nlmdenoise::Result<Option<f64>>| match r {
                         Ok(Some(ms)) => (format!("{:.1}", 1e3 / ms), format!("{ms:.3}")),
                         Ok(None) => ("-".into(), "-".into()),

@@ -673,3 +673,68 @@ impl Core {
         }
     }
 }
+
+/// The base-transform calls every element of the plugin forwards to its `core` field unchanged,
+/// written once: expand inside `impl BaseTransformImpl for ...` (the element keeps its own
+/// `transform_caps` and `propose_allocation`).
+macro_rules! base_transform_via_core {
+    () => {
+        const MODE: gst_base::subclass::BaseTransformMode = gst_base::subclass::BaseTransformMode::NeverInPlace;
+        const PASSTHROUGH_ON_SAME_CAPS: bool = false;
+        const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
+
+        fn start(&self) -> Result<(), gst::ErrorMessage> {
+            self.core.start()
+        }
+
+        fn stop(&self) -> Result<(), gst::ErrorMessage> {
+            self.core.stop();
+            Ok(())
+        }
+
+        fn unit_size(&self, caps: &gst::Caps) -> Option<usize> {
+            gst_video::VideoInfo::from_caps(caps).ok().map(|info| info.size())
+        }
+
+        fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
+            self.core.set_caps(incaps, outcaps)
+        }
+
+        fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+            let is_latency = matches!(query.view(), gst::QueryView::Latency(_));
+            if direction != gst::PadDirection::Src || !is_latency {
+                return BaseTransformImplExt::parent_query(self, direction, query);
+            }
+            if !BaseTransformImplExt::parent_query(self, direction, query) {
+                return false;
+            }
+            self.core.add_latency(query);
+            true
+        }
+
+        fn src_event(&self, event: gst::Event) -> bool {
+            self.core.src_event(&event);
+            self.parent_src_event(event)
+        }
+
+        fn sink_event(&self, event: gst::Event) -> bool {
+            self.core.sink_event(&event);
+            self.parent_sink_event(event)
+        }
+
+        fn decide_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
+            self.core.decide_allocation(query)
+        }
+
+        fn submit_input_buffer(&self, is_discont: bool, inbuf: gst::Buffer) -> Result<gst::FlowSuccess, gst::FlowError> {
+            self.core.before_submit(&inbuf)?;
+            // The base class does renegotiation and QoS (dropping late frames) and queues the buffer.
+            self.parent_submit_input_buffer(is_discont, inbuf)
+        }
+
+        fn generate_output(&self) -> Result<gst_base::subclass::base_transform::GenerateOutputSuccess, gst::FlowError> {
+            self.core.generate_output(self.take_queued_buffer())
+        }
+    };
+}
+pub(crate) use base_transform_via_core;

@@ -7,7 +7,6 @@ use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
 use gst_base::prelude::*;
-use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_base::subclass::prelude::*;
 
 use nlmdenoise::device::chunked::MAX_CHUNK_FRAMES;
@@ -616,48 +615,7 @@ impl ElementImpl for NlmDenoise {
 }
 
 impl BaseTransformImpl for NlmDenoise {
-    const MODE: gst_base::subclass::BaseTransformMode = gst_base::subclass::BaseTransformMode::NeverInPlace;
-    const PASSTHROUGH_ON_SAME_CAPS: bool = false;
-    const TRANSFORM_IP_ON_PASSTHROUGH: bool = false;
-
-    fn start(&self) -> Result<(), gst::ErrorMessage> {
-        self.core.start()
-    }
-
-    fn stop(&self) -> Result<(), gst::ErrorMessage> {
-        self.core.stop();
-        Ok(())
-    }
-
-    fn unit_size(&self, caps: &gst::Caps) -> Option<usize> {
-        gst_video::VideoInfo::from_caps(caps).ok().map(|info| info.size())
-    }
-
-    fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
-        self.core.set_caps(incaps, outcaps)
-    }
-
-    fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
-        let is_latency = matches!(query.view(), gst::QueryView::Latency(_));
-        if direction != gst::PadDirection::Src || !is_latency {
-            return BaseTransformImplExt::parent_query(self, direction, query);
-        }
-        if !BaseTransformImplExt::parent_query(self, direction, query) {
-            return false;
-        }
-        self.core.add_latency(query);
-        true
-    }
-
-    fn src_event(&self, event: gst::Event) -> bool {
-        self.core.src_event(&event);
-        self.parent_src_event(event)
-    }
-
-    fn sink_event(&self, event: gst::Event) -> bool {
-        self.core.sink_event(&event);
-        self.parent_sink_event(event)
-    }
+    crate::transform::base_transform_via_core!();
 
     fn propose_allocation(&self, decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
         // Input frames are read through VideoMeta, so upstream may use any strides and offsets.
@@ -666,19 +624,5 @@ impl BaseTransformImpl for NlmDenoise {
             return self.parent_propose_allocation(decide_query, query);
         }
         Ok(())
-    }
-
-    fn decide_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
-        self.core.decide_allocation(query)
-    }
-
-    fn submit_input_buffer(&self, is_discont: bool, inbuf: gst::Buffer) -> Result<gst::FlowSuccess, gst::FlowError> {
-        self.core.before_submit(&inbuf)?;
-        // The base class does renegotiation and QoS (dropping late frames) and queues the buffer.
-        self.parent_submit_input_buffer(is_discont, inbuf)
-    }
-
-    fn generate_output(&self) -> Result<GenerateOutputSuccess, gst::FlowError> {
-        self.core.generate_output(self.take_queued_buffer())
     }
 }
