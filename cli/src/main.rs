@@ -587,9 +587,6 @@ fn run(cli: &Cli) -> Result<()> {
     if cli.psnr_ref.is_some() {
         bail!("--psnr-ref needs y4m input and y4m output (or no output)");
     }
-    if upscaling {
-        bail!("--scale works on y4m input and y4m output so far (decode to y4m first, e.g. ffmpeg -i INPUT clip.y4m); in pipelines use the nlmupscale element");
-    }
     if cli.backend == BackendKind::Reference {
         bail!("--backend reference is only available for y4m input and output");
     }

@@ -166,6 +166,40 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     Ok(())
 }
 
+/// Sets the `nlmupscale` element's properties from the command line (--scale and the NLM
+/// settings that apply to it).
+fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
+    let p = cli.params();
+    p.validate()?;
+    let options = cli.backend_options()?;
+    if options.chunked() {
+        bail!("--scale runs on one device without chunks (drop --chunk-frames and --devices)");
+    }
+    let backend = match cli.backend {
+        BackendKind::Auto => "auto",
+        BackendKind::Cpu => "cpu",
+        BackendKind::Cuda => "cuda",
+        BackendKind::Reference => bail!("--backend reference is only available for y4m input and output"),
+    };
+    up.set_property_from_str("backend", backend);
+    up.set_property("device-id", options.device_id.to_string());
+    up.set_property("threads", cli.threads.min(1024) as u32);
+    up.set_property("pipeline-depth", cli.pipeline_depth.min(4) as u32);
+    up.set_property("scale", p.sr.scale);
+    up.set_property("iterations", p.sr.iterations);
+    up.set_property("deblur", p.sr.deblur);
+    up.set_property("fusion", p.sr.fusion);
+    up.set_property("search-radius", p.search_radius);
+    up.set_property("patch-radius", p.patch_radius);
+    up.set_property("temporal-past", p.temporal_past);
+    up.set_property("temporal-future", p.temporal_future);
+    // sigma first (strengths follow it), then the strengths the command line resolved.
+    up.set_property("sigma", p.sigma.filter(|s| *s > 0.0).unwrap_or(-1.0));
+    up.set_property("strength", p.strength);
+    up.set_property("chroma-strength", p.chroma_strength);
+    Ok(())
+}
+
 fn video_encoder(cli: &Cli) -> Result<gst::Element> {
     let enc = make("x264enc")?;
     enc.set_property_from_str("speed-preset", cli.preset.nick());
@@ -362,8 +396,14 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     let shared = Arc::new(Shared::default());
     let vqueue = make("queue")?;
     let conv_in = make("videoconvert")?;
-    let den = gst::ElementFactory::make("nlmdenoise").build().context("creating the nlmdenoise element")?;
-    configure_denoiser(&den, cli)?;
+    let upscaling = cli.params().algorithm == nlmdenoise::Algorithm::NlmSr;
+    let factory = if upscaling { "nlmupscale" } else { "nlmdenoise" };
+    let den = gst::ElementFactory::make(factory).build().with_context(|| format!("creating the {factory} element"))?;
+    if upscaling {
+        configure_upscaler(&den, cli)?;
+    } else {
+        configure_denoiser(&den, cli)?;
+    }
     let conv_out = make("videoconvert")?;
     // Pins the format the denoiser works in (see `working_caps`): videoconvert alone would pick
     // the "least lossy" format, Y444_16LE, for everything.
@@ -629,9 +669,14 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     };
     let seconds = start.elapsed().as_secs_f64();
     let backend: Option<String> = den.property("backend-in-use");
-    let (luma, chroma) = (den.property::<f32>("sigma-estimate"), den.property::<f32>("chroma-sigma-estimate"));
+    // The upscaler does not estimate the noise (no such properties).
+    let (luma, chroma) = match den.find_property("sigma-estimate") {
+        Some(_) => (den.property::<f32>("sigma-estimate"), den.property::<f32>("chroma-sigma-estimate")),
+        None => (-1.0, -1.0),
+    };
     let noise = (luma >= 0.0).then(|| nlmdenoise::noise::NoiseEstimate { luma, chroma: (chroma >= 0.0).then_some(chroma) });
     let caps = den.static_pad("sink").and_then(|p| p.current_caps());
+    let out_caps = den.static_pad("src").and_then(|p| p.current_caps());
     let _ = pipeline.set_state(gst::State::Null);
     if let Some(t) = feeder_thread {
         let _ = t.join();
@@ -653,10 +698,13 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     let short = expected.filter(|&t| frames + (t / 100).max(1) < t);
     if !cli.quiet {
         let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
-        let (size, format, fps) = match &vinfo {
+        let (mut size, format, fps) = match &vinfo {
             Some(i) => (format!("{}x{}", i.width(), i.height()), i.format().to_str().to_string(), format!("{}/{}", i.fps().numer(), i.fps().denom())),
             None => ("?x?".into(), "?".into(), "?".into()),
         };
+        if let Some(o) = out_caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok()).filter(|o| vinfo.as_ref().is_some_and(|i| (i.width(), i.height()) != (o.width(), o.height()))) {
+            size.push_str(&format!(" -> {}x{}", o.width(), o.height()));
+        }
         eprintln!(
             "nlmdenoise: {frames} frames {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
             frames as f64 / seconds.max(1e-9),

@@ -203,6 +203,20 @@ fn mkv_and_y4m_outputs() {
     assert!(psnr_y(&denoised, &clean) > psnr_y(&noisy, &clean) + 3.0);
 }
 
+/// --scale on an encoded file: the GStreamer path with the nlmupscale element; audio kept, every
+/// frame at twice the size, the summary names both sizes.
+#[test]
+fn scale_upscales_an_encoded_file() {
+    let c = clips();
+    let out = tmp("upscaled.mp4");
+    let result = run(&[c.noisy_mp4.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--scale", "2", "--temporal-future", "0", "--search-radius", "1", "--patch-radius", "1", "--preset", "ultrafast"]);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("{FRAMES} frames {W}x{H} -> {}x{}", 2 * W, 2 * H)), "{stderr}");
+    assert_eq!(streams(&out), "h264,video;aac,audio");
+    assert_eq!(decode_to_i420(&out).len(), 4 * W * H * 3 / 2 * FRAMES, "{FRAMES} frames of {}x{}", 2 * W, 2 * H);
+}
+
 #[test]
 fn bad_inputs_fail_with_a_message_and_exit_code() {
     let check = |args: &[&str], expect: &str| {
