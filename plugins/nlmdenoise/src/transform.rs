@@ -30,10 +30,6 @@ use crate::logbridge::{with_engine_logs, GstLogSubscriber};
 use crate::nlmdenoise::gst_to_format;
 
 
-/// The category of the shared machinery's own messages (the elements' engine logs go to theirs).
-pub static CAT: std::sync::LazyLock<gst::DebugCategory> = std::sync::LazyLock::new(|| {
-    gst::DebugCategory::new("nlmtransform", gst::DebugColorFlags::empty(), Some("NLM elements: engine state, draining, allocation"))
-});
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -142,8 +138,11 @@ pub struct Core {
     pub lateness: Mutex<Lateness>,
     dispatch: OnceLock<tracing::Dispatch>,
     element: OnceLock<glib::WeakRef<gst_base::BaseTransform>>,
-    /// What the element is for (the words of its messages).
+    /// What the element is for (the words of its messages): a noun and a verb.
     pub what: &'static str,
+    pub doing: &'static str,
+    /// The element's debug category (set by `attach`).
+    cat: OnceLock<gst::DebugCategory>,
 }
 
 /// Seconds of stream time over which late frames are counted.
@@ -223,15 +222,21 @@ fn frame_ref<'a>(info: nlmdenoise::VideoInfo, frame: &'a gst_video::VideoFrameRe
 }
 
 impl Core {
-    /// A core for an element that `what` describes ("denoiser", "upscaler").
-    pub fn new(what: &'static str) -> Self {
-        Core { what, ..Default::default() }
+    /// A core for an element that `what` and `doing` describe ("denoiser", "denoising").
+    pub fn new(what: &'static str, doing: &'static str) -> Self {
+        Core { what, doing, ..Default::default() }
+    }
+
+    /// The element's debug category: the core's messages are the element's.
+    fn cat(&self) -> gst::DebugCategory {
+        self.cat.get().copied().unwrap_or_else(|| *crate::nlmdenoise::imp::CAT)
     }
 
     /// Binds the core to its element (from the element's `constructed`): messages and logs go
     /// there, engine logs into `cat`.
     pub fn attach(&self, obj: &gst_base::BaseTransform, cat: gst::DebugCategory) {
         let _ = self.element.set(obj.downgrade());
+        let _ = self.cat.set(cat);
         let _ = self.dispatch.set(tracing::Dispatch::new(GstLogSubscriber::new(obj.upcast_ref(), cat)));
     }
 
@@ -283,7 +288,7 @@ impl Core {
         let before = state.denoiser.latency_frames();
         match with_engine_logs(self.dispatch(), || state.denoiser.set_params(params)) {
             Ok(()) => {
-                gst::debug!(CAT, obj = &self.element(), "parameters changed to {params:?}");
+                gst::debug!(self.cat(), obj = &self.element(), "parameters changed to {params:?}");
                 Ok(state.denoiser.latency_frames() != before)
             }
             Err(nlmdenoise::Error::InvalidParameter(msg)) | Err(nlmdenoise::Error::Unsupported(msg)) => {
@@ -340,10 +345,10 @@ impl Core {
                         if fits {
                             return Ok(buf);
                         }
-                        gst::debug!(CAT, obj = &self.element(), "pool buffer does not fit the caps; allocating");
+                        gst::debug!(self.cat(), obj = &self.element(), "pool buffer does not fit the caps; allocating");
                     }
                     Err(gst::FlowError::Flushing) => return Err(gst::FlowError::Flushing),
-                    Err(e) => gst::debug!(CAT, obj = &self.element(), "pool acquire failed ({e:?}); allocating"),
+                    Err(e) => gst::debug!(self.cat(), obj = &self.element(), "pool acquire failed ({e:?}); allocating"),
                 }
             }
         }
@@ -404,7 +409,7 @@ impl Core {
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else { return Ok(gst::FlowSuccess::Ok) };
             if state.denoiser.queued() > 0 {
-                gst::debug!(CAT, obj = &self.element(), "{why}: draining {} held frame(s)", state.denoiser.queued());
+                gst::debug!(self.cat(), obj = &self.element(), "{why}: draining {} held frame(s)", state.denoiser.queued());
             }
             // Also when nothing is held: the next frame starts a new temporal window.
             with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
@@ -419,7 +424,7 @@ impl Core {
     /// Drops every held frame (flush).
     pub fn reset(&self) {
         if let Some(state) = lock(&self.state).as_mut() {
-            gst::debug!(CAT, obj = &self.element(), "flush: dropping {} held frame(s)", state.denoiser.queued());
+            gst::debug!(self.cat(), obj = &self.element(), "flush: dropping {} held frame(s)", state.denoiser.queued());
             state.denoiser.reset();
         }
     }
@@ -442,21 +447,21 @@ impl Core {
         }
         *lock(&self.refused) = None;
         *lock(&self.lateness) = Lateness::default();
-        gst::debug!(CAT, obj = &self.element(), "starting with {:?}, backend {:?}", s.params, s.options);
+        gst::debug!(self.cat(), obj = &self.element(), "starting with {:?}, backend {:?}", s.params, s.options);
         Ok(())
     }
 
     pub fn stop(&self) {
         *lock(&self.state) = None;
-        gst::debug!(CAT, obj = &self.element(), "stopped");
+        gst::debug!(self.cat(), obj = &self.element(), "stopped");
     }
 
     /// `set_caps`: an engine for the input caps (kept when only the caps' other fields changed);
     /// the output caps must have the engine's output format and size.
     pub fn set_caps(&self, incaps: &gst::Caps, outcaps: &gst::Caps) -> Result<(), gst::LoggableError> {
         let obj = self.element();
-        let (info, engine_info) = engine_info_from_caps(incaps).map_err(|msg| gst::loggable_error!(CAT, "{msg}"))?;
-        let out_info = gst_video::VideoInfo::from_caps(outcaps).map_err(|_| gst::loggable_error!(CAT, "invalid output caps {outcaps}"))?;
+        let (info, engine_info) = engine_info_from_caps(incaps).map_err(|msg| gst::loggable_error!(self.cat(), "{msg}"))?;
+        let out_info = gst_video::VideoInfo::from_caps(outcaps).map_err(|_| gst::loggable_error!(self.cat(), "invalid output caps {outcaps}"))?;
         let fits = |d: &Denoiser<FrameMeta>| {
             let o = d.output_info();
             out_info.format() == info.format() && out_info.width() as usize == o.width && out_info.height() as usize == o.height
@@ -465,13 +470,13 @@ impl Core {
             let mut guard = lock(&self.state);
             if let Some(state) = guard.as_mut() {
                 if state.engine_info == engine_info && fits(&state.denoiser) {
-                    gst::debug!(CAT, obj = &obj, "caps changed without a new frame layout: keeping the engine");
+                    gst::debug!(self.cat(), obj = &obj, "caps changed without a new frame layout: keeping the engine");
                     state.info = info;
                     state.out_info = out_info;
                     return Ok(());
                 }
                 if state.denoiser.queued() > 0 {
-                    gst::warning!(CAT, obj = &obj, "dropping {} frame(s) of the previous format", state.denoiser.queued());
+                    gst::warning!(self.cat(), obj = &obj, "dropping {} frame(s) of the previous format", state.denoiser.queued());
                 }
             }
             // Release the previous engine (and its GPU memory) before creating the next one.
@@ -498,18 +503,18 @@ impl Core {
                     let _ = engine_error(self, &format!("Cannot process {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
                     *lock(&self.refused) = Some(key);
                 }
-                return Err(gst::loggable_error!(CAT, "engine creation failed: {e}"));
+                return Err(gst::loggable_error!(self.cat(), "engine creation failed: {e}"));
             }
         };
         if !fits(&denoiser) {
             let o = denoiser.output_info();
-            return Err(gst::loggable_error!(CAT, "output caps {outcaps} do not match the {}x{} {} frames of input caps {incaps}", o.width, o.height, o.format));
+            return Err(gst::loggable_error!(self.cat(), "output caps {outcaps} do not match the {}x{} {} frames of input caps {incaps}", o.width, o.height, o.format));
         }
         gst::info!(
-            CAT,
+            self.cat(),
             obj = &obj,
             "{} {}x{} {} on {} (latency {} frame(s))",
-            self.what,
+            self.doing,
             engine_info.width,
             engine_info.height,
             engine_info.format,
@@ -532,7 +537,7 @@ impl Core {
         let ours = self.added_latency();
         if let gst::QueryViewMut::Latency(q) = query.view_mut() {
             let (live, min, max) = q.result();
-            gst::debug!(CAT, obj = &self.element(), "upstream latency min {min} max {}, adding {ours}", max.display());
+            gst::debug!(self.cat(), obj = &self.element(), "upstream latency min {min} max {}, adding {ours}", max.display());
             q.set(live, min.saturating_add(ours), max.map(|m| m.saturating_add(ours)));
         }
     }
@@ -574,7 +579,7 @@ impl Core {
             if let Err(err) = self.drain(why) {
                 // Flushing or not-linked downstream is not fatal for the event; errors have
                 // been posted already.
-                gst::debug!(CAT, obj = &self.element(), "pushing drained frames at {why}: {err:?}");
+                gst::debug!(self.cat(), obj = &self.element(), "pushing drained frames at {why}: {err:?}");
             }
         }
     }
@@ -582,9 +587,9 @@ impl Core {
     /// `decide_allocation`: downstream's pool when it takes the caps, else a video pool.
     pub fn decide_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
         let Some(caps) = query.get_owned().0 else {
-            return Err(gst::loggable_error!(CAT, "allocation query without caps"));
+            return Err(gst::loggable_error!(self.cat(), "allocation query without caps"));
         };
-        let info = gst_video::VideoInfo::from_caps(&caps).map_err(|_| gst::loggable_error!(CAT, "invalid caps {caps}"))?;
+        let info = gst_video::VideoInfo::from_caps(&caps).map_err(|_| gst::loggable_error!(self.cat(), "invalid caps {caps}"))?;
         let size = info.size() as u32;
         let video_meta = query.find_allocation_meta::<gst_video::VideoMeta>().is_some();
         let offered = query.allocation_pools().next().and_then(|(pool, _size, min, max)| pool.map(|p| (p, min, max)));
@@ -609,12 +614,12 @@ impl Core {
             _ => {
                 let pool = gst_video::VideoBufferPool::new().upcast::<gst::BufferPool>();
                 if !configure(&pool, 0, 0) {
-                    return Err(gst::loggable_error!(CAT, "cannot configure a buffer pool for {caps}"));
+                    return Err(gst::loggable_error!(self.cat(), "cannot configure a buffer pool for {caps}"));
                 }
                 (pool, 0, 0)
             }
         };
-        gst::debug!(CAT, obj = &self.element(), "output pool {:?}: size {size}, min {min}, max {max}, video meta {video_meta}", pool.name());
+        gst::debug!(self.cat(), obj = &self.element(), "output pool {:?}: size {size}, min {min}, max {max}, video meta {video_meta}", pool.name());
         if have_offer {
             query.set_nth_allocation_pool(0, Some(&pool), size, min, max);
         } else {
@@ -647,7 +652,7 @@ impl Core {
             if inbuf.flags().contains(gst::BufferFlags::GAP) && inbuf.size() < state.info.size() {
                 // A gap without picture content: nothing to process or to use as a reference.
                 drop(guard);
-                gst::debug!(CAT, obj = &obj, "gap buffer without a frame at {}: new temporal window", inbuf.pts().display());
+                gst::debug!(self.cat(), obj = &obj, "gap buffer without a frame at {}: new temporal window", inbuf.pts().display());
                 self.drain("gap")?;
                 // Tell downstream (sinks, aggregators) that this time range has no data.
                 if let Some(pts) = inbuf.pts() {
@@ -663,7 +668,7 @@ impl Core {
                 let _ = obj.post_message(gst::message::Element::builder(s).src(&obj).build());
             }
             if latency_changed {
-                gst::debug!(CAT, obj = &obj, "latency now {}", self.added_latency());
+                gst::debug!(self.cat(), obj = &obj, "latency now {}", self.added_latency());
                 let _ = obj.post_message(gst::message::Latency::builder().src(&obj).build());
             }
         }

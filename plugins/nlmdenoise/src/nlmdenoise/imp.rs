@@ -89,7 +89,7 @@ pub struct NlmDenoise {
 
 impl Default for NlmDenoise {
     fn default() -> Self {
-        NlmDenoise { core: Core::new("denoiser") }
+        NlmDenoise { core: Core::new("denoiser", "denoising") }
     }
 }
 

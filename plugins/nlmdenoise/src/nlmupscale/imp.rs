@@ -26,7 +26,7 @@ pub struct NlmUpscale {
 
 impl Default for NlmUpscale {
     fn default() -> Self {
-        let core = Core::new("upscaler");
+        let core = Core::new("upscaler", "upscaling");
         let p = Params { algorithm: Algorithm::NlmSr, strength: SR_BASE_STRENGTH, chroma_strength: SR_BASE_STRENGTH, sigma_auto: false, ..Params::default() };
         *lock(&core.settings) = Settings { params: p, estimate: false, base_strength: SR_BASE_STRENGTH, ..Settings::default() };
         NlmUpscale { core }
