@@ -148,6 +148,13 @@ fn deblur_and_the_temporal_window_recover_detail() {
     assert!(deblurred > cubic + 1.0, "deblur added {:.2} dB", deblurred - cubic);
     assert!(temporal > deblurred, "the window's fusion moved {:.2} dB", temporal - deblurred);
     assert!(temporal > spatial, "the temporal window added {:.2} dB", temporal - spatial);
+    // The novelty gate: without other frames, or with frames that repeat the target (static
+    // content), the fusion brings nothing new and the deblurred target comes out unchanged.
+    assert_eq!(spatial, deblurred, "no other frame: the deblurred target");
+    let still: Vec<OwnedFrame> = vec![lr[3].clone(); 5];
+    let deblur_only = Params { sr: SrParams { fusion: 0.0, ..SrParams::default() }, temporal_past: 2, temporal_future: 2, ..base };
+    let fused = Params { sr: SrParams::default(), temporal_past: 2, temporal_future: 2, ..base };
+    assert_eq!(run(BackendKind::Cpu, fused, &still), run(BackendKind::Cpu, deblur_only, &still), "static content: the deblurred target");
 }
 
 #[test]

@@ -33,6 +33,7 @@ struct SrArgs {
     float inv_h2;                    // 1 / h^2
     float inv_n;                     // 1 / (2p+1)^2
     float fusion;                    // share of the fused correction
+    float novelty_gain;              // gain of the novelty gate (src/sr/mod.rs); 0: no gate
     int accumulate;                  // sr_initial: add to `next` instead of writing it
     float inv_scale;                 // 1 / (stored units per 8-bit code value)
     float stored_scale;              // stored units per 8-bit code value

@@ -44,6 +44,8 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
 #pragma unroll
         for (int aa = 0; aa < PD; ++aa) bp[bb][aa] = btile[(ty + bh + s * (bb - PATCH)) * bw + tx + bh + s * (aa - PATCH)];
     float num = 0.0f, den = 0.0f, m = __int_as_float(0xff800000);  // -infinity
+    // Best log weights of the target's candidates (slot[0]) and of the other frames' (the gate).
+    float best_target = __int_as_float(0xff800000), best_other = __int_as_float(0xff800000);
     for (int t = 0; t < a.n_frames; ++t) {
         const unsigned char* lr = a.ring + (u64)a.slot[t] * a.frame_bytes + a.plane_offset;
         __syncthreads();
@@ -81,6 +83,8 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
                         d = fmaf(diff, diff, d);
                     }
                 const float lwt = -fmaxf(d * a.inv_n - a.sigma2, 0.0f) * a.inv_h2;
+                if (t == 0) best_target = fmaxf(best_target, lwt);
+                else best_other = fmaxf(best_other, lwt);
                 if (lwt > m) {
                     // A new largest weight: rescale the sums to it (src/sr/mod.rs `log_weight`).
                     const float k = __expf(m - lwt);
@@ -97,7 +101,10 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
     if (x >= a.out_w || y >= a.out_h) return;
     const int o = y * a.out_w + x;
     const float b = btile[(ty + bh) * bw + tx + bh];
-    const float v = a.estimate[o] + a.fusion * (num / den - b);
+    float g = 1.0f;
+    if (a.novelty_gain > 0.0f)
+        g = a.n_frames > 1 ? 1.0f - __expf(-a.novelty_gain * fmaxf(best_other - best_target, 0.0f)) : 0.0f;
+    const float v = a.estimate[o] + a.fusion * g * (num / den - b);
     if (a.out) store_sample(a.out + a.out_plane_offset, o, v, a);
     else a.next[o] = v;
 }

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{box_taps, cubic_position, cubic_taps, SrPlan};
+use super::{box_taps, cubic_position, cubic_taps, novelty_gate, SrPlan};
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -136,7 +136,8 @@ impl CpuSr {
         Padded::new(w, h, pad, |x, y| both[y * w + x])
     }
 
-    fn fuse(plan: &SrPlan, e: &Plane32, b: &Padded, frames: &[&Padded], h: f32, pool: &rayon::ThreadPool) -> Plane32 {
+    /// Steps 4 and 5; `target`: the target's index in `frames` (the novelty gate), None for none.
+    fn fuse(plan: &SrPlan, e: &Plane32, b: &Padded, frames: &[&Padded], h: f32, pool: &rayon::ThreadPool, target: Option<usize>) -> Plane32 {
         let (s, r, p) = (plan.scale as isize, plan.search_radius as isize, plan.patch_radius as isize);
         let side = (2 * p + 1) as usize;
         let inv_n = 1.0 / (side * side) as f32;
@@ -158,7 +159,8 @@ impl CpuSr {
                     }
                     let (cx, cy) = (x / s, y / s);
                     let (mut num, mut den, mut m) = (0.0f32, 0.0f32, f32::NEG_INFINITY);
-                    for lr in frames {
+                    let (mut mt, mut mo) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+                    for (fi, lr) in frames.iter().enumerate() {
                         for j in cy - r..=cy + r {
                             for i in cx - r..=cx + r {
                                 let mut d = 0.0f32;
@@ -172,6 +174,11 @@ impl CpuSr {
                                     }
                                 }
                                 let lw = -(d * inv_n - sigma2).max(0.0) * inv_h2;
+                                if Some(fi) == target {
+                                    mt = mt.max(lw);
+                                } else {
+                                    mo = mo.max(lw);
+                                }
                                 if lw > m {
                                     // A new largest weight: rescale the sums to it (log_weight).
                                     let k = (m - lw).exp();
@@ -186,7 +193,8 @@ impl CpuSr {
                         }
                     }
                     let i = y as usize * w + x as usize;
-                    *v = e.data[i] + fusion * (num / den - b.at(x, y));
+                    let g = if target.is_some() { novelty_gate(mt as f64, mo as f64) as f32 } else { 1.0 };
+                    *v = e.data[i] + fusion * g * (num / den - b.at(x, y));
                 }
             })
         });
@@ -231,7 +239,7 @@ impl HostAlgorithm for CpuSr {
             let denoised = (plan.fused[p] && plan.denoises()).then(|| {
                 let noisy = &self.ring[target][p];
                 let own = Plane32 { w: ig.width, h: ig.height, data: (0..ig.width * ig.height).map(|i| noisy.at((i % ig.width) as isize, (i / ig.width) as isize)).collect() };
-                let d = Self::fuse(&plan.denoise_plan(), &own, noisy, &refs, plan.strength[p], pool);
+                let d = Self::fuse(&plan.denoise_plan(), &own, noisy, &refs, plan.strength[p], pool, None);
                 Padded::new(ig.width, ig.height, self.pad, |x, y| d.data[y * ig.width + x])
             });
             let lr = denoised.as_ref().unwrap_or(&self.ring[target][p]);
@@ -239,10 +247,11 @@ impl HostAlgorithm for CpuSr {
             for _ in 0..plan.deblur {
                 Self::back_project(&mut e, lr, ig, plan.scale, self.pad, pool);
             }
-            if plan.fused[p] {
+            // Without other frames the gate of step 5 is 0: nothing to fuse.
+            if plan.fused[p] && window.len() > 1 {
                 for _ in 0..plan.iterations {
                     let b = Self::degrade(&e, plan.scale, plan.scale * plan.patch_radius, pool);
-                    e = Self::fuse(plan, &e, &b, &refs, plan.strength[p], pool);
+                    e = Self::fuse(plan, &e, &b, &refs, plan.strength[p], pool, window.iter().position(|f| f.0 == 0));
                 }
             }
             let dst = &mut out.planes[p];

@@ -61,6 +61,7 @@ pub struct SrArgs {
     pub inv_h2: f32,
     pub inv_n: f32,
     pub fusion: f32,
+    pub novelty_gain: f32,
     pub accumulate: i32,
     pub inv_scale: f32,
     pub stored_scale: f32,
@@ -213,13 +214,15 @@ impl CudaAlgorithm for CudaSr {
             }
             for (p, (ig, og)) in plan.input.planes.iter().zip(&plan.output.planes).enumerate() {
                 let h = plan.strength[p];
+                // Without other frames the gate of step 5 is 0: nothing to fuse.
+                let fusing = plan.fused[p] && window.len() > 1;
                 let mut bufs = [self.buffers[0].ptr, self.buffers[1].ptr, self.buffers[2].ptr];
                 let mut args = SrArgs {
                     ring: launch.ring.frames.ptr,
                     frame_bytes: layout.frame_bytes as u64,
                     plane_offset: layout.offsets[p] as u64,
                     // A plane that is not fused ends with its last deblur step.
-                    out: if plan.fused[p] || plan.deblur > 0 { 0 } else { out.frame },
+                    out: if fusing || plan.deblur > 0 { 0 } else { out.frame },
                     out_plane_offset: out_layout.offsets[p] as u64,
                     estimate: bufs[0],
                     degraded: bufs[1],
@@ -239,6 +242,7 @@ impl CudaAlgorithm for CudaSr {
                     inv_h2: 1.0 / (h * h),
                     inv_n: 1.0 / n,
                     fusion: plan.fusion,
+                    novelty_gain: super::NOVELTY_GAIN as f32,
                     accumulate: 0,
                     inv_scale: 1.0 / plan.scale_to_8bit,
                     stored_scale: plan.scale_to_8bit,
@@ -265,6 +269,7 @@ impl CudaAlgorithm for CudaSr {
                     a0.next = lr_denoised;
                     a0.sigma2 = d.sigma * d.sigma;
                     a0.fusion = d.fusion;
+                    a0.novelty_gain = 0.0;
                     let grid = ((ig.width as u32).div_ceil(TILE), (ig.height as u32).div_ceil(TILE), 1);
                     let smem = fuse_shared_bytes(1, plan.search_radius, plan.patch_radius) as u32;
                     // SAFETY: as below; the shared memory is the size fuse.cu lays out at factor 1.
@@ -280,13 +285,13 @@ impl CudaAlgorithm for CudaSr {
                     args.out = 0;
                     launch_2d(&k.residual, per_input, &mut args, "sr_residual")?;
                     args.accumulate = 1;
-                    args.out = if !plan.fused[p] && step + 1 == plan.deblur { out.frame } else { 0 };
+                    args.out = if !fusing && step + 1 == plan.deblur { out.frame } else { 0 };
                     launch_2d(&k.initial, per_sample, &mut args, "sr_initial (deblur)")?;
                 }
                 args.residual = 0;
                 args.lr_target = 0;
                 args.accumulate = 0;
-                if !plan.fused[p] {
+                if !fusing {
                     continue;
                 }
                 for it in 0..plan.iterations {

@@ -1,7 +1,7 @@
 //! The f64 reference of NLM super-resolution: the definition in [`crate::sr`], written plainly,
 //! one sample at a time (the oracle of the CPU and CUDA implementations).
 
-use super::{box_taps, cubic_position, cubic_taps, log_weight, SrPlan};
+use super::{box_taps, cubic_position, cubic_taps, log_weight, novelty_gate, SrPlan};
 use crate::bm3d::to_stored;
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -93,8 +93,9 @@ pub fn degrade(e: &Image, s: usize) -> Image {
 }
 
 /// Steps 4 and 5 for one plane: the next estimate from `e`, its degraded `b` and the window's
-/// low-resolution planes.
-pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64) -> Image {
+/// low-resolution planes; `target`: the index of the target among them (the novelty gate), or
+/// None for no gate (step 0).
+pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64, target: Option<usize>) -> Image {
     let (s, r, p) = (plan.scale as isize, plan.search_radius as isize, plan.patch_radius as isize);
     let n = ((2 * p + 1) * (2 * p + 1)) as f64;
     let mut data = vec![0.0; e.w * e.h];
@@ -104,7 +105,8 @@ pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64) -> I
             // (log weight, value) of every candidate; the weights are taken relative to the
             // largest, which leaves F unchanged and keeps it defined where all would underflow.
             let mut candidates = Vec::new();
-            for lr in frames {
+            let (mut best_target, mut best_other) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+            for (f, lr) in frames.iter().enumerate() {
                 for j in cy - r..=cy + r {
                     for i in cx - r..=cx + r {
                         let mut d = 0.0;
@@ -114,7 +116,13 @@ pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64) -> I
                                 d += diff * diff;
                             }
                         }
-                        candidates.push((log_weight(d / n, plan.sigma as f64, h), lr.at(i, j)));
+                        let lw = log_weight(d / n, plan.sigma as f64, h);
+                        if Some(f) == target {
+                            best_target = best_target.max(lw);
+                        } else {
+                            best_other = best_other.max(lw);
+                        }
+                        candidates.push((lw, lr.at(i, j)));
                     }
                 }
             }
@@ -124,7 +132,8 @@ pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64) -> I
                 (n + w * v, d + w)
             });
             let i = (y as usize) * e.w + x as usize;
-            data[i] = e.data[i] + plan.fusion as f64 * (num / den - b.data[i]);
+            let g = if target.is_some() { novelty_gate(best_target, best_other) } else { 1.0 };
+            data[i] = e.data[i] + plan.fusion as f64 * g * (num / den - b.data[i]);
         }
     }
     Image { w: e.w, h: e.h, data }
@@ -139,16 +148,17 @@ pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFr
         let window: Vec<Image> = frames.iter().map(|(_, f)| Image::of_plane(f, p, scale)).collect();
         let refs: Vec<&Image> = window.iter().collect();
         if plan.fused[p] && plan.denoises() {
-            lr = fuse(&plan.denoise_plan(), &lr, &lr, &refs, plan.strength[p] as f64);
+            lr = fuse(&plan.denoise_plan(), &lr, &lr, &refs, plan.strength[p] as f64, None);
         }
         let mut e = initial_estimate(&lr, og.width, og.height, plan.scale);
         for _ in 0..plan.deblur {
             back_project(&mut e, &lr, plan.scale);
         }
-        if plan.fused[p] {
+        // Without other frames the gate of step 5 is 0: nothing to fuse.
+        if plan.fused[p] && frames.len() > 1 {
             for _ in 0..plan.iterations {
                 let b = degrade(&e, plan.scale);
-                e = fuse(plan, &e, &b, &refs, plan.strength[p] as f64);
+                e = fuse(plan, &e, &b, &refs, plan.strength[p] as f64, frames.iter().position(|f| f.0 == 0));
             }
         }
         let dst = &mut out.planes[p];
