@@ -68,11 +68,16 @@ pub struct SrParams {
     /// Share of the fused correction added to the estimate (0: the deblurred target frame
     /// alone; 1: all of it).
     pub fusion: f32,
+    /// Weigh the correction by how much better another frame matches than the target (the
+    /// novelty gate, default on: static content stays as sharp as the deblurred target). Off, the
+    /// target's own repeats count too (synthetic, repetitive content gains; smooth static content
+    /// softens).
+    pub novelty_gate: bool,
 }
 
 impl Default for SrParams {
     fn default() -> Self {
-        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 0.5 }
+        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 0.5, novelty_gate: true }
     }
 }
 

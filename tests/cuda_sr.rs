@@ -82,7 +82,8 @@ fn cuda_matches_the_reference() {
             .collect();
         let plain = sr(scale, iterations, past, future);
         let denoising = Params { sigma: Some(4.0), ..plain };
-        for (what, inputs, params) in [("realistic", &lr, plain), ("random", &random, plain), ("realistic, sigma 4", &lr, denoising)] {
+        let ungated = Params { sr: SrParams { novelty_gate: false, ..plain.sr }, ..plain };
+        for (what, inputs, params) in [("realistic", &lr, plain), ("random", &random, plain), ("realistic, sigma 4", &lr, denoising), ("realistic, no novelty gate", &lr, ungated)] {
             let r = reference(params, inputs);
             let g = cuda(params, inputs, depth);
             agree(&format!("{format:?} {w}x{h} x{scale} it {iterations} past {past} future {future} depth {depth} {what}"), &hr, &r, &g);

@@ -74,6 +74,7 @@ fn cpu_matches_the_reference() {
             ("realistic", lr.clone(), sr(scale, iterations, past, future)),
             ("random", random_frames(info, frames, &mut rng), sr(scale, iterations, past, future)),
             ("realistic, sigma 4", lr.clone(), denoising),
+            ("realistic, no novelty gate", lr.clone(), Params { sr: SrParams { novelty_gate: false, ..sr(scale, iterations, past, future).sr }, ..sr(scale, iterations, past, future) }),
         ] {
             let r = run(BackendKind::Reference, params, &inputs);
             let c = run(BackendKind::Cpu, params, &inputs);

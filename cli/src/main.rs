@@ -254,6 +254,12 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, value_name = "SHARE", default_value_t = nlmdenoise::SrParams::default().fusion)]
     fusion: f32,
 
+    /// Super-resolution: apply the fused correction everywhere, not only where another frame
+    /// matches better than the current one (repetitive, synthetic content gains; smooth static
+    /// content softens).
+    #[arg(long)]
+    no_novelty_gate: bool,
+
     /// Search window radius a: offsets -a..=a in x and y (0..=12).
     #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().search_radius)]
     search_radius: u32,
@@ -411,7 +417,7 @@ impl Cli {
         };
         let base = Params {
             algorithm,
-            sr: nlmdenoise::SrParams { scale, iterations: self.sr_iterations, deblur: self.deblur, fusion: self.fusion },
+            sr: nlmdenoise::SrParams { scale, iterations: self.sr_iterations, deblur: self.deblur, fusion: self.fusion, novelty_gate: !self.no_novelty_gate },
             search_radius: self.search_radius,
             patch_radius: self.patch_radius,
             temporal_past: self.temporal_past,

@@ -189,6 +189,7 @@ fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
     up.set_property("iterations", p.sr.iterations);
     up.set_property("deblur", p.sr.deblur);
     up.set_property("fusion", p.sr.fusion);
+    up.set_property("novelty-gate", p.sr.novelty_gate);
     up.set_property("search-radius", p.search_radius);
     up.set_property("patch-radius", p.patch_radius);
     up.set_property("temporal-past", p.temporal_past);

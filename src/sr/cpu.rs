@@ -193,7 +193,7 @@ impl CpuSr {
                         }
                     }
                     let i = y as usize * w + x as usize;
-                    let g = if target.is_some() { novelty_gate(mt as f64, mo as f64) as f32 } else { 1.0 };
+                    let g = if target.is_some() && plan.novelty_gate { novelty_gate(mt as f64, mo as f64) as f32 } else { 1.0 };
                     *v = e.data[i] + fusion * g * (num / den - b.at(x, y));
                 }
             })
@@ -248,7 +248,7 @@ impl HostAlgorithm for CpuSr {
                 Self::back_project(&mut e, lr, ig, plan.scale, self.pad, pool);
             }
             // Without other frames the gate of step 5 is 0: nothing to fuse.
-            if plan.fused[p] && window.len() > 1 {
+            if plan.fused[p] && plan.fuses(window.len()) {
                 for _ in 0..plan.iterations {
                     let b = Self::degrade(&e, plan.scale, plan.scale * plan.patch_radius, pool);
                     e = Self::fuse(plan, &e, &b, &refs, plan.strength[p], pool, window.iter().position(|f| f.0 == 0));

@@ -215,7 +215,7 @@ impl CudaAlgorithm for CudaSr {
             for (p, (ig, og)) in plan.input.planes.iter().zip(&plan.output.planes).enumerate() {
                 let h = plan.strength[p];
                 // Without other frames the gate of step 5 is 0: nothing to fuse.
-                let fusing = plan.fused[p] && window.len() > 1;
+                let fusing = plan.fused[p] && plan.fuses(window.len());
                 let mut bufs = [self.buffers[0].ptr, self.buffers[1].ptr, self.buffers[2].ptr];
                 let mut args = SrArgs {
                     ring: launch.ring.frames.ptr,
@@ -242,7 +242,7 @@ impl CudaAlgorithm for CudaSr {
                     inv_h2: 1.0 / (h * h),
                     inv_n: 1.0 / n,
                     fusion: plan.fusion,
-                    novelty_gain: super::NOVELTY_GAIN as f32,
+                    novelty_gain: if plan.novelty_gate { super::NOVELTY_GAIN as f32 } else { 0.0 },
                     accumulate: 0,
                     inv_scale: 1.0 / plan.scale_to_8bit,
                     stored_scale: plan.scale_to_8bit,

@@ -45,7 +45,8 @@
 //!    frames' candidates (`m_o`) with the best among the target's (`m_t`): only where another frame
 //!    holds a sample that matches better than any of the target's (a sample between the target's,
 //!    brought by motion) is there detail the deblurred target lacks. Static content and a window
-//!    without other frames leave `E` as it is ([`novelty_gate`]).
+//!    without other frames leave `E` as it is ([`novelty_gate`]). With the gate off
+//!    (`SrParams::novelty_gate`), `g` = 1.
 //! 6. With two iterations, steps 3-5 run again with `E'` as the estimate.
 //!
 //! The output is the last estimate, rounded half up to stored units and clamped. Planes that are
@@ -71,6 +72,8 @@ pub struct SrPlan {
     pub iterations: u32,
     pub deblur: u32,
     pub fusion: f32,
+    /// The novelty gate of step 5 (off: `g` = 1).
+    pub novelty_gate: bool,
     /// Per plane: fused (true) or the initial estimate alone (alpha, planes not selected).
     pub fused: Vec<bool>,
     /// Per plane: the strength `h`, 8-bit units.
@@ -109,6 +112,7 @@ impl SrPlan {
             iterations: params.sr.iterations,
             deblur: params.sr.deblur,
             fusion: params.sr.fusion,
+            novelty_gate: params.sr.novelty_gate,
             fused,
             strength,
             sigma: params.sigma.unwrap_or(0.0),
@@ -119,6 +123,12 @@ impl SrPlan {
         })
     }
 
+    /// True when step 4 runs for a job whose window holds `frames` frames: with the gate on,
+    /// only with other frames (without them the gate is 0).
+    pub fn fuses(&self, frames: usize) -> bool {
+        frames > 1 || !self.novelty_gate
+    }
+
     /// True when step 0 (denoising the target) runs.
     pub fn denoises(&self) -> bool {
         self.sigma > 0.0
@@ -126,7 +136,7 @@ impl SrPlan {
 
     /// The plan of step 0: NLM at factor 1 on the target (`sqrt(2) sigma`, all of the correction).
     pub fn denoise_plan(&self) -> SrPlan {
-        SrPlan { scale: 1, sigma: self.sigma * std::f32::consts::SQRT_2, fusion: 1.0, ..self.clone() }
+        SrPlan { scale: 1, sigma: self.sigma * std::f32::consts::SQRT_2, fusion: 1.0, novelty_gate: false, ..self.clone() }
     }
 
     /// A text that differs exactly when a backend must be configured again.

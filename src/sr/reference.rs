@@ -132,7 +132,7 @@ pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64, targ
                 (n + w * v, d + w)
             });
             let i = (y as usize) * e.w + x as usize;
-            let g = if target.is_some() { novelty_gate(best_target, best_other) } else { 1.0 };
+            let g = if target.is_some() && plan.novelty_gate { novelty_gate(best_target, best_other) } else { 1.0 };
             data[i] = e.data[i] + plan.fusion as f64 * g * (num / den - b.data[i]);
         }
     }
@@ -155,7 +155,7 @@ pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFr
             back_project(&mut e, &lr, plan.scale);
         }
         // Without other frames the gate of step 5 is 0: nothing to fuse.
-        if plan.fused[p] && frames.len() > 1 {
+        if plan.fused[p] && plan.fuses(frames.len()) {
             for _ in 0..plan.iterations {
                 let b = degrade(&e, plan.scale);
                 e = fuse(plan, &e, &b, &refs, plan.strength[p] as f64, frames.iter().position(|f| f.0 == 0));

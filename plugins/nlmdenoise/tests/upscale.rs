@@ -98,6 +98,7 @@ fn sigma_sets_the_strengths_unless_they_are_set() {
     let e = h.element().unwrap();
     assert_eq!(e.property::<f32>("strength"), SR_BASE_STRENGTH);
     assert_eq!(e.property::<u32>("scale"), 2);
+    assert!(e.property::<bool>("novelty-gate"), "the gate is on by default");
     e.set_property("sigma", 10.0f32);
     let want = Params { algorithm: Algorithm::NlmSr, ..Params::default() }.with_noise_sigma(10.0).strength;
     assert!((e.property::<f32>("strength") - want).abs() < 1e-4 && want > SR_BASE_STRENGTH, "strength {} for sigma 10", e.property::<f32>("strength"));

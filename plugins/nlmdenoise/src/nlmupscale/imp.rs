@@ -160,6 +160,12 @@ impl ObjectImpl for NlmUpscale {
                     .default_value(sr.fusion)
                     .mutable_playing()
                     .build(),
+                glib::ParamSpecBoolean::builder("novelty-gate")
+                    .nick("Novelty gate")
+                    .blurb("Apply the fused correction only where another frame matches better than the current one (static content stays as sharp as the deblurred frame); off: everywhere (repetitive, synthetic content gains, smooth static content softens)")
+                    .default_value(sr.novelty_gate)
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecString::builder("backend-in-use")
                     .nick("Backend in use")
                     .blurb("The backend the running stream computes on (read-only; empty before caps)")
@@ -224,6 +230,7 @@ impl ObjectImpl for NlmUpscale {
                     "iterations" => p.sr.iterations = value.get().unwrap_or(p.sr.iterations),
                     "deblur" => p.sr.deblur = value.get().unwrap_or(p.sr.deblur),
                     "fusion" => p.sr.fusion = value.get().unwrap_or(p.sr.fusion),
+                    "novelty-gate" => p.sr.novelty_gate = value.get().unwrap_or(p.sr.novelty_gate),
                     other => {
                         gst::warning!(CAT, imp = self, "unknown property {other}");
                         return;
@@ -269,6 +276,7 @@ impl ObjectImpl for NlmUpscale {
             "iterations" => p.sr.iterations.to_value(),
             "deblur" => p.sr.deblur.to_value(),
             "fusion" => p.sr.fusion.to_value(),
+            "novelty-gate" => p.sr.novelty_gate.to_value(),
             other => {
                 gst::warning!(CAT, imp = self, "unknown property {other}");
                 glib::Value::from_type(pspec.value_type())
