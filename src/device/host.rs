@@ -43,6 +43,35 @@ pub trait HostAlgorithm: Send {
     fn compute(&mut self, job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()>;
 }
 
+/// Copies of the frames stored in ring slots: the ring of a host algorithm that keeps frames as
+/// they came (the f64 references).
+#[derive(Default)]
+pub struct FrameCopies {
+    ring: Vec<Option<PlanarFrame>>,
+}
+
+impl FrameCopies {
+    /// `slots` empty slots (configure).
+    pub fn reset(&mut self, slots: usize) {
+        self.ring = vec![None; slots];
+    }
+
+    pub fn store(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
+        *dst = Some(frame.clone());
+        Ok(())
+    }
+
+    pub fn frame(&self, slot: usize) -> Result<&PlanarFrame> {
+        self.ring.get(slot).and_then(|f| f.as_ref()).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))
+    }
+
+    /// The frames of a job's window ((dt, ring slot) in time order) as (dt, frame).
+    pub fn window(&self, window: &[(i32, usize)]) -> Result<Vec<(i32, &PlanarFrame)>> {
+        window.iter().map(|&(dt, slot)| Ok((dt, self.frame(slot)?))).collect()
+    }
+}
+
 /// The implementation `which` of `algorithm`.
 fn make_algorithm(algorithm: Algorithm, which: HostImpl, tuning: &NlmTuning) -> Box<dyn HostAlgorithm> {
     match (algorithm, which) {

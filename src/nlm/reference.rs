@@ -16,8 +16,8 @@
 //! values. The result is rounded to the nearest integer and clamped; a zero weight sum keeps the
 //! input sample.
 
-use crate::device::host::HostAlgorithm;
-use crate::error::{Error, Result};
+use crate::device::host::{FrameCopies, HostAlgorithm};
+use crate::error::Result;
 use crate::nlm::{NlmPlan, WeightGroup};
 use crate::plan::Plan;
 use crate::planar::{mirror, Geometry, PlanarFrame, Plane};
@@ -26,13 +26,7 @@ use crate::window::Job;
 /// The f64 reference as a host algorithm: its ring holds copies of the frames.
 #[derive(Default)]
 pub struct ReferenceNlm {
-    ring: Vec<Option<PlanarFrame>>,
-}
-
-impl ReferenceNlm {
-    fn frame(&self, slot: usize) -> Result<&PlanarFrame> {
-        self.ring.get(slot).and_then(|f| f.as_ref()).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))
-    }
+    ring: FrameCopies,
 }
 
 #[inline]
@@ -101,19 +95,17 @@ impl HostAlgorithm for ReferenceNlm {
 
     fn configure(&mut self, _geometry: &Geometry, plan: &Plan, ring_slots: usize, _pool: &rayon::ThreadPool) -> Result<()> {
         plan.nlm("the NLM reference")?;
-        self.ring = vec![None; ring_slots];
+        self.ring.reset(ring_slots);
         Ok(())
     }
 
     fn store(&mut self, slot: usize, frame: &PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
-        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
-        *dst = Some(frame.clone());
-        Ok(())
+        self.ring.store(slot, frame)
     }
 
     fn compute(&mut self, _job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
         let plan = plan.nlm("the NLM reference")?;
-        let frames = window.iter().map(|&(dt, slot)| Ok((dt, self.frame(slot)?))).collect::<Result<Vec<_>>>()?;
+        let frames = self.ring.window(window)?;
         for group in &plan.groups {
             denoise_group(plan, group, &frames, out);
         }

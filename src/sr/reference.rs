@@ -3,7 +3,7 @@
 
 use super::{box_taps, cubic_position, cubic_taps, log_weight, novelty_gate, SrPlan};
 use crate::bm3d::to_stored;
-use crate::device::host::HostAlgorithm;
+use crate::device::host::{FrameCopies, HostAlgorithm};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::planar::{mirror, Geometry, PlanarFrame};
@@ -172,7 +172,7 @@ pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFr
 /// The reference as a host algorithm: the ring holds copies of the frames.
 #[derive(Default)]
 pub struct ReferenceSr {
-    ring: Vec<Option<PlanarFrame>>,
+    ring: FrameCopies,
 }
 
 impl HostAlgorithm for ReferenceSr {
@@ -182,22 +182,17 @@ impl HostAlgorithm for ReferenceSr {
 
     fn configure(&mut self, _geometry: &Geometry, plan: &Plan, ring_slots: usize, _pool: &rayon::ThreadPool) -> Result<()> {
         plan.sr("the super-resolution reference")?;
-        self.ring = vec![None; ring_slots];
+        self.ring.reset(ring_slots);
         Ok(())
     }
 
     fn store(&mut self, slot: usize, frame: &PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
-        let dst = self.ring.get_mut(slot).ok_or_else(|| Error::State(format!("ring slot {slot} out of range")))?;
-        *dst = Some(frame.clone());
-        Ok(())
+        self.ring.store(slot, frame)
     }
 
     fn compute(&mut self, _job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, _pool: &rayon::ThreadPool) -> Result<()> {
         let plan = plan.sr("the super-resolution reference")?;
-        let frames = window
-            .iter()
-            .map(|&(dt, slot)| self.ring.get(slot).and_then(|f| f.as_ref()).map(|f| (dt, f)).ok_or_else(|| Error::State(format!("ring slot {slot} is empty"))))
-            .collect::<Result<Vec<_>>>()?;
+        let frames = self.ring.window(window)?;
         upscale(plan, &frames, out)
     }
 }
