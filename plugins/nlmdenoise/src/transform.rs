@@ -435,6 +435,19 @@ impl Core {
 }
 
 
+/// The pad templates of every element of the plugin: every engine format, any size (the caps
+/// each element accepts are then its own business).
+pub fn pad_templates() -> Vec<gst::PadTemplate> {
+    let caps = gst_video::VideoCapsBuilder::new()
+        .format_list(nlmdenoise::PixelFormat::ALL.into_iter().map(crate::nlmdenoise::format_to_gst))
+        .width_range(1..=crate::nlmdenoise::imp::MAX_SIDE)
+        .height_range(1..=crate::nlmdenoise::imp::MAX_SIDE)
+        .build();
+    let src = gst::PadTemplate::new("src", gst::PadDirection::Src, gst::PadPresence::Always, &caps).expect("valid src template");
+    let sink = gst::PadTemplate::new("sink", gst::PadDirection::Sink, gst::PadPresence::Always, &caps).expect("valid sink template");
+    vec![src, sink]
+}
+
 impl Core {
     /// `start`: checks the settings and forgets any previous stream.
     pub fn start(&self) -> Result<(), gst::ErrorMessage> {

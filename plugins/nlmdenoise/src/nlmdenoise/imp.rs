@@ -10,7 +10,7 @@ use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
 use nlmdenoise::device::chunked::MAX_CHUNK_FRAMES;
-use nlmdenoise::device::{BackendKind, BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
+use nlmdenoise::device::{BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
 use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEED_RADIUS, BM3D_MAX_SEEDS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
@@ -370,11 +370,7 @@ impl ObjectImpl for NlmDenoise {
         // `value` has been validated against the pspec (type and range) by GObject.
         match pspec.name() {
             "backend" => {
-                s.options.kind = match value.get::<Backend>().unwrap_or_default() {
-                    Backend::Auto => BackendKind::Auto,
-                    Backend::Cpu => BackendKind::Cpu,
-                    Backend::Cuda => BackendKind::Cuda,
-                }
+                s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine()
             }
             "device-id" => {
                 let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
@@ -504,12 +500,7 @@ impl ObjectImpl for NlmDenoise {
         let p = &s.params;
         let o = &s.options;
         match pspec.name() {
-            "backend" => match o.kind {
-                BackendKind::Cpu => Backend::Cpu,
-                BackendKind::Cuda => Backend::Cuda,
-                BackendKind::Auto | BackendKind::Reference => Backend::Auto,
-            }
-            .to_value(),
+            "backend" => Backend::from_engine(o.kind).to_value(),
             "device-id" => devices_to_string(o).to_value(),
             "chunk-frames" => match o.chunk_frames {
                 ChunkFrames::Auto => 0u32,
@@ -600,16 +591,7 @@ impl ElementImpl for NlmDenoise {
     }
 
     fn pad_templates() -> &'static [gst::PadTemplate] {
-        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
-            let caps = gst_video::VideoCapsBuilder::new()
-                .format_list(PixelFormat::ALL.into_iter().map(format_to_gst))
-                .width_range(1..=MAX_SIDE)
-                .height_range(1..=MAX_SIDE)
-                .build();
-            let src = gst::PadTemplate::new("src", gst::PadDirection::Src, gst::PadPresence::Always, &caps).expect("valid src template");
-            let sink = gst::PadTemplate::new("sink", gst::PadDirection::Sink, gst::PadPresence::Always, &caps).expect("valid sink template");
-            vec![src, sink]
-        });
+        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(crate::transform::pad_templates);
         PAD_TEMPLATES.as_ref()
     }
 }

@@ -91,6 +91,25 @@ pub enum Backend {
     Cuda = 2,
 }
 
+impl Backend {
+    pub fn to_engine(self) -> nlmdenoise::BackendKind {
+        match self {
+            Backend::Auto => nlmdenoise::BackendKind::Auto,
+            Backend::Cpu => nlmdenoise::BackendKind::Cpu,
+            Backend::Cuda => nlmdenoise::BackendKind::Cuda,
+        }
+    }
+
+    /// The property value of a backend kind (the reference, never set by the element, as auto).
+    pub fn from_engine(kind: nlmdenoise::BackendKind) -> Self {
+        match kind {
+            nlmdenoise::BackendKind::Cpu => Backend::Cpu,
+            nlmdenoise::BackendKind::Cuda => Backend::Cuda,
+            nlmdenoise::BackendKind::Auto | nlmdenoise::BackendKind::Reference => Backend::Auto,
+        }
+    }
+}
+
 /// Property `weighting`.
 #[derive(Debug, Eq, PartialEq, Ord, PartialOrd, Hash, Clone, Copy, glib::Enum, Default)]
 #[repr(u32)]

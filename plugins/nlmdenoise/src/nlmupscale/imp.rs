@@ -10,12 +10,12 @@ use gst::subclass::prelude::*;
 use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::device::{BackendKind, BackendOptions};
+use nlmdenoise::device::BackendOptions;
 use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, SR_BASE_STRENGTH, SR_MAX_DEBLUR, SR_MAX_SCALE, SR_STRENGTH_PER_SIGMA};
-use nlmdenoise::{Algorithm, Params, PixelFormat, SrParams};
+use nlmdenoise::{Algorithm, Params, SrParams};
 
 use crate::nlmdenoise::imp::{MAX_PIPELINE_DEPTH, MAX_SIDE, MAX_THREADS, SIGMA_UNSET};
-use crate::nlmdenoise::{apply_devices, devices_to_string, format_to_gst, Backend};
+use crate::nlmdenoise::{apply_devices, devices_to_string, Backend};
 use crate::transform::{lock, Core, Settings};
 
 static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| gst::DebugCategory::new("nlmupscale", gst::DebugColorFlags::empty(), Some("Multi-frame NLM super-resolution")));
@@ -183,11 +183,7 @@ impl ObjectImpl for NlmUpscale {
         // `value` has been validated against the pspec (type and range) by GObject.
         match pspec.name() {
             "backend" => {
-                s.options.kind = match value.get::<Backend>().unwrap_or_default() {
-                    Backend::Auto => BackendKind::Auto,
-                    Backend::Cpu => BackendKind::Cpu,
-                    Backend::Cuda => BackendKind::Cuda,
-                }
+                s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine()
             }
             "device-id" => {
                 let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
@@ -257,12 +253,7 @@ impl ObjectImpl for NlmUpscale {
         let (p, o) = (&s.params, &s.options);
         match pspec.name() {
             "scale" => p.sr.scale.to_value(),
-            "backend" => match o.kind {
-                BackendKind::Cpu => Backend::Cpu,
-                BackendKind::Cuda => Backend::Cuda,
-                BackendKind::Auto | BackendKind::Reference => Backend::Auto,
-            }
-            .to_value(),
+            "backend" => Backend::from_engine(o.kind).to_value(),
             "device-id" => devices_to_string(o).to_value(),
             "threads" => (o.threads as u32).to_value(),
             "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
@@ -308,16 +299,7 @@ impl ElementImpl for NlmUpscale {
     }
 
     fn pad_templates() -> &'static [gst::PadTemplate] {
-        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(|| {
-            let caps = gst_video::VideoCapsBuilder::new()
-                .format_list(PixelFormat::ALL.into_iter().map(format_to_gst))
-                .width_range(1..=MAX_SIDE)
-                .height_range(1..=MAX_SIDE)
-                .build();
-            let src = gst::PadTemplate::new("src", gst::PadDirection::Src, gst::PadPresence::Always, &caps).expect("valid src template");
-            let sink = gst::PadTemplate::new("sink", gst::PadDirection::Sink, gst::PadPresence::Always, &caps).expect("valid sink template");
-            vec![src, sink]
-        });
+        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(crate::transform::pad_templates);
         PAD_TEMPLATES.as_ref()
     }
 }
