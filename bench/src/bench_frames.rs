@@ -46,3 +46,31 @@ pub fn engine_fps(info: VideoInfo, params: nlmdenoise::Params, options: &nlmdeno
     }
     Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
 }
+
+/// Configures `b` for frames of `info` with a ring of 8 slots, uploads frames of this pattern and
+/// returns the plan and up to 8 jobs with a full window (for kernel-only timing). Every uploaded
+/// frame is pushed to `held`: it must stay alive and unchanged while the backend may still copy
+/// from it (`Backend::upload`).
+pub fn uploaded_jobs(b: &mut dyn nlmdenoise::device::Backend, info: VideoInfo, params: &nlmdenoise::Params, held: &mut Vec<nlmdenoise::planar::PlanarFrame>) -> nlmdenoise::Result<(nlmdenoise::Plan, Vec<nlmdenoise::window::Job>)> {
+    use nlmdenoise::planar::{Geometry, PlanarFrame};
+    let geometry = Geometry::from_video_info(&info);
+    let plan = nlmdenoise::Plan::new(&geometry, params)?;
+    let slots = 8;
+    b.configure(&geometry, &plan, slots)?;
+    let mut window = nlmdenoise::window::TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
+    let mut jobs = Vec::new();
+    for n in 0..slots + params.temporal_future as usize + 2 {
+        let mut planar = PlanarFrame::zeroed(&geometry);
+        nlmdenoise::convert::unpack(&frame(info, n, 7).as_ref(), &mut planar)?;
+        let slot = window.push();
+        b.upload(slot, &planar)?;
+        held.push(planar);
+        while let Some(j) = window.next_job() {
+            if j.references.len() == (params.window_frames() - 1) as usize {
+                jobs.push(j);
+            }
+        }
+    }
+    jobs.truncate(slots);
+    Ok((plan, jobs))
+}

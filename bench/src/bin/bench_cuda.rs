@@ -20,7 +20,7 @@
 
 use std::time::Instant;
 
-use nlmdenoise_bench::bench_frames::frame;
+use nlmdenoise_bench::bench_frames::{frame, uploaded_jobs};
 use nlmdenoise_bench::tuning_from_env;
 
 use clap::Parser;
@@ -31,7 +31,6 @@ use nlmdenoise::device::{Backend, BackendKind, BackendOptions};
 use nlmdenoise::nlm::cuda::launch::TileConfig;
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
-use nlmdenoise::window::TemporalWindow;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 #[derive(Parser)]
@@ -232,8 +231,6 @@ fn kernel_ms(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileCo
 
 /// Kernel-only milliseconds per frame; `batched`: all jobs in one `launch_batch`-style launch.
 fn kernel_ms_with(info: VideoInfo, params: &Params, iters: usize, tile: Option<TileConfig>, exact_ties: bool, batched: bool) -> nlmdenoise::Result<(f64, String)> {
-    let geometry = Geometry::from_video_info(&info);
-    let plan = Plan::new(&geometry, params)?;
     let mut opts = env_options(BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
     if tile.is_some() {
         // None keeps NLMDENOISE_CUDA_TILE (sweeps through the environment) or the default.
@@ -241,27 +238,8 @@ fn kernel_ms_with(info: VideoInfo, params: &Params, iters: usize, tile: Option<T
     }
     opts.nlm_tuning.exact_ties = exact_ties;
     let mut b = CudaBackend::new(&opts)?;
-    let slots = 8;
-    b.configure(&geometry, &plan, slots)?;
-    let mut window = TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
-    let mut jobs = Vec::new();
-    // Every uploaded frame stays alive and unchanged while the backend may copy from it
-    // (Backend::upload): one planar frame per upload, kept to the end.
     let mut held = Vec::new();
-    for n in 0..slots + params.temporal_future as usize + 2 {
-        let f = frame(info, n, 7);
-        let mut planar = PlanarFrame::zeroed(&geometry);
-        convert::unpack(&f.as_ref(), &mut planar)?;
-        let slot = window.push();
-        b.upload(slot, &planar)?;
-        held.push(planar);
-        while let Some(j) = window.next_job() {
-            if j.references.len() == (params.window_frames() - 1) as usize {
-                jobs.push(j);
-            }
-        }
-    }
-    jobs.truncate(slots);
+    let (plan, jobs) = uploaded_jobs(&mut b, info, params, &mut held)?;
     let mut times = Vec::new();
     for _ in 0..5 {
         times.push(if batched { b.time_batched(&jobs, &plan, iters)? } else { b.time_kernels(&jobs, &plan, iters)? });

@@ -12,18 +12,16 @@
 //!
 //!   cargo run --release --bin bench_multipass -- [--iters 30] [--errors] [--quick]
 
-use nlmdenoise_bench::bench_frames::frame;
+use nlmdenoise_bench::bench_frames::uploaded_jobs;
 
 use clap::Parser;
 use cudarc::driver::result;
 use nlmdenoise::nlm::cuda::multipass;
 use nlmdenoise::device::cuda::raw::{DeviceBuffer, Event, Stream};
 use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::{Backend, BackendKind, BackendOptions, GpuKernel, Intermediate};
-use nlmdenoise::convert;
+use nlmdenoise::device::{BackendKind, BackendOptions, GpuKernel, Intermediate};
 use nlmdenoise::plan::Plan;
-use nlmdenoise::planar::{Geometry, PlanarFrame};
-use nlmdenoise::window::{Job, TemporalWindow};
+use nlmdenoise::planar::Geometry;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 #[derive(Parser)]
@@ -69,37 +67,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Uploads frames into a ring of 8 slots and returns full-window jobs.
-fn prepare(b: &mut dyn Backend, c: &Config, held: &mut Vec<PlanarFrame>) -> nlmdenoise::Result<(Plan, Vec<Job>)> {
-    let geometry = Geometry::from_video_info(&c.info);
-    let plan = Plan::new(&geometry, &c.params)?;
-    let slots = 8;
-    b.configure(&geometry, &plan, slots)?;
-    let mut window = TemporalWindow::new(c.params.temporal_past, c.params.temporal_future, slots - c.params.window_frames() as usize);
-    let mut jobs = Vec::new();
-    for n in 0..slots + c.params.temporal_future as usize + 2 {
-        // A frame per upload, kept until the end: the backend may copy from it asynchronously
-        // (Backend::upload).
-        let mut planar = PlanarFrame::zeroed(&geometry);
-        convert::unpack(&frame(c.info, n, 7).as_ref(), &mut planar)?;
-        let slot = window.push();
-        b.upload(slot, &planar)?;
-        held.push(planar);
-        while let Some(j) = window.next_job() {
-            if j.references.len() == (c.params.window_frames() - 1) as usize {
-                jobs.push(j);
-            }
-        }
-    }
-    jobs.truncate(slots);
-    Ok((plan, jobs))
-}
 
 fn multipass_ms(c: &Config, per_pass: u32, inter: Intermediate, iters: usize) -> nlmdenoise::Result<f64> {
     let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Multipass, offsets_per_pass: per_pass, intermediate: inter, ..Default::default() };
     let mut b = CudaBackend::new(&opts)?;
     let mut held = Vec::new();
-    let (plan, jobs) = prepare(&mut b, c, &mut held)?;
+    let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params, &mut held)?;
     let mut t = Vec::new();
     for _ in 0..3 {
         t.push(b.time_kernels(&jobs, &plan, iters)?);
@@ -111,7 +84,7 @@ fn fused_ms(c: &Config, iters: usize) -> nlmdenoise::Result<f64> {
     let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Fused, ..Default::default() };
     let mut b = CudaBackend::new(&opts)?;
     let mut held = Vec::new();
-    let (plan, jobs) = prepare(&mut b, c, &mut held)?;
+    let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params, &mut held)?;
     let mut t = Vec::new();
     for _ in 0..3 {
         t.push(b.time_kernels(&jobs, &plan, iters)?);

@@ -13,13 +13,10 @@
 
 
 use clap::Parser;
-use nlmdenoise::convert;
 use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::{Backend, BackendOptions};
-use nlmdenoise::planar::{Geometry, PlanarFrame};
-use nlmdenoise::window::TemporalWindow;
-use nlmdenoise::{Algorithm, BackendKind, Params, PixelFormat, Plan, SrParams, VideoInfo};
-use nlmdenoise_bench::bench_frames::{engine_fps, frame};
+use nlmdenoise::device::BackendOptions;
+use nlmdenoise::{Algorithm, BackendKind, Params, PixelFormat, SrParams, VideoInfo};
+use nlmdenoise_bench::bench_frames::{engine_fps, uploaded_jobs};
 
 #[derive(Parser)]
 struct Args {
@@ -52,26 +49,9 @@ fn window(name: &str) -> Option<(u32, u32)> {
 
 /// Kernel-only milliseconds per frame (median of 5 rounds of 50 jobs).
 fn kernel_ms(info: VideoInfo, params: &Params) -> nlmdenoise::Result<f64> {
-    let geometry = Geometry::from_video_info(&info);
-    let plan = Plan::new(&geometry, params)?;
     let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
-    let slots = 8;
-    b.configure(&geometry, &plan, slots)?;
-    let mut window = TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
-    let (mut jobs, mut held) = (Vec::new(), Vec::new());
-    for n in 0..slots + params.temporal_future as usize + 2 {
-        let mut planar = PlanarFrame::zeroed(&geometry);
-        convert::unpack(&frame(info, n, 7).as_ref(), &mut planar)?;
-        let slot = window.push();
-        b.upload(slot, &planar)?;
-        held.push(planar);
-        while let Some(j) = window.next_job() {
-            if j.references.len() == (params.window_frames() - 1) as usize {
-                jobs.push(j);
-            }
-        }
-    }
-    jobs.truncate(slots);
+    let mut held = Vec::new();
+    let (plan, jobs) = uploaded_jobs(&mut b, info, params, &mut held)?;
     let mut times: Vec<f64> = (0..5).map(|_| b.time_kernels(&jobs, &plan, 50)).collect::<nlmdenoise::Result<_>>()?;
     times.sort_by(|a, b| a.total_cmp(b));
     Ok(times[2])
