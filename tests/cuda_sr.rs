@@ -7,8 +7,8 @@
 mod common;
 
 use common::clips::{noisy, psnr};
-use common::sr::{moving_clip, sr, upscale};
-use common::{gpu_or_skip, samples, seed};
+use common::sr::{differences, moving_clip, sr, upscale};
+use common::{gpu_or_skip, seed};
 use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::BackendOptions;
 use nlmdenoise::params::SrParams;
@@ -29,21 +29,7 @@ fn cuda(params: Params, inputs: &[OwnedFrame], depth: usize) -> Vec<OwnedFrame> 
 }
 
 fn agree(what: &str, hr: &[OwnedFrame], r: &[OwnedFrame], g: &[OwnedFrame]) {
-    let tol = {
-        let fi = r[0].info.format.info();
-        let shift = if r[0].info.format == PixelFormat::P010_10LE { 6 } else { 0 };
-        ((1u32 << fi.bits) / 256).max(1) << shift
-    };
-    let (mut total, mut beyond, mut max) = (0usize, 0usize, 0u32);
-    for (a, b) in r.iter().zip(g) {
-        for (p, q) in samples(a).iter().zip(samples(b)) {
-            for (&x, &y) in p.iter().zip(&q) {
-                total += 1;
-                max = max.max(x.abs_diff(y));
-                beyond += (x.abs_diff(y) > tol) as usize;
-            }
-        }
-    }
+    let (total, beyond, max) = differences(r, g);
     let (pr, pg) = (psnr(hr, r), psnr(hr, g));
     eprintln!("cuda {what}: {beyond} of {total} samples beyond one code value (max {max}); PSNR reference {pr:.3} dB, cuda {pg:.3} dB");
     assert!(beyond <= total / 1000, "cuda {what}: {beyond} of {total} samples beyond one code value");

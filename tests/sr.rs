@@ -7,7 +7,7 @@
 mod common;
 
 use common::clips::{noisy, psnr};
-use common::sr::{moving_clip, sr, upscale};
+use common::sr::{differences, moving_clip, sr, upscale};
 use common::{samples, seed};
 use nlmdenoise::device::{BackendOptions, ChunkFrames};
 use nlmdenoise::params::SrParams;
@@ -18,26 +18,6 @@ use rand::{Rng, SeedableRng};
 fn run(kind: BackendKind, params: Params, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
     let d: Denoiser<usize> = Denoiser::new(inputs[0].info, params, &BackendOptions { kind, threads: 2, ..Default::default() }).unwrap();
     upscale(d, inputs, 0xA7)
-}
-
-/// Samples of `b` beyond one 8-bit code value from `a`, and the largest difference.
-fn differences(a: &[OwnedFrame], b: &[OwnedFrame]) -> (usize, usize, u32) {
-    let tol = {
-        let fi = a[0].info.format.info();
-        let shift = if a[0].info.format == PixelFormat::P010_10LE { 6 } else { 0 };
-        ((1u32 << fi.bits) / 256).max(1) << shift
-    };
-    let (mut total, mut beyond, mut max) = (0, 0, 0);
-    for (x, y) in a.iter().zip(b) {
-        for (p, q) in samples(x).iter().zip(samples(y)) {
-            for (&u, &v) in p.iter().zip(&q) {
-                total += 1;
-                max = max.max(u.abs_diff(v));
-                beyond += (u.abs_diff(v) > tol) as usize;
-            }
-        }
-    }
-    (total, beyond, max)
 }
 
 fn random_frames(info: VideoInfo, n: usize, rng: &mut SmallRng) -> Vec<OwnedFrame> {

@@ -3,6 +3,7 @@
 
 use super::clips::{clean_frame, write};
 use super::samples;
+use nlmdenoise::PixelFormat as Format;
 use nlmdenoise::params::SrParams;
 use nlmdenoise::{Algorithm, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
@@ -85,4 +86,25 @@ pub fn sr(scale: u32, iterations: u32, past: u32, future: u32) -> Params {
         sr: SrParams { scale, iterations, ..SrParams::default() },
         ..Params::default()
     }
+}
+
+/// Samples of `b` beyond one 8-bit code value from `a` (same frames), the count compared and the
+/// largest difference in stored units: (total, beyond, max).
+pub fn differences(a: &[OwnedFrame], b: &[OwnedFrame]) -> (usize, usize, u32) {
+    let tol = {
+        let fi = a[0].info.format.info();
+        let shift = if a[0].info.format == Format::P010_10LE { 6 } else { 0 };
+        ((1u32 << fi.bits) / 256).max(1) << shift
+    };
+    let (mut total, mut beyond, mut max) = (0, 0, 0);
+    for (x, y) in a.iter().zip(b) {
+        for (p, q) in samples(x).iter().zip(samples(y)) {
+            for (&u, &v) in p.iter().zip(&q) {
+                total += 1;
+                max = max.max(u.abs_diff(v));
+                beyond += (u.abs_diff(v) > tol) as usize;
+            }
+        }
+    }
+    (total, beyond, max)
 }
