@@ -3,6 +3,8 @@
 //
 // Compile-time constants (set by the host with -D, src/sr/cuda.rs):
 //   SAMPLE_BYTES 1 or 2 (stored samples of the ring and output frames)
+//   PATCH        patch radius p (the fuse kernel unrolls over it)
+//   RADIUS       search radius r, low-resolution samples (likewise)
 //   TILE         high-resolution samples per block side of the fuse kernel
 #pragma once
 
@@ -27,8 +29,6 @@ struct SrArgs {
     int w, h;                        // low-resolution plane size
     int out_w, out_h;                // high-resolution plane size
     int scale;                       // integer factor s
-    int radius;                      // search radius r (low-resolution samples)
-    int patch;                       // patch radius p
     float sigma2;                    // sigma^2, 8-bit units squared
     float inv_h2;                    // 1 / h^2
     float inv_n;                     // 1 / (2p+1)^2
