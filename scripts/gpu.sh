@@ -34,7 +34,12 @@
 #   faults     device memory taken by another process before the stream starts (backend=cuda:
 #              a clear error; backend=auto: warning and CPU fallback) and while it runs (the
 #              running stream is unaffected); NVRTC hidden (a mount namespace over the CUDA
-#              library folder) with backend=auto and backend=cuda
+#              library folder) with backend=auto and backend=cuda; through the CUDA fault
+#              stand-in (scripts/faults/make_cuda_shim.py) a kernel launch failing, a real GPU
+#              trap (context lost) and the device gone, mid-stream, backend=cuda and auto
+#              (examples/fault_pipeline.rs: frames received = out + reported lost); device
+#              memory taken between two caps, the second needing a new engine (OOM at
+#              reconfiguration)
 #   bm3d       BM3D frames/s at 1080p through the engine (bench_bm3d: profiles x windows) and
 #              through GStreamer
 #   peers      bm3d-triton (PyPI, carried wheel) on the harness clips and at 1080p
@@ -61,12 +66,17 @@ if [ "${1:-}" = "--collect" ]; then
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
   cargo build --release -p nlmdenoise-cli
-  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak
-  rm -rf "$B"; mkdir -p "$B/ptx"
+  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak --example fault_pipeline
+  rm -rf "$B"; mkdir -p "$B/ptx" "$B/faultcuda"
+  # The CUDA fault stand-in, for every driver function the product's cudarc can call.
+  CUDARC=$(cargo metadata --format-version 1 2>/dev/null | python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"]=="cudarc").rsplit("/",1)[0])')
+  grep -oh 'load::<_F>("cu[A-Za-z0-9_]*")' "$CUDARC"/src/driver/sys/mod.rs | sed 's/.*("\(.*\)")/\1/' | sort -u > "$B/faultcuda/symbols.txt"
+  python3 scripts/faults/make_cuda_shim.py "$B/faultcuda/symbols.txt" > "$B/faultcuda/shim.c"
+  cc -shared -fPIC -O2 -o "$B/faultcuda/libcuda.so" "$B/faultcuda/shim.c" -ldl
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done
-  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/bench_sr $T/release/examples/pipeline_bench $T/release/examples/soak $T/release/nlmdenoise "$B/"
+  cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/bench_sr $T/release/examples/pipeline_bench $T/release/examples/soak $T/release/examples/fault_pipeline $T/release/nlmdenoise "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
@@ -249,6 +259,23 @@ time.sleep(float(sys.argv[1]))'
         ( sleep 2; python3 -c "$HOG" 10 >> "$S/fault_hog.txt" 2>&1 ) &
         GST_DEBUG=nlmdenoise:3 GST_DEBUG_NO_COLOR=1 timeout 60 $B/pipeline_bench 1920 1080 12000 backend=cuda pipeline-depth=2 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
         wait
+        # Faults inside the driver, mid-stream (the launch counter starts at the first kernel).
+        for fault in launch-error trap lost; do
+          for be in cuda auto; do
+            if [ $be = cuda ]; then size="1920 1080 400"; else size="640 360 400"; fi
+            echo "== injected: $fault at kernel launch 120, backend=$be ($size)" >> "$S/faults.txt"
+            LD_LIBRARY_PATH="$PWD/$B/faultcuda:${LD_LIBRARY_PATH:-}" CUDA_FAULT=$fault CUDA_FAULT_AT=120 GST_DEBUG=nlmdenoise:2 GST_DEBUG_NO_COLOR=1 \
+              timeout 120 $B/fault_pipeline $size backend=$be pipeline-depth=2 temporal-past=2 temporal-future=1 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
+          done
+        done
+        # Device memory running out at a reconfiguration: 640x360 runs, the source pauses, a hog
+        # takes all but 40 MB, then 1920x1080 caps need a new engine.
+        for be in cuda auto; do
+          echo "== device memory taken before a caps change 640x360 -> 1920x1080, backend=$be" >> "$S/faults.txt"
+          ( sleep 4; python3 -c "${HOG/150e6/40e6}" 25 >> "$S/fault_hog.txt" 2>&1 ) & hogger=$!
+          GST_DEBUG=nlmdenoise:3 GST_DEBUG_NO_COLOR=1 timeout 120 $B/fault_pipeline 640 360 70 pause-at=40:14 change-at=40:1920x1080 backend=$be pipeline-depth=2 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
+          wait $hogger
+        done
         mkdir -p /tmp/empty-cuda
         for be in auto cuda; do
           echo "== NVRTC hidden, backend=$be" >> "$S/faults.txt"
@@ -256,7 +283,7 @@ time.sleep(float(sys.argv[1]))'
             LD_LIBRARY_PATH=\$(echo \$LD_LIBRARY_PATH | tr : '\\n' | grep -v cuda | paste -sd: -) GST_DEBUG=nlmdenoise:3 GST_DEBUG_NO_COLOR=1 $B/pipeline_bench 640 360 30 backend=$be" >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
         done
       )
-      note "faults: $(grep -cE '^exit' "$S/faults.txt") runs (faults.txt)"; grep -E '^==|^exit|rror|arning|appsrc ! nlmdenoise|hog' "$S/faults.txt" "$S/fault_hog.txt" | cut -c1-250
+      note "faults: $(grep -cE '^exit' "$S/faults.txt") runs (faults.txt)"; grep -E '^==|^exit|rror|arning|appsrc ! nlmdenoise|hog|^frames in|shim|panick' "$S/faults.txt" "$S/fault_hog.txt" | cut -c1-300
     fi ;;
   bm3d)
     timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} ${BM3D_PROFILES:+--profiles $BM3D_PROFILES} > "$S/bm3d.md" 2>&1

@@ -51,6 +51,9 @@ pub struct Denoiser<T> {
     /// How many of the oldest `pending` frames have been launched.
     launched: usize,
     ready: VecDeque<Pending<T>>,
+    /// Tags of pushed frames that will never come out because a backend call failed, oldest
+    /// first, until the caller takes them ([`Self::take_lost`]).
+    lost: Vec<T>,
     /// Planar buffers of frames already handed out, reused for new frames.
     spare: Vec<PlanarFrame>,
     /// The same for output frames when they differ from input frames.
@@ -90,6 +93,7 @@ impl<T> Denoiser<T> {
             pending: VecDeque::new(),
             launched: 0,
             ready: VecDeque::new(),
+            lost: Vec::new(),
             spare: Vec::new(),
             spare_out: Vec::new(),
         })
@@ -131,6 +135,11 @@ impl<T> Denoiser<T> {
 
     pub fn backend_description(&self) -> String {
         self.backend.describe()
+    }
+
+    /// True when frames are computed on a GPU (a backend that reports device memory).
+    pub fn on_gpu(&self) -> bool {
+        self.backend.device_memory().is_some()
     }
 
     /// Frames between pushing a frame and being able to pop it: the future frames a job reads
@@ -194,6 +203,7 @@ impl<T> Denoiser<T> {
             // The window counted a frame the ring does not hold: start over from the next frame.
             self.spare.push(planar);
             self.recover_from_backend_error();
+            self.lost.push(tag);
             return Err(e);
         }
         self.pending.push_back(Pending { tag, frame: planar });
@@ -208,8 +218,14 @@ impl<T> Denoiser<T> {
     /// jobs no longer agree: forget all three (frames already ready stay), so that the next frame
     /// starts a new window instead of being paired with a stale job.
     fn recover_from_backend_error(&mut self) {
+        let discarded = self.discard_pending();
+        self.lost.extend(discarded);
+        self.reconfigure_backend();
+    }
+
+    /// A new window on a backend configured again (nothing pending).
+    fn reconfigure_backend(&mut self) {
         self.window.reset();
-        self.discard_pending();
         match configure_backend(self.backend.as_mut(), &self.geometry, &self.plan, &self.params) {
             Ok(w) => self.window = w,
             Err(e) => tracing::warn!("reconfiguring the backend after an error failed: {e}"),
@@ -246,6 +262,7 @@ impl<T> Denoiser<T> {
                 }
                 Err(e) => {
                     self.spare_out.push(p.frame);
+                    self.lost.push(p.tag);
                     Err(e)
                 }
             };
@@ -258,6 +275,7 @@ impl<T> Denoiser<T> {
             Err(e) => {
                 // Its output is unknown: the frame is lost, and this error reports it.
                 self.spare.push(p.frame);
+                self.lost.push(p.tag);
                 Err(e)
             }
         }
@@ -323,20 +341,45 @@ impl<T> Denoiser<T> {
         } else {
             // Frames no launched job has read: an asynchronous backend may still be copying from
             // them (Backend::upload), so it is configured again before they are reused.
-            self.recover_from_backend_error();
+            self.discard_pending();
+            self.reconfigure_backend();
         }
         self.discard_pending();
         let ready: Vec<_> = self.ready.drain(..).collect();
         for p in ready {
             self.recycle(p.frame);
         }
+        // A flush drops frames by definition; what a failure lost before it was reported then.
+        self.lost.clear();
     }
 
-    fn discard_pending(&mut self) {
+    /// Forgets the pending frames; returns their tags, oldest first.
+    fn discard_pending(&mut self) -> Vec<T> {
         self.launched = 0;
-        for p in self.pending.drain(..) {
+        let mut tags = Vec::with_capacity(self.pending.len());
+        for p in std::mem::take(&mut self.pending) {
             self.spare.push(p.frame);
+            tags.push(p.tag);
         }
+        tags
+    }
+
+    /// The tags of frames lost to backend errors since the last call, in push order: each
+    /// failing call's frames are reported by its error, and here by name. When a `push` fails,
+    /// the frame it was given is always among them, the newest.
+    pub fn take_lost(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.lost)
+    }
+
+    /// Moves every finished frame of `other` (same output geometry) behind this denoiser's own,
+    /// so that they still come out, in order, from here: a caller replacing a failed backend
+    /// with another keeps what the first one computed.
+    pub fn adopt_ready(&mut self, other: &mut Denoiser<T>) -> Result<()> {
+        if other.out_info != self.out_info {
+            return Err(Error::InvalidFrame("adopting frames of another output format".into()));
+        }
+        self.ready.extend(other.ready.drain(..));
+        Ok(())
     }
 
     /// Changes parameters. Strengths, wref, weighting and sigma apply from the next launched job;

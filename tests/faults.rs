@@ -127,7 +127,12 @@ fn run(d: &mut Denoiser<usize>, inputs: &[OwnedFrame]) -> (Vec<(usize, OwnedFram
                 // after them were lost, and the error of this call is their report.
                 let kept = d.queued();
                 assert!(kept <= before + 1, "queued grew on an error");
-                lost.extend(in_engine.drain(kept..));
+                let gone: Vec<usize> = in_engine.drain(kept..).collect();
+                // The engine names them too, the frame of this call last.
+                let named = d.take_lost();
+                assert_eq!(named, gone, "frames the engine names as lost");
+                assert_eq!(named.last(), Some(&i), "the pushed frame is among the lost");
+                lost.extend(gone);
             }
         }
         pop_all(d, &mut delivered, &mut in_engine);
@@ -138,9 +143,12 @@ fn run(d: &mut Denoiser<usize>, inputs: &[OwnedFrame]) -> (Vec<(usize, OwnedFram
             errors += 1;
             assert!(matches!(e, Error::Backend(_)), "{e}");
             let kept = d.queued();
-            lost.extend(in_engine.drain(kept..));
+            let gone: Vec<usize> = in_engine.drain(kept..).collect();
+            assert_eq!(d.take_lost(), gone, "frames the engine names as lost at the end");
+            lost.extend(gone);
         }
     }
+    assert!(d.take_lost().is_empty(), "every loss was named by the call that caused it");
     pop_all(d, &mut delivered, &mut in_engine);
     assert!(in_engine.is_empty(), "frames neither delivered nor reported: {in_engine:?}");
     (delivered, lost, errors)
@@ -199,5 +207,54 @@ fn every_frame_is_delivered_or_reported_lost() {
                 }
             }
         }
+    }
+}
+
+/// What the element does with `backend=auto` when the GPU fails for good mid-stream: the frames
+/// the failure lost are named, the finished ones move to a new denoiser on another backend
+/// (`adopt_ready`), the frame whose push failed is pushed again there, and the stream goes on.
+#[test]
+fn a_second_backend_takes_over_after_a_lost_device() {
+    let info = VideoInfo::new(PixelFormat::I420, 40, 30).unwrap();
+    let inputs = frames(info, 16);
+    let options = BackendOptions { kind: BackendKind::Cpu, pipeline_depth: 2, ..Default::default() };
+    for op in [Op::Upload, Op::Launch, Op::Finish] {
+        let inner = device::create(&options).unwrap();
+        let faulty = Faulty { inner, op, nth: 5, forever: true, calls: Arc::new(AtomicUsize::new(0)), dead: false };
+        let mut d: Denoiser<usize> = Denoiser::with_backend(info, params(), Box::new(faulty)).unwrap();
+        let mut delivered = Vec::new();
+        let mut lost = Vec::new();
+        let mut took_over = false;
+        let pop_all = |d: &mut Denoiser<usize>, delivered: &mut Vec<usize>| {
+            let mut out = OwnedFrame::new(info);
+            while let Some(i) = d.pop(&mut out.as_mut()).unwrap() {
+                assert!(out.planes != inputs[i].planes, "{op:?}: frame {i} delivered without being denoised");
+                delivered.push(i);
+            }
+        };
+        for (i, f) in inputs.iter().enumerate() {
+            if let Err(e) = d.push(&f.as_ref(), i) {
+                assert!(matches!(e, Error::Backend(_)) && !took_over, "{op:?}: {e}");
+                let mut named = d.take_lost();
+                assert_eq!(named.pop(), Some(i), "{op:?}: the failed push's frame is named last");
+                lost.extend(named);
+                let mut next: Denoiser<usize> = Denoiser::new(info, params(), &BackendOptions { kind: BackendKind::Cpu, ..Default::default() }).unwrap();
+                next.adopt_ready(&mut d).unwrap();
+                assert_eq!(d.ready(), 0, "{op:?}: finished frames moved");
+                d = next;
+                d.push(&f.as_ref(), i).unwrap();
+                took_over = true;
+            }
+            pop_all(&mut d, &mut delivered);
+        }
+        d.finish_stream().unwrap();
+        pop_all(&mut d, &mut delivered);
+        assert!(took_over, "{op:?}: the fault happened");
+        assert!(delivered.windows(2).all(|w| w[0] < w[1]), "{op:?}: in order: {delivered:?}");
+        let mut seen: Vec<usize> = delivered.iter().chain(lost.iter()).copied().collect();
+        seen.sort();
+        assert_eq!(seen, (0..inputs.len()).collect::<Vec<_>>(), "{op:?}: every frame delivered or named lost, once");
+        // Lost: at most the frames in flight (window and pipeline), never the re-pushed one.
+        assert!(lost.len() <= 2 + 1 + 2, "{op:?}: lost {lost:?}");
     }
 }

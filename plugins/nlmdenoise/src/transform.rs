@@ -125,6 +125,9 @@ pub struct State {
     last_duration: Option<gst::ClockTime>,
     /// Stream time of the last noise-estimate message (at most one a second).
     last_noise_message: Option<gst::ClockTime>,
+    /// With `backend=auto` on a GPU: the CPU backend's options, to go on with if the GPU fails
+    /// mid-stream (documented in docs/element.md); taken at the first such failure.
+    fallback: Option<BackendOptions>,
 }
 
 #[derive(Default)]
@@ -184,6 +187,14 @@ impl Core {
                 ["Use backend=cuda, a smaller search-radius or temporal window, algorithm=nlm, or a lower resolution or frame rate (docs/tuning.md)"]
             );
         }
+    }
+}
+
+/// How many frames a failure lost, with their timestamps ("frames lost: none" when none).
+fn lost_report(lost: &[FrameMeta]) -> String {
+    match (lost.first(), lost.last()) {
+        (Some(first), Some(last)) => format!("{} frame(s) in flight lost (timestamps {} to {})", lost.len(), first.pts.display(), last.pts.display()),
+        _ => "no frame lost".into(),
     }
 }
 
@@ -317,8 +328,50 @@ impl Core {
         })?;
         let meta = FrameMeta::of(inbuf);
         let denoiser = &mut state.denoiser;
-        with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)).map_err(|e| engine_error(self, "Processing a frame failed", &e))?;
+        if let Err(e) = with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)) {
+            self.engine_failed(state, "Processing a frame failed", e, Some(&input))?;
+        }
         Ok(latency_changed)
+    }
+
+    /// After an engine call failed: names the frames the failure lost, and with `backend=auto`
+    /// on a GPU whose failure is the backend's (a kernel launch failing, a device fault or the
+    /// device gone) goes on with the CPU backend: the frames the GPU had finished still come out,
+    /// and `retry`, the frame whose push failed, is pushed again. Otherwise an element error.
+    fn engine_failed(&self, state: &mut State, what: &str, err: nlmdenoise::Error, retry: Option<&FrameRef<'_>>) -> Result<(), gst::FlowError> {
+        let mut lost = state.denoiser.take_lost();
+        // A failed push always loses its own frame, the newest (Denoiser::take_lost).
+        let current = retry.and_then(|f| lost.pop().map(|m| (f, m)));
+        let is_backend = matches!(err, nlmdenoise::Error::Backend(_));
+        let fallback = if is_backend { state.fallback.take() } else { None };
+        let Some(options) = fallback else {
+            if let Some((_, m)) = current {
+                lost.push(m);
+            }
+            // The frames finished before the failure still go downstream (generate_output).
+            let report = format!("{}; {} frame(s) finished before the failure are delivered", lost_report(&lost), state.denoiser.ready());
+            gst::element_error!(self.element(), gst::LibraryError::Failed, ("{what}: {err}"), ["{report}"]);
+            return Err(gst::FlowError::Error);
+        };
+        let mut cpu = match with_engine_logs(self.dispatch(), || Denoiser::new(state.engine_info, *state.denoiser.user_params(), &options)) {
+            Ok(d) => d,
+            Err(e) => return Err(engine_error(self, &format!("{what}: {err}; starting the CPU backend after it failed too"), &e)),
+        };
+        if let Err(e) = cpu.adopt_ready(&mut state.denoiser) {
+            return Err(engine_error(self, "Keeping the GPU's finished frames failed", &e));
+        }
+        gst::element_warning!(
+            self.element(),
+            gst::LibraryError::Failed,
+            ("The GPU failed mid-stream ({err}); going on with the CPU backend (backend=auto)"),
+            ["{}; now on {}", lost_report(&lost), cpu.backend_description()]
+        );
+        state.denoiser = cpu;
+        if let Some((frame, meta)) = current {
+            let denoiser = &mut state.denoiser;
+            with_engine_logs(self.dispatch(), || denoiser.push(frame, meta)).map_err(|e| engine_error(self, "Processing a frame on the CPU backend failed", &e))?;
+        }
+        Ok(())
     }
 
     /// With sigma auto: the structure of an element message "nlmdenoise-noise" (fields sigma,
@@ -412,13 +465,32 @@ impl Core {
                 gst::debug!(self.cat(), obj = &self.element(), "{why}: draining {} held frame(s)", state.denoiser.queued());
             }
             // Also when nothing is held: the next frame starts a new temporal window.
-            with_engine_logs(self.dispatch(), || state.denoiser.finish_stream()).map_err(|e| engine_error(self, "Draining failed", &e))?;
+            let denoiser = &mut state.denoiser;
+            if let Err(e) = with_engine_logs(self.dispatch(), || denoiser.finish_stream()) {
+                let failed = self.engine_failed(state, "Draining failed", e, None);
+                if failed.is_err() {
+                    drop(guard);
+                    self.deliver_finished();
+                    return failed.map(|_| gst::FlowSuccess::Ok);
+                }
+            }
         }
         let srcpad = self.element().src_pad().clone();
         while let Some(buf) = self.pop_output()? {
             srcpad.push(buf)?;
         }
         Ok(gst::FlowSuccess::Ok)
+    }
+
+    /// Pushes out every finished frame the engine holds, ignoring downstream's answer: after a
+    /// failure, so that frames computed before it are not lost with the stream.
+    fn deliver_finished(&self) {
+        let srcpad = self.element().src_pad().clone();
+        while let Ok(Some(buf)) = self.pop_output() {
+            if srcpad.push(buf).is_err() {
+                break;
+            }
+        }
     }
 
     /// Drops every held frame (flush).
@@ -536,7 +608,9 @@ impl Core {
         );
         let delayed = denoiser.latency_frames() > 0;
         let mut guard = lock(&self.state);
-        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None });
+        let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu())
+            .then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
+        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.
@@ -673,7 +747,14 @@ impl Core {
                 }
                 return Ok(GenerateOutputSuccess::NoOutput);
             }
-            let latency_changed = self.process_input(state, &inbuf)?;
+            let latency_changed = match self.process_input(state, &inbuf) {
+                Ok(changed) => changed,
+                Err(e) => {
+                    drop(guard);
+                    self.deliver_finished();
+                    return Err(e);
+                }
+            };
             let noise = self.noise_message(state, inbuf.pts());
             // Messages after the state lock: a synchronous bus handler may read properties.
             drop(guard);
