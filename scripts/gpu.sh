@@ -90,8 +90,9 @@ if [ "${1:-}" = "--collect" ]; then
   mkdir -p "$B/wheels" "$B/clips"
   [ -f .cache/wheel/bm3d_triton-0.1.1-py3-none-any.whl ] || python3 -m pip download --quiet --no-deps --only-binary=:all: --dest .cache/wheel 'bm3d-triton==0.1.1'
   cp .cache/wheel/bm3d_triton-0.1.1-py3-none-any.whl "$B/wheels/"
+  # PEERS=0: no clips (the carry limit is 64 MiB; only the peers part reads them).
   for f in target/quality/work/clips/*-6f-*.y4m; do
-    [ -f "$f" ] || continue
+    [ -f "$f" ] && [ "${PEERS:-1}" != 0 ] || continue
     python3 - "$f" "$B/clips/$(basename "$f" | sed 's/-6f-/-2f-/')" <<'PY'
 import sys
 data = open(sys.argv[1], "rb").read()

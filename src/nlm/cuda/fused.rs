@@ -240,7 +240,7 @@ impl CudaAlgorithm for FusedNlm {
             let fused_stream = self.fused_streams.get(turn).unwrap_or(compute);
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
             // time); every pointer in it (and in the job table) lies in the device's allocations.
-            unsafe { raw::launch(&f.fused, grid, v.tile.threads, args.smem_bytes, fused_stream, &mut args) }.map_err(|e| Error::Backend(format!("{v:?}: {e}")))?;
+            unsafe { raw::launch(&f.fused, grid, v.tile.threads, args.smem_bytes, fused_stream, &mut args) }.map_err(|e| Error::Backend(format!("NLM kernel (search radius {}, patch radius {}): {e}", v.search_radius, v.patch_radius)))?;
             // The exact path for the samples the fused kernel queued, one launch per batch (a
             // grid-stride loop over a count only the device knows; a few microseconds when it is
             // zero), on its own stream.
@@ -263,7 +263,7 @@ impl CudaAlgorithm for FusedNlm {
                 z0 += n;
                 // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
                 unsafe { raw::launch(&f.exact, launch::exact_grid(jobs.len()), launch::EXACT_THREADS, 0, &self.exact, &mut eargs) }
-                    .map_err(|e| Error::Backend(format!("the exact path of {v:?}: {e}")))?;
+                    .map_err(|e| Error::Backend(format!("NLM exact-ties kernel (search radius {}, patch radius {}): {e}", v.search_radius, v.patch_radius)))?;
             }
         }
         if table_ptr != 0 {

@@ -62,7 +62,7 @@ impl ObjectImpl for NlmUpscale {
                     .build(),
                 glib::ParamSpecEnum::builder_with_default("backend", Backend::Auto)
                     .nick("Backend")
-                    .blurb("Compute backend: auto = CUDA when a usable GPU and NVRTC are present, else CPU; cuda = fail when unavailable")
+                    .blurb("Compute backend: auto = CUDA when a usable GPU and NVRTC are present, else CPU, and CPU from then on if the GPU fails mid-stream; cuda = fail when unavailable or failing")
                     .mutable_ready()
                     .build(),
                 glib::ParamSpecString::builder("device-id")
