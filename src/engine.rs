@@ -8,6 +8,8 @@
 //! the output geometry instead, from a pool of its own.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use crate::device::{self, Backend, BackendOptions};
 use crate::convert;
@@ -18,6 +20,20 @@ use crate::params::Params;
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::TemporalWindow;
+
+/// Caller-thread time in the engine's own per-frame host work, summed over the process
+/// (nanoseconds: unpacking input frames, noise estimates, packing output frames; and frames
+/// pushed): the benchmarks print it per frame beside the backends' counters
+/// (`device::cuda::HOST_NS`), to show where each microsecond of a frame goes.
+pub static ENGINE_NS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+const UNPACK: usize = 0;
+const ESTIMATE: usize = 1;
+const PACK: usize = 2;
+const PUSHED: usize = 3;
+
+fn count_ns(i: usize, since: Instant) {
+    ENGINE_NS[i].fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
 
 /// A frame waiting for its output, with the caller's tag (timestamps, buffer flags, index...).
 struct Pending<T> {
@@ -168,15 +184,20 @@ impl<T> Denoiser<T> {
         }
         let mut planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
         let auto = self.user_params.sigma_auto;
+        ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
         let uploaded = if self.backend.input_frame().is_some() {
             // Straight into the backend's own frame (chunked execution: no copy); `planar`
             // only receives the output (Backend::upload_filled).
             let own = self.backend.input_frame().expect("checked");
+            let t = Instant::now();
             if let Err(e) = convert::unpack(frame, own) {
                 self.spare.push(planar);
                 return Err(e);
             }
+            count_ns(UNPACK, t);
+            let t = Instant::now();
             let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, own) } else { Ok(None) };
+            count_ns(ESTIMATE, t);
             match update {
                 Ok(u) => self.apply_noise_update(u),
                 Err(e) => {
@@ -187,8 +208,12 @@ impl<T> Denoiser<T> {
             let slot = self.window.push();
             self.backend.upload_filled(slot, &planar)
         } else {
+            let t = Instant::now();
             convert::unpack(frame, &mut planar)?;
+            count_ns(UNPACK, t);
+            let t = Instant::now();
             let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, &planar) } else { Ok(None) };
+            count_ns(ESTIMATE, t);
             match update {
                 Ok(u) => self.apply_noise_update(u),
                 Err(e) => {
@@ -287,7 +312,9 @@ impl<T> Denoiser<T> {
             return Err(Error::InvalidFrame("output frame does not match the stream".into()));
         }
         let Some(p) = self.ready.pop_front() else { return Ok(None) };
+        let t = Instant::now();
         let r = convert::pack(&p.frame, out);
+        count_ns(PACK, t);
         self.recycle(p.frame);
         r.map(|_| Some(p.tag))
     }

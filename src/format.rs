@@ -86,6 +86,26 @@ impl FormatInfo {
         }
     }
 
+    /// For formats whose memory planes each hold one component, sample after sample, as the
+    /// engine's planar frames store them (I420, YV12, Y42B, Y444, GRAY8, the 10/12/16-bit
+    /// little-endian planar formats, ...): the component of each memory plane, in memory-plane
+    /// order. A planar frame's planes then *are* the frame's planes, with the row stride of the
+    /// plane's width, and can be handed out without packing. `None` for packed and semi-planar
+    /// layouts.
+    pub fn planes_as_stored(&self) -> Option<Vec<usize>> {
+        if self.components.len() != self.memory_planes {
+            return None;
+        }
+        let mut order = vec![usize::MAX; self.memory_planes];
+        for (i, c) in self.components.iter().enumerate() {
+            if c.offset != 0 || c.step != self.bytes_per_sample || order[c.memory_plane] != usize::MAX {
+                return None;
+            }
+            order[c.memory_plane] = i;
+        }
+        Some(order)
+    }
+
     /// Number of memory-plane rows for a frame of the given height.
     pub fn memory_plane_rows(&self, plane: usize, height: usize) -> usize {
         let sub_y = self.components.iter().filter(|c| c.memory_plane == plane).map(|c| c.sub_y).max().unwrap_or(1);
@@ -227,6 +247,20 @@ mod tests {
             assert_eq!(f.name().parse::<PixelFormat>().unwrap(), f);
         }
         assert!("YUY2".parse::<PixelFormat>().is_err());
+    }
+
+    #[test]
+    fn planes_as_stored_only_for_one_component_per_plane() {
+        use PixelFormat::*;
+        for f in [I420, I420_10LE, Y42B, Y444, Y444_16LE, GRAY8, GRAY16_LE] {
+            let order = f.info().planes_as_stored().unwrap_or_else(|| panic!("{f:?}"));
+            assert_eq!(order, (0..order.len()).collect::<Vec<_>>(), "{f:?}");
+        }
+        // YV12 stores V before U: memory plane 1 holds the third component.
+        assert_eq!(YV12.info().planes_as_stored(), Some(vec![0, 2, 1]));
+        for f in [NV12, NV21, P010_10LE, RGBA, BGRA, RGBx, BGRx, RGB, BGR] {
+            assert_eq!(f.info().planes_as_stored(), None, "{f:?}");
+        }
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //! for that long before frame K, so that a test can take device memory meanwhile.
 //!
 //! Prints one line per warning and error the bus carries, then a summary line:
-//! `frames in N received R out M lost-reported L accounted yes|NO in-order yes|no end eos|error`
-//! (in: pushed into appsrc; received: reached the element) and exits 0 at end of stream, 1 after
+//! `frames in N received R out M lost-reported L accounted yes|NO in-order yes|no end eos|error
+//! checksum H` (in: pushed into appsrc; received: reached the element; H: a hash of every output
+//! buffer's bytes in order, to compare runs) and exits 0 at end of stream, 1 after
 //! an error. `accounted yes`: every frame the element received came out or an error or warning
 //! named it lost (the element's "N frame(s) in flight lost").
 
@@ -84,11 +85,17 @@ fn main() -> anyhow::Result<()> {
     let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
     let out_pts: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::new()));
+    let checksum = Arc::new(Mutex::new(std::collections::hash_map::DefaultHasher::new()));
     {
         let out_pts = out_pts.clone();
+        let checksum = checksum.clone();
         pipeline.by_name("sink").unwrap().connect("handoff", false, move |values| {
             if let Ok(buf) = values[1].get::<gst::Buffer>() {
                 out_pts.lock().unwrap().push(buf.pts().map(|t| t.nseconds()).unwrap_or(u64::MAX));
+                if let Ok(map) = buf.map_readable() {
+                    use std::hash::Hasher;
+                    checksum.lock().unwrap().write(map.as_slice());
+                }
             }
             None
         });
@@ -164,8 +171,9 @@ fn main() -> anyhow::Result<()> {
     let in_order = out.windows(2).all(|w| w[0] < w[1]);
     let received = received.load(std::sync::atomic::Ordering::SeqCst);
     let accounted = if out.len() + lost == received { "yes" } else { "NO" };
+    let checksum = { use std::hash::Hasher; checksum.lock().unwrap().finish() };
     println!(
-        "frames in {pushed} received {received} out {} lost-reported {lost} accounted {accounted} in-order {} end {end}",
+        "frames in {pushed} received {received} out {} lost-reported {lost} accounted {accounted} in-order {} end {end} checksum {checksum:016x}",
         out.len(),
         if in_order { "yes" } else { "no" }
     );

@@ -97,11 +97,50 @@ fn main() -> anyhow::Result<()> {
     gstnlmdenoise::plugin_register_static()?;
     // Warm-up: first use compiles kernels and allocates the ring.
     run(width, height, frames.min(60), Some((&name, &props)))?;
+    reset_counters();
     let with = run(width, height, frames, Some((&name, &props)))?;
+    let breakdown = per_frame_breakdown(frames, with);
     let without = run(width, height, frames, None)?;
     println!("| pipeline | size | frames | frames/s |");
     println!("|---|---|---|---|");
     println!("| appsrc ! {name} {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
     println!("| appsrc ! fakesink | {width}x{height} | {frames} | {without:.1} |");
+    println!();
+    println!("{breakdown}");
     Ok(())
+}
+
+fn reset_counters() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for c in nlmdenoise::engine::ENGINE_NS.iter().chain(nlmdenoise::device::cuda::HOST_NS.iter()) {
+        c.store(0, Relaxed);
+    }
+}
+
+/// Where a frame's time goes on the streaming thread (microseconds per frame): the engine's and
+/// the CUDA backend's counters; "rest" is the wall time per frame less all of them (GStreamer,
+/// the element, buffer allocation).
+fn per_frame_breakdown(frames: usize, fps: f64) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let e = &nlmdenoise::engine::ENGINE_NS;
+    let h = &nlmdenoise::device::cuda::HOST_NS;
+    let us = |ns: u64| ns as f64 / 1e3 / frames as f64;
+    let total = 1e6 / fps;
+    let parts = [
+        ("engine unpack", us(e[0].load(Relaxed))),
+        ("noise estimate", us(e[1].load(Relaxed))),
+        ("engine pack", us(e[2].load(Relaxed))),
+        ("backend upload", us(h[0].load(Relaxed))),
+        ("backend launch", us(h[1].load(Relaxed))),
+        ("backend finish (waits for the GPU)", us(h[2].load(Relaxed))),
+    ];
+    let rest = total - parts.iter().map(|p| p.1).sum::<f64>();
+    let mut out = String::from("| per frame, us | wall | ");
+    out += &parts.iter().map(|p| p.0).collect::<Vec<_>>().join(" | ");
+    out += " | rest (GStreamer, element) |\n|---|---:|";
+    out += &"---:|".repeat(parts.len() + 1);
+    out += &format!("\n| {frames} frames | {total:.1} | ");
+    out += &parts.iter().map(|p| format!("{:.1}", p.1)).collect::<Vec<_>>().join(" | ");
+    out += &format!(" | {rest:.1} |");
+    out
 }

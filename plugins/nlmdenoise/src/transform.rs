@@ -15,7 +15,7 @@
 //! frame, carried through the engine as the frame's tag ([`FrameMeta`]). Output frames have the
 //! engine's output size (`Denoiser::output_info`): the input's, or scaled by `nlmupscale`.
 
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use gst::glib;
 use gst::prelude::*;
@@ -24,6 +24,7 @@ use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_video::prelude::*;
 
 use nlmdenoise::device::{BackendKind, BackendOptions};
+use nlmdenoise::planar::PlanarFrame;
 use nlmdenoise::{Denoiser, FrameMut, FrameRef, Params};
 
 use crate::logbridge::{with_engine_logs, GstLogSubscriber};
@@ -52,12 +53,15 @@ pub struct Settings {
     pub estimate: bool,
     /// Strengths when neither `sigma` nor a strength is set and nothing is estimated.
     pub base_strength: f32,
+    /// Output frames go downstream in the engine's own planes, without a copy, where the format
+    /// and downstream allow it (property `zero-copy`; `OutputPlanes`).
+    pub zero_copy: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         // Neither sigma nor a strength set: the noise level is estimated (sigma = auto).
-        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None, estimate: true, base_strength: Params::default().strength }
+        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None, estimate: true, base_strength: Params::default().strength, zero_copy: true }
     }
 }
 
@@ -128,6 +132,104 @@ pub struct State {
     /// With `backend=auto` on a GPU: the CPU backend's options, to go on with if the GPU fails
     /// mid-stream (documented in docs/element.md); taken at the first such failure.
     fallback: Option<BackendOptions>,
+    /// How output frames can go downstream in the engine's planes; `None`: packed into buffers.
+    output_planes: Option<OutputPlanes>,
+    /// Engine frames coming back from buffers downstream has released (`OutputPlanes`); declared
+    /// after `denoiser`, so that frames still queued here are freed after the engine's backend.
+    returned: mpsc::Receiver<PlanarFrame>,
+    return_to: mpsc::Sender<PlanarFrame>,
+}
+
+/// What downstream said in the allocation query.
+#[derive(Debug, Default, Clone, Copy)]
+struct Downstream {
+    /// It handles `GstVideoMeta` (plane offsets and strides of the buffer's own).
+    video_meta: bool,
+    /// It offered a buffer pool (a sink's or hardware memory): outputs are written there.
+    pool: bool,
+}
+
+/// Output without a copy: the engine's planar frame of an output becomes the buffer (one
+/// read-only memory per plane, each plane's row stride its width), and comes back to the engine
+/// when downstream releases the buffer, so that the addresses the CUDA backend page-locked are
+/// reused. Possible where the format stores one component per plane
+/// (`FormatInfo::planes_as_stored`) and either those planes match the caps' default layout or
+/// downstream takes a `GstVideoMeta`, and downstream offered no pool of its own.
+struct OutputPlanes {
+    /// The component of each memory plane.
+    order: Vec<usize>,
+    /// Byte offset of each memory plane in the buffer and its row stride.
+    offsets: Vec<usize>,
+    strides: Vec<i32>,
+    /// The offsets and strides are the caps' default ones (no `GstVideoMeta` needed).
+    default_layout: bool,
+}
+
+impl OutputPlanes {
+    fn new(engine_out: nlmdenoise::VideoInfo, out_info: &gst_video::VideoInfo) -> Option<Self> {
+        let format = engine_out.format.info();
+        let order = format.planes_as_stored()?;
+        let geometry = nlmdenoise::planar::Geometry::from_video_info(&engine_out);
+        let mut offsets = Vec::with_capacity(order.len());
+        let mut strides = Vec::with_capacity(order.len());
+        let mut at = 0;
+        for &c in &order {
+            let plane = &geometry.planes[c];
+            offsets.push(at);
+            strides.push((plane.width * geometry.bytes_per_sample) as i32);
+            at += plane.width * plane.height * geometry.bytes_per_sample;
+        }
+        let default_layout = out_info.offset().iter().zip(&offsets).all(|(a, b)| *a == *b) && out_info.stride().iter().zip(&strides).all(|(a, b)| a == b) && at == out_info.size();
+        Some(OutputPlanes { order, offsets, strides, default_layout })
+    }
+
+    /// The buffer holding `frame`'s planes.
+    fn wrap(&self, frame: PlanarFrame, return_to: mpsc::Sender<PlanarFrame>, out_info: &gst_video::VideoInfo) -> Result<gst::Buffer, gst::FlowError> {
+        let shared = Arc::new(LentFrame { frame: Some(frame), return_to });
+        let mut buffer = gst::Buffer::new();
+        {
+            let b = buffer.get_mut().expect("new buffer");
+            for &c in &self.order {
+                b.append_memory(gst::Memory::from_slice(LentPlane { frame: shared.clone(), plane: c }));
+            }
+            if !self.default_layout {
+                gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), out_info.format(), out_info.width(), out_info.height(), &self.offsets, &self.strides)
+                    .map_err(|_| gst::FlowError::Error)?;
+            }
+        }
+        Ok(buffer)
+    }
+}
+
+/// An engine frame lent to downstream inside a buffer; sent back to the engine's state when the
+/// last memory of the buffer goes.
+struct LentFrame {
+    frame: Option<PlanarFrame>,
+    return_to: mpsc::Sender<PlanarFrame>,
+}
+
+impl Drop for LentFrame {
+    fn drop(&mut self) {
+        if let Some(f) = self.frame.take() {
+            // Always back to the state while it lives: a frame the CUDA backend page-locked must
+            // not be freed while that backend may still take its address for registered memory
+            // (device::cuda::hostio). Once the state is gone, its engine went first and the
+            // frame is freed here.
+            let _ = self.return_to.send(f);
+        }
+    }
+}
+
+/// One plane of a lent frame, as the bytes of a memory.
+struct LentPlane {
+    frame: Arc<LentFrame>,
+    plane: usize,
+}
+
+impl AsRef<[u8]> for LentPlane {
+    fn as_ref(&self) -> &[u8] {
+        self.frame.frame.as_ref().map(|f| f.planes[self.plane].samples.as_bytes()).unwrap_or(&[])
+    }
 }
 
 #[derive(Default)]
@@ -139,6 +241,8 @@ pub struct Core {
     pub refused: Mutex<Option<(gst::Caps, u64)>>,
     /// Late-frame reports from downstream (QoS), for the "cannot keep up" warning.
     pub lateness: Mutex<Lateness>,
+    /// What downstream answered to the last allocation query.
+    downstream: Mutex<Downstream>,
     dispatch: OnceLock<tracing::Dispatch>,
     element: OnceLock<glib::WeakRef<gst_base::BaseTransform>>,
     /// What the element is for (the words of its messages): a noun and a verb.
@@ -417,9 +521,25 @@ impl Core {
     /// block until the sink releases a buffer, and the sink may first need an answer to a latency
     /// query, which takes the state lock.
     pub fn pop_output(&self) -> Result<Option<gst::Buffer>, gst::FlowError> {
-        let info = match lock(&self.state).as_ref() {
-            Some(state) if state.denoiser.ready() > 0 => state.out_info.clone(),
-            _ => return Ok(None),
+        let downstream = *lock(&self.downstream);
+        let info = {
+            let mut guard = lock(&self.state);
+            let Some(state) = guard.as_mut() else { return Ok(None) };
+            while let Ok(frame) = state.returned.try_recv() {
+                state.denoiser.recycle(frame);
+            }
+            if state.denoiser.ready() == 0 {
+                return Ok(None);
+            }
+            if let Some(planes) = state.output_planes.as_ref().filter(|p| !downstream.pool && (p.default_layout || downstream.video_meta)) {
+                let (meta, frame) = state.denoiser.pop_planar().expect("a ready frame");
+                let mut buffer = planes.wrap(frame, state.return_to.clone(), &state.out_info).inspect_err(|_| {
+                    gst::element_error!(self.element(), gst::CoreError::Failed, ("Failed to describe the output planes"));
+                })?;
+                meta.apply(buffer.get_mut().expect("new buffer"));
+                return Ok(Some(buffer));
+            }
+            state.out_info.clone()
         };
         let mut outbuf = self.allocate_output(&info)?;
         let mut guard = lock(&self.state);
@@ -610,7 +730,9 @@ impl Core {
         let mut guard = lock(&self.state);
         let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu())
             .then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
-        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback });
+        let output_planes = if settings.zero_copy { OutputPlanes::new(denoiser.output_info(), &out_info) } else { None };
+        let (return_to, returned) = mpsc::channel();
+        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, output_planes, returned, return_to });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.
@@ -696,16 +818,17 @@ impl Core {
             config.validate_params(Some(&caps), size, min, max).is_ok() && pool.set_config(config).is_ok()
         };
 
-        let (pool, min, max) = match offered {
-            Some((pool, min, max)) if configure(&pool, min, max) => (pool, min, max),
+        let (pool, min, max, theirs) = match offered {
+            Some((pool, min, max)) if configure(&pool, min, max) => (pool, min, max, true),
             _ => {
                 let pool = gst_video::VideoBufferPool::new().upcast::<gst::BufferPool>();
                 if !configure(&pool, 0, 0) {
                     return Err(gst::loggable_error!(self.cat(), "cannot configure a buffer pool for {caps}"));
                 }
-                (pool, 0, 0)
+                (pool, 0, 0, false)
             }
         };
+        *lock(&self.downstream) = Downstream { video_meta, pool: theirs };
         gst::debug!(self.cat(), obj = &self.element(), "output pool {:?}: size {size}, min {min}, max {max}, video meta {video_meta}", pool.name());
         if have_offer {
             query.set_nth_allocation_pool(0, Some(&pool), size, min, max);

@@ -27,6 +27,67 @@ fn every_format_negotiates_and_matches_the_engine() {
     }
 }
 
+/// Output frames go downstream in the engine's own planes (one read-only memory per plane, no
+/// copy) where the format stores one component per plane and those planes are the caps' default
+/// layout (the harness takes no `GstVideoMeta`); elsewhere, and with `zero-copy=false`, they are
+/// copied into one buffer. Both match the engine byte for byte, and lent frames stay valid after
+/// the element is gone.
+#[test]
+fn zero_copy_output_matches_the_engine_and_outlives_the_element() {
+    use PixelFormat::*;
+    let params = Params { temporal_past: 1, ..small_params() };
+    // (format, width, height, lent): 9x7 I420 rows are padded to 4 bytes by GStreamer, so its
+    // planes are not the default layout; NV12 and RGBA are not one component per plane.
+    let cases = [(I420, 32, 16, true), (YV12, 32, 16, true), (Y444_16LE, 20, 10, true), (GRAY8, 12, 8, true), (I420_10LE, 16, 8, true), (I420, 9, 7, false), (NV12, 32, 16, false), (RGBA, 8, 8, false)];
+    for (format, w, hgt, lent) in cases {
+        let caps = caps(format, w, hgt, (25, 1));
+        let info = video_info(&caps);
+        let frames: Vec<gst::Buffer> = (0..4).map(|i| with_meta(make_buffer(&info, format, 60 + i), i, gst::BufferFlags::empty())).collect();
+        let expected = engine_run(format, &info, &params, &frames);
+        for zero_copy in [true, false] {
+            let outputs = {
+                let mut h = harness(&params);
+                h.element().unwrap().set_property("zero-copy", zero_copy);
+                h.set_src_caps(caps.clone());
+                for f in &frames {
+                    h.push(f.clone()).unwrap();
+                }
+                h.push_event(gst::event::Eos::new());
+                pull_all(&mut h)
+            };
+            let what = format!("{format} {w}x{hgt} zero-copy={zero_copy}");
+            assert_eq!(outputs.len(), frames.len(), "{what}");
+            for (i, (out, want)) in outputs.iter().zip(&expected).enumerate() {
+                let memories = if zero_copy && lent { format.info().memory_planes } else { 1 };
+                assert_eq!(out.n_memory(), memories, "{what}: frame {i}'s memories");
+                assert_matches_engine(out, &info, format, want, &what);
+                assert_eq!(out.pts(), frames[i].pts(), "{what}");
+            }
+        }
+    }
+}
+
+/// Where the planes are not the default layout (rows GStreamer would pad), a downstream that
+/// takes `GstVideoMeta` still gets them without a copy, described by the meta.
+#[test]
+fn zero_copy_output_with_video_meta_for_padded_layouts() {
+    let params = Params { temporal_past: 0, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 9, 7, (25, 1));
+    let info = video_info(&caps);
+    let input = with_meta(make_buffer(&info, format, 5), 0, gst::BufferFlags::empty());
+    let expected = engine_run(format, &info, &params, std::slice::from_ref(&input));
+    let mut h = harness(&params);
+    h.add_propose_allocation_meta(gst_video::VideoMeta::meta_api(), None);
+    h.set_src_caps(caps);
+    h.push(input).unwrap();
+    let out = h.try_pull().expect("output");
+    assert_eq!(out.n_memory(), 3);
+    let meta = out.meta::<gst_video::VideoMeta>().expect("a video meta");
+    assert_eq!(meta.stride()[..3], [9, 5, 5]);
+    assert_matches_engine(&out, &info, format, &expected[0], "I420 9x7 with a video meta");
+}
+
 /// Input buffers with their own plane layout (padded strides, planes in a custom order) described by
 /// a VideoMeta are read through that layout.
 #[test]

@@ -330,6 +330,12 @@ impl ObjectImpl for NlmDenoise {
                     .blurb("Storage of the multi-pass kernel's distances and weights (CUDA only)")
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecBoolean::builder("zero-copy")
+                    .nick("Zero-copy output")
+                    .blurb("Hand output frames downstream in the engine's own planes, without a copy, for planar formats (I420, YV12, Y42B, Y444, GRAY, 10/16-bit planar) when downstream offers no pool of its own; off: copy each frame into a buffer of the negotiated pool")
+                    .default_value(true)
+                    .mutable_ready()
+                    .build(),
                 glib::ParamSpecUInt::builder("pipeline-depth")
                     .nick("Pipeline depth")
                     .blurb("Frames in flight on the GPU (0 = synchronous); each adds one frame of latency. Ignored by the CPU backend")
@@ -407,6 +413,7 @@ impl ObjectImpl for NlmDenoise {
                 }
             }
             "pipeline-depth" => s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize,
+            "zero-copy" => s.zero_copy = value.get().unwrap_or(true),
             name => {
                 let p = &mut s.params;
                 match name {
@@ -523,6 +530,7 @@ impl ObjectImpl for NlmDenoise {
             }
             .to_value(),
             "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
+            "zero-copy" => s.zero_copy.to_value(),
             "algorithm" => Algorithm::from_engine(p.algorithm).to_value(),
             "bm3d-profile" => Bm3dProfile::from_engine(p.bm3d.profile).to_value(),
             "bm3d-steps" => profile_property(p.bm3d.steps),

@@ -78,6 +78,12 @@ impl ObjectImpl for NlmUpscale {
                     .default_value(0)
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecBoolean::builder("zero-copy")
+                    .nick("Zero-copy output")
+                    .blurb("Hand output frames downstream in the engine's own planes, without a copy, for planar formats (I420, YV12, Y42B, Y444, GRAY, 10/16-bit planar) when downstream offers no pool of its own; off: copy each frame into a buffer of the negotiated pool")
+                    .default_value(true)
+                    .mutable_ready()
+                    .build(),
                 glib::ParamSpecUInt::builder("pipeline-depth")
                     .nick("Pipeline depth")
                     .blurb("Frames in flight on the GPU (adds that many frames of latency); 0 = synchronous")
@@ -203,6 +209,7 @@ impl ObjectImpl for NlmUpscale {
             }
             "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
             "pipeline-depth" => s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize,
+            "zero-copy" => s.zero_copy = value.get().unwrap_or(true),
             name => {
                 let p = &mut s.params;
                 match name {
@@ -257,6 +264,7 @@ impl ObjectImpl for NlmUpscale {
             "device-id" => devices_to_string(o).to_value(),
             "threads" => (o.threads as u32).to_value(),
             "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
+            "zero-copy" => s.zero_copy.to_value(),
             "temporal-past" => p.temporal_past.to_value(),
             "temporal-future" => p.temporal_future.to_value(),
             "search-radius" => p.search_radius.to_value(),
