@@ -26,10 +26,11 @@ use crate::window::TemporalWindow;
 /// pushed): the benchmarks print it per frame beside the backends' counters
 /// (`device::cuda::HOST_NS`), to show where each microsecond of a frame goes.
 pub static ENGINE_NS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-const UNPACK: usize = 0;
-const ESTIMATE: usize = 1;
-const PACK: usize = 2;
-const PUSHED: usize = 3;
+/// Indices of [`ENGINE_NS`].
+pub const UNPACK: usize = 0;
+pub const ESTIMATE: usize = 1;
+pub const PACK: usize = 2;
+pub const PUSHED: usize = 3;
 
 fn count_ns(i: usize, since: Instant) {
     ENGINE_NS[i].fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -182,15 +183,45 @@ impl<T> Denoiser<T> {
                 frame.info.width, frame.info.height, frame.info.format, self.info.width, self.info.height, self.info.format
             )));
         }
-        let mut planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
+        let planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
+        self.push_filled(planar, tag, Some(frame))
+    }
+
+    /// Adds a frame that is already in the engine's planar form (one this engine handed out, e.g.
+    /// through [`Self::pop_planar`], and the caller filled with the next input), without a copy.
+    pub fn push_planar(&mut self, frame: PlanarFrame, tag: T) -> Result<()> {
+        if !frame.matches(&self.geometry) {
+            return Err(Error::InvalidFrame("planar frame does not match the stream's planes".into()));
+        }
+        self.push_filled(frame, tag, None)
+    }
+
+    /// A spare planar frame of the input's planes (one popped and recycled, or a new one), for a
+    /// caller that fills it and gives it back with [`Self::push_planar`].
+    pub fn take_spare(&mut self) -> PlanarFrame {
+        self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry))
+    }
+
+    /// Stores the input (`source`, unpacked into `planar`; without it `planar` holds the input),
+    /// estimates the noise, uploads and launches what became ready.
+    fn push_filled(&mut self, mut planar: PlanarFrame, tag: T, source: Option<&FrameRef<'_>>) -> Result<()> {
         let auto = self.user_params.sigma_auto;
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
         let uploaded = if self.backend.input_frame().is_some() {
-            // Straight into the backend's own frame (chunked execution: no copy); `planar`
-            // only receives the output (Backend::upload_filled).
+            // Straight into the backend's own frame (chunked execution: no copy from the
+            // caller); `planar` only receives the output (Backend::upload_filled).
             let own = self.backend.input_frame().expect("checked");
             let t = Instant::now();
-            if let Err(e) = convert::unpack(frame, own) {
+            let filled = match source {
+                Some(frame) => convert::unpack(frame, own),
+                None => {
+                    for (to, from) in own.planes.iter_mut().zip(&planar.planes) {
+                        to.samples.as_bytes_mut().copy_from_slice(from.samples.as_bytes());
+                    }
+                    Ok(())
+                }
+            };
+            if let Err(e) = filled {
                 self.spare.push(planar);
                 return Err(e);
             }
@@ -208,9 +239,14 @@ impl<T> Denoiser<T> {
             let slot = self.window.push();
             self.backend.upload_filled(slot, &planar)
         } else {
-            let t = Instant::now();
-            convert::unpack(frame, &mut planar)?;
-            count_ns(UNPACK, t);
+            if let Some(frame) = source {
+                let t = Instant::now();
+                if let Err(e) = convert::unpack(frame, &mut planar) {
+                    self.spare.push(planar);
+                    return Err(e);
+                }
+                count_ns(UNPACK, t);
+            }
             let t = Instant::now();
             let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, &planar) } else { Ok(None) };
             count_ns(ESTIMATE, t);

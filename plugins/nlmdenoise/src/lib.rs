@@ -7,6 +7,7 @@
 
 use gst::glib;
 
+mod lending;
 mod logbridge;
 pub mod nlmdenoise;
 pub mod nlmupscale;

@@ -15,7 +15,7 @@
 //! frame, carried through the engine as the frame's tag ([`FrameMeta`]). Output frames have the
 //! engine's output size (`Denoiser::output_info`): the input's, or scaled by `nlmupscale`.
 
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use gst::glib;
 use gst::prelude::*;
@@ -24,9 +24,10 @@ use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_video::prelude::*;
 
 use nlmdenoise::device::{BackendKind, BackendOptions};
-use nlmdenoise::planar::PlanarFrame;
+use nlmdenoise::planar::{Geometry, PlanarFrame};
 use nlmdenoise::{Denoiser, FrameMut, FrameRef, Params};
 
+use crate::lending::{self, PlanarPool, PlaneOrder, PlaneStore, PoolSetup};
 use crate::logbridge::{with_engine_logs, GstLogSubscriber};
 use crate::nlmdenoise::gst_to_format;
 
@@ -132,12 +133,35 @@ pub struct State {
     /// With `backend=auto` on a GPU: the CPU backend's options, to go on with if the GPU fails
     /// mid-stream (documented in docs/element.md); taken at the first such failure.
     fallback: Option<BackendOptions>,
-    /// How output frames can go downstream in the engine's planes; `None`: packed into buffers.
-    output_planes: Option<OutputPlanes>,
-    /// Engine frames coming back from buffers downstream has released (`OutputPlanes`); declared
-    /// after `denoiser`, so that frames still queued here are freed after the engine's backend.
-    returned: mpsc::Receiver<PlanarFrame>,
-    return_to: mpsc::Sender<PlanarFrame>,
+    /// Frames lent without copies (`zero-copy`, src/lending.rs); declared after `denoiser`, so
+    /// that the planes its stores hold are freed after the engine's backend.
+    lending: Option<Lending>,
+}
+
+/// The state's frames lent to GStreamer: downstream as output buffers where `output` allows,
+/// upstream through the proposed pool where the input caps allow, and the stores they come back
+/// to (one store when input and output frames have the same planes).
+struct Lending {
+    output: Option<PlaneLayout>,
+    out_store: PlaneStore,
+    input: Option<PlaneOrder>,
+    in_store: PlaneStore,
+    /// The pool proposed upstream (created at the first allocation query of these caps).
+    pool: Option<PlanarPool>,
+}
+
+impl Lending {
+    fn new(denoiser: &Denoiser<FrameMeta>, in_info: &gst_video::VideoInfo, out_info: &gst_video::VideoInfo) -> Self {
+        let in_geometry = Geometry::from_video_info(&denoiser.info());
+        let out_geometry = Geometry::from_video_info(&denoiser.output_info());
+        let in_store = PlaneStore::new(&in_geometry);
+        let out_store = if out_geometry == in_geometry { in_store.clone() } else { PlaneStore::new(&out_geometry) };
+        let output = PlaneLayout::new(denoiser.output_info(), out_info);
+        // Upstream writes the caps' default layout into a pool's buffers: a pool is offered only
+        // where that is the engine's.
+        let input = PlaneLayout::new(denoiser.info(), in_info).filter(|l| l.default_layout).map(|l| l.order);
+        Lending { output, out_store, input, in_store, pool: None }
+    }
 }
 
 /// What downstream said in the allocation query.
@@ -149,15 +173,11 @@ struct Downstream {
     pool: bool,
 }
 
-/// Output without a copy: the engine's planar frame of an output becomes the buffer (one
-/// read-only memory per plane, each plane's row stride its width), and comes back to the engine
-/// when downstream releases the buffer, so that the addresses the CUDA backend page-locked are
-/// reused. Possible where the format stores one component per plane
-/// (`FormatInfo::planes_as_stored`) and either those planes match the caps' default layout or
-/// downstream takes a `GstVideoMeta`, and downstream offered no pool of its own.
-struct OutputPlanes {
-    /// The component of each memory plane.
-    order: Vec<usize>,
+/// The engine's planar frames as GStreamer buffers (src/lending.rs): one memory per plane, each
+/// plane's rows at a stride of its width. Possible where the format stores one component per
+/// plane (`FormatInfo::planes_as_stored`).
+struct PlaneLayout {
+    order: PlaneOrder,
     /// Byte offset of each memory plane in the buffer and its row stride.
     offsets: Vec<usize>,
     strides: Vec<i32>,
@@ -165,11 +185,10 @@ struct OutputPlanes {
     default_layout: bool,
 }
 
-impl OutputPlanes {
-    fn new(engine_out: nlmdenoise::VideoInfo, out_info: &gst_video::VideoInfo) -> Option<Self> {
-        let format = engine_out.format.info();
-        let order = format.planes_as_stored()?;
-        let geometry = nlmdenoise::planar::Geometry::from_video_info(&engine_out);
+impl PlaneLayout {
+    fn new(engine: nlmdenoise::VideoInfo, info: &gst_video::VideoInfo) -> Option<Self> {
+        let order = engine.format.info().planes_as_stored()?;
+        let geometry = Geometry::from_video_info(&engine);
         let mut offsets = Vec::with_capacity(order.len());
         let mut strides = Vec::with_capacity(order.len());
         let mut at = 0;
@@ -179,56 +198,20 @@ impl OutputPlanes {
             strides.push((plane.width * geometry.bytes_per_sample) as i32);
             at += plane.width * plane.height * geometry.bytes_per_sample;
         }
-        let default_layout = out_info.offset().iter().zip(&offsets).all(|(a, b)| *a == *b) && out_info.stride().iter().zip(&strides).all(|(a, b)| a == b) && at == out_info.size();
-        Some(OutputPlanes { order, offsets, strides, default_layout })
+        let default_layout = info.offset().iter().zip(&offsets).all(|(a, b)| *a == *b) && info.stride().iter().zip(&strides).all(|(a, b)| a == b) && at == info.size();
+        Some(PlaneLayout { order: PlaneOrder(order), offsets, strides, default_layout })
     }
 
-    /// The buffer holding `frame`'s planes.
-    fn wrap(&self, frame: PlanarFrame, return_to: mpsc::Sender<PlanarFrame>, out_info: &gst_video::VideoInfo) -> Result<gst::Buffer, gst::FlowError> {
-        let shared = Arc::new(LentFrame { frame: Some(frame), return_to });
-        let mut buffer = gst::Buffer::new();
-        {
+    /// `frame` lent downstream as a buffer, with a `GstVideoMeta` where the layout is not the
+    /// default one or downstream takes one (it then maps plane by plane; without the meta a
+    /// whole-buffer map merges the planes into a copy).
+    fn lend(&self, frame: PlanarFrame, store: &PlaneStore, info: &gst_video::VideoInfo, video_meta: bool) -> Result<gst::Buffer, gst::FlowError> {
+        let mut buffer = lending::lend_output(frame, &self.order, store);
+        if video_meta || !self.default_layout {
             let b = buffer.get_mut().expect("new buffer");
-            for &c in &self.order {
-                b.append_memory(gst::Memory::from_slice(LentPlane { frame: shared.clone(), plane: c }));
-            }
-            if !self.default_layout {
-                gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), out_info.format(), out_info.width(), out_info.height(), &self.offsets, &self.strides)
-                    .map_err(|_| gst::FlowError::Error)?;
-            }
+            gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), info.format(), info.width(), info.height(), &self.offsets, &self.strides).map_err(|_| gst::FlowError::Error)?;
         }
         Ok(buffer)
-    }
-}
-
-/// An engine frame lent to downstream inside a buffer; sent back to the engine's state when the
-/// last memory of the buffer goes.
-struct LentFrame {
-    frame: Option<PlanarFrame>,
-    return_to: mpsc::Sender<PlanarFrame>,
-}
-
-impl Drop for LentFrame {
-    fn drop(&mut self) {
-        if let Some(f) = self.frame.take() {
-            // Always back to the state while it lives: a frame the CUDA backend page-locked must
-            // not be freed while that backend may still take its address for registered memory
-            // (device::cuda::hostio). Once the state is gone, its engine went first and the
-            // frame is freed here.
-            let _ = self.return_to.send(f);
-        }
-    }
-}
-
-/// One plane of a lent frame, as the bytes of a memory.
-struct LentPlane {
-    frame: Arc<LentFrame>,
-    plane: usize,
-}
-
-impl AsRef<[u8]> for LentPlane {
-    fn as_ref(&self) -> &[u8] {
-        self.frame.frame.as_ref().map(|f| f.planes[self.plane].samples.as_bytes()).unwrap_or(&[])
     }
 }
 
@@ -417,11 +400,38 @@ impl Core {
 
     /// Pushes one input frame into the engine; true where applying pending property changes
     /// changed the element's latency (see `apply_settings`).
-    fn process_input(&self, state: &mut State, inbuf: &gst::Buffer) -> Result<bool, gst::FlowError> {
+    fn process_input(&self, state: &mut State, inbuf: gst::Buffer) -> Result<bool, gst::FlowError> {
         let latency_changed = self.apply_settings(state)?;
         if inbuf.duration().is_some() {
             state.last_duration = inbuf.duration();
         }
+        let meta = FrameMeta::of(&inbuf);
+        let inbuf = match state.lending.as_ref() {
+            Some(l) => {
+                let taken = match l.input.as_ref() {
+                    Some(order) => lending::take_input(inbuf, order, &l.in_store),
+                    None => Err(inbuf),
+                };
+                match taken {
+                    Ok(frame) => {
+                        // A frame of the proposed pool, filled upstream: no copy.
+                        let denoiser = &mut state.denoiser;
+                        if let Err(e) = with_engine_logs(self.dispatch(), || denoiser.push_planar(frame, meta)) {
+                            self.engine_failed(state, "Processing a frame failed", e, None)?;
+                        }
+                        return Ok(latency_changed);
+                    }
+                    Err(inbuf) => {
+                        // Unpacked into a frame that came back from downstream, if one did.
+                        if let Some(frame) = l.in_store.take_frame() {
+                            state.denoiser.recycle(frame);
+                        }
+                        inbuf
+                    }
+                }
+            }
+            None => inbuf,
+        };
         let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf.as_ref(), &state.info).map_err(|_| {
             gst::element_error!(self.element(), gst::StreamError::Format, ("Failed to map the input buffer as {:?}", state.info.format()));
             gst::FlowError::Error
@@ -430,7 +440,6 @@ impl Core {
             gst::element_error!(self.element(), gst::StreamError::Format, ("Bad input frame: {msg}"));
             gst::FlowError::Error
         })?;
-        let meta = FrameMeta::of(inbuf);
         let denoiser = &mut state.denoiser;
         if let Err(e) = with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)) {
             self.engine_failed(state, "Processing a frame failed", e, Some(&input))?;
@@ -525,15 +534,20 @@ impl Core {
         let info = {
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else { return Ok(None) };
-            while let Ok(frame) = state.returned.try_recv() {
-                state.denoiser.recycle(frame);
+            if let Some(l) = state.lending.as_ref().filter(|l| !l.out_store.same(&l.in_store)) {
+                // Output frames of their own planes (upscaling) go back to the engine here; with
+                // the input's planes they go on to the next input (`process_input`).
+                while let Some(frame) = l.out_store.take_frame() {
+                    state.denoiser.recycle(frame);
+                }
             }
             if state.denoiser.ready() == 0 {
                 return Ok(None);
             }
-            if let Some(planes) = state.output_planes.as_ref().filter(|p| !downstream.pool && (p.default_layout || downstream.video_meta)) {
+            let lend = state.lending.as_ref().and_then(|l| l.output.as_ref().filter(|p| !downstream.pool && (p.default_layout || downstream.video_meta)).map(|p| (p, &l.out_store)));
+            if let Some((layout, store)) = lend {
                 let (meta, frame) = state.denoiser.pop_planar().expect("a ready frame");
-                let mut buffer = planes.wrap(frame, state.return_to.clone(), &state.out_info).inspect_err(|_| {
+                let mut buffer = layout.lend(frame, store, &state.out_info, downstream.video_meta).inspect_err(|_| {
                     gst::element_error!(self.element(), gst::CoreError::Failed, ("Failed to describe the output planes"));
                 })?;
                 meta.apply(buffer.get_mut().expect("new buffer"));
@@ -730,9 +744,8 @@ impl Core {
         let mut guard = lock(&self.state);
         let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu())
             .then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
-        let output_planes = if settings.zero_copy { OutputPlanes::new(denoiser.output_info(), &out_info) } else { None };
-        let (return_to, returned) = mpsc::channel();
-        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, output_planes, returned, return_to });
+        let lending = settings.zero_copy.then(|| Lending::new(&denoiser, &info, &out_info));
+        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.
@@ -791,6 +804,36 @@ impl Core {
                 gst::debug!(self.cat(), obj = &self.element(), "pushing drained frames at {why}: {err:?}");
             }
         }
+    }
+
+    /// `propose_allocation`: where the state lends input frames (`zero-copy`, a format with one
+    /// component per plane in the caps' default layout), offers upstream a pool whose buffers
+    /// are the engine's frames, so that what upstream writes is denoised without a copy (and, on
+    /// the CUDA backend, DMA'd from memory the backend has page-locked). Upstream may decline
+    /// it; its buffers are then copied in as before. The pool goes with the state (caps change,
+    /// stop); its buffers come back to the state's store until then.
+    pub fn propose_input_pool(&self, query: &mut gst::query::Allocation) {
+        let (Some(caps), _) = query.get_owned() else { return };
+        let mut guard = lock(&self.state);
+        let Some(state) = guard.as_mut() else { return };
+        if gst_video::VideoInfo::from_caps(&caps).ok().as_ref() != Some(&state.info) {
+            return;
+        }
+        let Some(l) = state.lending.as_mut() else { return };
+        let Some(order) = l.input.as_ref() else { return };
+        let size = state.info.size() as u32;
+        let info = state.info.clone();
+        let pool = l.pool.get_or_insert_with(|| PlanarPool::new(PoolSetup { store: l.in_store.clone(), order: order.clone(), info })).clone();
+        if !pool.is_active() {
+            let mut config = pool.config();
+            config.set_params(Some(&caps), size, 0, 0);
+            if pool.set_config(config).is_err() {
+                gst::debug!(self.cat(), obj = &self.element(), "the input pool refused its configuration");
+                return;
+            }
+        }
+        gst::debug!(self.cat(), obj = &self.element(), "proposing the engine-frame pool upstream ({size} bytes per buffer)");
+        query.add_allocation_pool(Some(pool.upcast_ref::<gst::BufferPool>()), size, 0, 0);
     }
 
     /// `decide_allocation`: downstream's pool when it takes the caps, else a video pool.
@@ -870,7 +913,8 @@ impl Core {
                 }
                 return Ok(GenerateOutputSuccess::NoOutput);
             }
-            let latency_changed = match self.process_input(state, &inbuf) {
+            let pts = inbuf.pts();
+            let latency_changed = match self.process_input(state, inbuf) {
                 Ok(changed) => changed,
                 Err(e) => {
                     drop(guard);
@@ -878,7 +922,7 @@ impl Core {
                     return Err(e);
                 }
             };
-            let noise = self.noise_message(state, inbuf.pts());
+            let noise = self.noise_message(state, pts);
             // Messages after the state lock: a synchronous bus handler may read properties.
             drop(guard);
             if let Some(s) = noise {

@@ -610,6 +610,8 @@ impl BaseTransformImpl for NlmDenoise {
     fn propose_allocation(&self, decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
         // Input frames are read through VideoMeta, so upstream may use any strides and offsets.
         query.add_allocation_meta::<gst_video::VideoMeta>(None);
+        // Buffers that are the engine's own frames, where the format and caps allow.
+        self.core.propose_input_pool(query);
         if decide_query.is_none() {
             return self.parent_propose_allocation(decide_query, query);
         }

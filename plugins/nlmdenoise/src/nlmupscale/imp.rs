@@ -367,6 +367,8 @@ impl BaseTransformImpl for NlmUpscale {
         // Input frames are read through VideoMeta, so upstream may use any strides and offsets.
         // The query is not passed downstream: its caps are of the other size.
         query.add_allocation_meta::<gst_video::VideoMeta>(None);
+        // Buffers that are the engine's own frames, where the format and caps allow.
+        self.core.propose_input_pool(query);
         Ok(())
     }
 }

@@ -1,0 +1,262 @@
+//! Frames without copies between GStreamer and the engine: the engine's planar frames lent as
+//! buffers, downstream (the outputs) and upstream (empty frames for the next inputs, through a
+//! buffer pool the element proposes), and taken back.
+//!
+//! Every plane lent out comes back to a [`PlaneStore`] when GStreamer lets go of it, never to
+//! the allocator: the CUDA backend page-locks the planes it sees (device::cuda::hostio) and a
+//! freed plane whose address came back for another allocation while that backend lives would be
+//! taken for page-locked memory it no longer is. A store is freed after the element's engine (it
+//! is declared after it in the state) or, when buffers outlive the state, after the engine went.
+//!
+//! Possible where a format stores one component per memory plane (`FormatInfo::planes_as_stored`):
+//! a buffer then holds one memory per plane, each plane's rows at a stride of its width. Where
+//! that is the caps' default layout no `GstVideoMeta` is needed.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use gst::glib;
+use gst::subclass::prelude::*;
+use nlmdenoise::planar::{Geometry, PlanarFrame, Plane};
+
+use crate::transform::lock;
+
+/// Planes of one geometry that GStreamer gave back, per component, and the addresses of the first
+/// planes the pool lent upstream (to recognise its buffers when they come in).
+#[derive(Clone)]
+pub struct PlaneStore(Arc<Mutex<StoreInner>>);
+
+struct StoreInner {
+    geometry: Geometry,
+    planes: Vec<Vec<Plane>>,
+    lent_to_upstream: HashSet<usize>,
+}
+
+impl PlaneStore {
+    pub fn new(geometry: &Geometry) -> Self {
+        PlaneStore(Arc::new(Mutex::new(StoreInner { geometry: geometry.clone(), planes: vec![Vec::new(); geometry.planes.len()], lent_to_upstream: HashSet::new() })))
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        lock(&self.0).geometry.clone()
+    }
+
+    fn give(&self, component: usize, plane: Plane) {
+        let mut s = lock(&self.0);
+        if let Some(list) = s.planes.get_mut(component) {
+            list.push(plane);
+        }
+    }
+
+    pub fn give_frame(&self, frame: PlanarFrame) {
+        for (c, plane) in frame.planes.into_iter().enumerate() {
+            self.give(c, plane);
+        }
+    }
+
+    /// A frame assembled from given-back planes, if there is one of each.
+    pub fn take_frame(&self) -> Option<PlanarFrame> {
+        let mut s = lock(&self.0);
+        if s.planes.iter().any(|l| l.is_empty()) {
+            return None;
+        }
+        Some(PlanarFrame { planes: s.planes.iter_mut().map(|l| l.pop().expect("checked")).collect() })
+    }
+
+    fn take_or_new(&self) -> PlanarFrame {
+        self.take_frame().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry()))
+    }
+
+    pub fn same(&self, other: &PlaneStore) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// The memory planes of lent frames: the component each holds, in memory-plane order.
+#[derive(Clone, Debug)]
+pub struct PlaneOrder(pub Vec<usize>);
+
+/// A frame lent downstream inside an output buffer (read-only memories, one per plane); back to
+/// its store when the last of them goes.
+struct LentFrame {
+    frame: Option<PlanarFrame>,
+    store: PlaneStore,
+}
+
+impl Drop for LentFrame {
+    fn drop(&mut self) {
+        if let Some(f) = self.frame.take() {
+            self.store.give_frame(f);
+        }
+    }
+}
+
+/// One plane of a lent output frame, as the bytes of a memory.
+struct LentPlane {
+    frame: Arc<LentFrame>,
+    plane: usize,
+}
+
+impl AsRef<[u8]> for LentPlane {
+    fn as_ref(&self) -> &[u8] {
+        self.frame.frame.as_ref().map(|f| f.planes[self.plane].samples.as_bytes()).unwrap_or(&[])
+    }
+}
+
+/// `frame` as a buffer of read-only memories in `order`, returning to `store` when released.
+pub fn lend_output(frame: PlanarFrame, order: &PlaneOrder, store: &PlaneStore) -> gst::Buffer {
+    let shared = Arc::new(LentFrame { frame: Some(frame), store: store.clone() });
+    let mut buffer = gst::Buffer::new();
+    {
+        let b = buffer.get_mut().expect("new buffer");
+        for &c in &order.0 {
+            b.append_memory(gst::Memory::from_slice(LentPlane { frame: shared.clone(), plane: c }));
+        }
+    }
+    buffer
+}
+
+/// One plane of a frame lent upstream to be filled, as a writable memory; back to its store when
+/// dropped (unless the element took it back into a frame).
+struct FillPlane {
+    component: usize,
+    plane: Option<Plane>,
+    store: PlaneStore,
+}
+
+impl AsMut<[u8]> for FillPlane {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self.plane.as_mut() {
+            Some(p) => p.samples.as_bytes_mut(),
+            None => &mut [],
+        }
+    }
+}
+
+impl Drop for FillPlane {
+    fn drop(&mut self) {
+        if let Some(p) = self.plane.take() {
+            self.store.give(self.component, p);
+        }
+    }
+}
+
+fn data_address(buffer: &gst::BufferRef) -> Option<usize> {
+    let mem = buffer.peek_memory(0);
+    mem.map_readable().ok().map(|m| m.as_ptr() as usize)
+}
+
+/// An input buffer the element's pool lent upstream, filled: its frame, taken back without a copy
+/// (`Err` gives the buffer back, unchanged in content, when it is not one of the pool's or is
+/// shared with someone else).
+pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStore) -> Result<PlanarFrame, gst::Buffer> {
+    let n = order.0.len();
+    if buffer.n_memory() != n || !buffer.is_writable() || !buffer.is_all_memory_writable() {
+        return Err(buffer);
+    }
+    match data_address(&buffer) {
+        Some(a) if lock(&store.0).lent_to_upstream.contains(&a) => {}
+        _ => return Err(buffer),
+    }
+    let memories: Vec<gst::Memory> = buffer.iter_memories_owned().collect();
+    buffer.get_mut().expect("writable").remove_all_memory();
+    let mut planes: Vec<Option<Plane>> = (0..n).map(|_| None).collect();
+    let mut parts: Vec<Result<FillPlane, gst::Memory>> = Vec::with_capacity(n);
+    for m in memories {
+        parts.push(m.try_into_inner::<FillPlane>().map_err(|(m, _)| m));
+    }
+    let all_ours = parts.iter().all(|p| matches!(p, Ok(f) if f.store.same(store) && f.plane.is_some()));
+    if !all_ours {
+        // Not what the registry said (shared memory, another store): the buffer as it was.
+        let b = buffer.get_mut().expect("writable");
+        for p in parts {
+            b.append_memory(match p {
+                Ok(fill) => gst::Memory::from_mut_slice(fill),
+                Err(m) => m,
+            });
+        }
+        return Err(buffer);
+    }
+    for p in parts {
+        let mut fill = p.ok().expect("checked");
+        planes[fill.component] = fill.plane.take();
+    }
+    Ok(PlanarFrame { planes: planes.into_iter().map(|p| p.expect("one memory per component")).collect() })
+}
+
+glib::wrapper! {
+    /// A buffer pool whose buffers are engine frames to fill (see the module doc).
+    pub struct PlanarPool(ObjectSubclass<imp::PlanarPool>) @extends gst::BufferPool, gst::Object;
+}
+
+/// What the pool's buffers hold: the frames' store, the memory planes' order and, for the
+/// `GstVideoMeta` upstream asks for (without it a writable map of the whole buffer would merge
+/// the planes into one copy), the caps' plane offsets and strides.
+#[derive(Clone)]
+pub struct PoolSetup {
+    pub store: PlaneStore,
+    pub order: PlaneOrder,
+    pub info: gst_video::VideoInfo,
+}
+
+impl PlanarPool {
+    pub fn new(setup: PoolSetup) -> Self {
+        let pool: Self = glib::Object::new();
+        *lock(&pool.imp().setup) = Some(setup);
+        pool
+    }
+}
+
+mod imp {
+    use super::*;
+
+    #[derive(Default)]
+    pub struct PlanarPool {
+        pub(super) setup: Mutex<Option<PoolSetup>>,
+        /// Upstream set `GST_BUFFER_POOL_OPTION_VIDEO_META`: every buffer carries the meta.
+        video_meta: Mutex<bool>,
+    }
+
+    #[glib::object_subclass]
+    impl ObjectSubclass for PlanarPool {
+        const NAME: &'static str = "GstNlmPlanarPool";
+        type Type = super::PlanarPool;
+        type ParentType = gst::BufferPool;
+    }
+
+    impl ObjectImpl for PlanarPool {}
+    impl GstObjectImpl for PlanarPool {}
+
+    impl BufferPoolImpl for PlanarPool {
+        fn options() -> &'static [&'static str] {
+            static OPTIONS: std::sync::LazyLock<[&'static str; 1]> = std::sync::LazyLock::new(|| [gst_video::BUFFER_POOL_OPTION_VIDEO_META.as_str()]);
+            &*OPTIONS
+        }
+
+        fn set_config(&self, config: &mut gst::BufferPoolConfigRef) -> bool {
+            *lock(&self.video_meta) = config.has_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+            self.parent_set_config(config)
+        }
+
+        fn alloc_buffer(&self, _params: Option<&gst::BufferPoolAcquireParams>) -> Result<gst::Buffer, gst::FlowError> {
+            let Some(PoolSetup { store, order, info }) = lock(&self.setup).clone() else { return Err(gst::FlowError::NotNegotiated) };
+            let frame = store.take_or_new();
+            let mut planes: Vec<Option<Plane>> = frame.planes.into_iter().map(Some).collect();
+            let mut buffer = gst::Buffer::new();
+            {
+                let b = buffer.get_mut().expect("new buffer");
+                for &c in &order.0 {
+                    b.append_memory(gst::Memory::from_mut_slice(FillPlane { component: c, plane: planes[c].take(), store: store.clone() }));
+                }
+                if *lock(&self.video_meta) {
+                    gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), info.format(), info.width(), info.height(), info.offset(), info.stride())
+                        .map_err(|_| gst::FlowError::Error)?;
+                }
+            }
+            if let Some(a) = data_address(&buffer) {
+                lock(&store.0).lent_to_upstream.insert(a);
+            }
+            Ok(buffer)
+        }
+    }
+}
