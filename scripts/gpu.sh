@@ -194,16 +194,20 @@ run_part() {
                    "backend=cuda pipeline-depth=2 temporal-past=1 temporal-future=1 search-radius=2 patch-radius=4"; do
           timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 1500 $cfg >> "$S/gst.txt" 2>&1 || echo "exit $? for $cfg" >> "$S/gst.txt"
         done
-        # Output frames lent downstream (zero-copy, the default) against copied, alternating.
+        # Frames lent (zero-copy, the default) against copied, alternating: a source pushing its
+        # own buffers, and one writing into the element's proposed pool (source=pool).
         for rep in 1 2; do
-          for zc in true false; do
-            timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 2000 backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2 strength=10 zero-copy=$zc >> "$S/gst.txt" 2>&1 || echo "exit $? for zero-copy=$zc" >> "$S/gst.txt"
+          for source in "" source=pool; do
+            for zc in true false; do
+              timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 2000 backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2 strength=10 zero-copy=$zc $source >> "$S/gst.txt" 2>&1 || echo "exit $? for zero-copy=$zc $source" >> "$S/gst.txt"
+            done
           done
         done
-        # The same output bytes either way on the GPU (direct I/O reusing lent frames).
-        for zc in true false; do
-          echo "== zero-copy=$zc checksum" >> "$S/gst.txt"
-          timeout "$(tmo 60)" $B/fault_pipeline 1920 1080 150 backend=cuda pipeline-depth=2 temporal-past=2 temporal-future=1 zero-copy=$zc 2>&1 | grep -E '^frames in|rror' >> "$S/gst.txt"
+        timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 2000 backend=cuda pipeline-depth=2 temporal-past=1 temporal-future=1 search-radius=2 patch-radius=4 source=pool >> "$S/gst.txt" 2>&1
+        # The same output bytes every way on the GPU (direct I/O from and into lent frames).
+        for mode in "zero-copy=true" "zero-copy=false" "zero-copy=true source=pool"; do
+          echo "== $mode checksum" >> "$S/gst.txt"
+          timeout "$(tmo 60)" $B/fault_pipeline 1920 1080 150 backend=cuda pipeline-depth=2 temporal-past=2 temporal-future=1 $mode 2>&1 | grep -E '^frames in|rror|source=pool' >> "$S/gst.txt"
         done
       )
       grep -E '^\||^==|^frames in' "$S/gst.txt"; note "gst: $(grep -c 'appsrc !' "$S/gst.txt") rows (gst.txt)"

@@ -1,13 +1,15 @@
 //! A pipeline under injected faults (docs/reliability.md, scripts/gpu.sh part `faults`):
 //! `appsrc ! nlmdenoise ! fakesink`, counting what comes out and what the bus says.
 //!
-//! usage: fault_pipeline WIDTH HEIGHT FRAMES [change-at=K:WxH] [pause-at=K:SECONDS] [ELEMENT PROPERTIES...]
+//! usage: fault_pipeline WIDTH HEIGHT FRAMES [change-at=K:WxH] [pause-at=K:SECONDS] [source=pool] [ELEMENT PROPERTIES...]
 //! e.g.   fault_pipeline 1920 1080 300 backend=cuda          (with the CUDA fault stand-in loaded)
 //!        fault_pipeline 640 360 80 pause-at=40:12 change-at=40:1920x1080 backend=cuda
 //!
 //! `change-at` switches the frames (and caps) to another size from frame K on: the element builds
 //! a new engine, the moment device memory can run out mid-stream. `pause-at` holds the source
-//! for that long before frame K, so that a test can take device memory meanwhile.
+//! for that long before frame K, so that a test can take device memory meanwhile. `source=pool`
+//! writes the frames after the first into buffers of the pool the element proposes (until a caps
+//! change), as a decoder would.
 //!
 //! Prints one line per warning and error the bus carries, then a summary line:
 //! `frames in N received R out M lost-reported L accounted yes|NO in-order yes|no end eos|error
@@ -20,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gst::prelude::*;
+
+#[path = "common/pool.rs"]
+mod pool;
 
 fn frame(width: usize, height: usize, seed: usize) -> Vec<u8> {
     let size = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, width as u32, height as u32).build().expect("valid size").size();
@@ -66,9 +71,12 @@ fn main() -> anyhow::Result<()> {
     let (width, height, frames): (usize, usize, usize) = (args[1].parse()?, args[2].parse()?, args[3].parse()?);
     let mut change = None;
     let mut pause = None;
+    let mut from_pool = false;
     let mut props = Vec::new();
     for a in &args[4..] {
-        if let Some(v) = a.strip_prefix("change-at=") {
+        if a == "source=pool" {
+            from_pool = true;
+        } else if let Some(v) = a.strip_prefix("change-at=") {
             let (k, size) = parse_at(v)?;
             let (w, h) = size.split_once('x').ok_or_else(|| anyhow::anyhow!("change-at: expected K:WxH"))?;
             change = Some((k, w.parse::<usize>()?, h.parse::<usize>()?));
@@ -114,7 +122,9 @@ fn main() -> anyhow::Result<()> {
     let duration = gst::ClockTime::from_nseconds(1_000_000_000 / 30);
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing)?;
+    let received_by_feeder = received.clone();
     let feeder = std::thread::spawn(move || {
+        let mut pool: Option<gst::BufferPool> = None;
         let (mut w, mut h) = (width, height);
         let mut templates: Vec<gst::Buffer> = (0..4).map(|i| gst::Buffer::from_mut_slice(frame(w, h, i))).collect();
         for i in 0..frames {
@@ -128,9 +138,23 @@ fn main() -> anyhow::Result<()> {
                     (w, h) = (nw, nh);
                     src.set_caps(Some(&caps(w, h)));
                     templates = (0..4).map(|i| gst::Buffer::from_mut_slice(frame(w, h, i))).collect();
+                    pool = None;
                 }
             }
-            let mut buffer = templates[i % templates.len()].copy();
+            if from_pool && i == 1 {
+                // The element proposes its pool once it has the caps (the first frame arrived).
+                for _ in 0..2000 {
+                    if received_by_feeder.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                pool = pool::proposed_pool(&src, &caps(w, h));
+                eprintln!("fault_pipeline: source=pool, {}", if pool.is_some() { "writing into the element's pool" } else { "no pool proposed" });
+            }
+            let template = &templates[i % templates.len()];
+            let info = gst_video::VideoInfo::from_caps(&caps(w, h)).expect("valid caps");
+            let mut buffer = pool.as_ref().and_then(|p| pool::fill_from_pool(p, template, &info)).unwrap_or_else(|| template.copy());
             {
                 let b = buffer.get_mut().unwrap();
                 b.set_pts(duration * i as u64);

@@ -4,7 +4,9 @@
 //! usage: pipeline_bench WIDTH HEIGHT FRAMES [element=NAME] [ELEMENT PROPERTIES...]
 //! e.g.   pipeline_bench 1920 1080 3000 backend=cuda temporal-past=2 search-radius=3 patch-radius=2
 //!        pipeline_bench 960 540 1000 element=nlmupscale backend=cuda scale=2
-//! (`element` picks the plugin's element, default nlmdenoise.)
+//! (`element` picks the plugin's element, default nlmdenoise; `source=pool`: after the first
+//! frame the source writes each frame into a buffer of the pool the element proposes, as a
+//! decoder would, instead of pushing buffers of its own.)
 //!
 //! Prints one table row for the pipeline with the element and one for the same pipeline without it
 //! (`appsrc ! fakesink`), so the cost of the pipeline itself is visible.
@@ -12,6 +14,10 @@
 use std::time::Instant;
 
 use gst::prelude::*;
+
+#[path = "common/pool.rs"]
+mod pool;
+use pool::{fill_from_pool, proposed_pool};
 
 const DISTINCT_FRAMES: usize = 8;
 
@@ -31,6 +37,12 @@ fn noisy_i420(width: usize, size: usize, seed: u32) -> Vec<u8> {
 }
 
 fn run(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
+    run_from(width, height, frames, element, false)
+}
+
+/// `from_pool`: after the first frame, the source writes every frame into a buffer of the pool
+/// the element proposes (when it proposes one), as a decoder or camera source would.
+fn run_from(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>, from_pool: bool) -> anyhow::Result<f64> {
     let middle = element.map(|(name, props)| format!("{name} name=nlm {props} ! ")).unwrap_or_default();
     let desc = format!("appsrc name=src format=time block=true max-bytes=200000000 ! {middle}fakesink name=sink sync=false");
     let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
@@ -48,9 +60,30 @@ fn run(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing)?;
     let start = Instant::now();
+    let info = gst_video::VideoInfo::from_caps(&caps)?;
+    // Set when the first frame reached the element (its caps are set by then).
+    let arrived = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(pad) = pipeline.by_name("nlm").and_then(|e| e.static_pad("sink")) {
+        let arrived = arrived.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+            arrived.store(true, std::sync::atomic::Ordering::SeqCst);
+            gst::PadProbeReturn::Remove
+        });
+    }
     let feeder = std::thread::spawn(move || {
+        let mut pool = None;
         for i in 0..frames {
-            let mut buffer = templates[i % DISTINCT_FRAMES].copy();
+            if from_pool && i == 1 {
+                for _ in 0..2000 {
+                    if arrived.load(std::sync::atomic::Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                pool = proposed_pool(&src, &caps);
+            }
+            let template = &templates[i % DISTINCT_FRAMES];
+            let mut buffer = pool.as_ref().and_then(|p| fill_from_pool(p, template, &info)).unwrap_or_else(|| template.copy());
             {
                 let b = buffer.get_mut().unwrap();
                 b.set_pts(duration * i as u64);
@@ -92,18 +125,20 @@ fn main() -> anyhow::Result<()> {
     let height: usize = args[2].parse()?;
     let frames: usize = args[3].parse()?;
     let name = args[4..].iter().find_map(|a| a.strip_prefix("element=")).unwrap_or("nlmdenoise").to_string();
-    let props = args[4..].iter().filter(|a| !a.starts_with("element=")).cloned().collect::<Vec<_>>().join(" ");
+    let from_pool = args[4..].iter().any(|a| a == "source=pool");
+    let props = args[4..].iter().filter(|a| !a.starts_with("element=") && !a.starts_with("source=")).cloned().collect::<Vec<_>>().join(" ");
     gst::init()?;
     gstnlmdenoise::plugin_register_static()?;
     // Warm-up: first use compiles kernels and allocates the ring.
     run(width, height, frames.min(60), Some((&name, &props)))?;
     reset_counters();
-    let with = run(width, height, frames, Some((&name, &props)))?;
+    let with = run_from(width, height, frames, Some((&name, &props)), from_pool)?;
     let breakdown = per_frame_breakdown(frames, with);
     let without = run(width, height, frames, None)?;
     println!("| pipeline | size | frames | frames/s |");
     println!("|---|---|---|---|");
-    println!("| appsrc ! {name} {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
+    let source = if from_pool { " (source=pool: frames written into the element's pool if it offers one)" } else { "" };
+    println!("| appsrc{source} ! {name} {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
     println!("| appsrc ! fakesink | {width}x{height} | {frames} | {without:.1} |");
     println!();
     println!("{breakdown}");

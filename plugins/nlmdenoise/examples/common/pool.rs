@@ -1,0 +1,42 @@
+//! A source writing into the buffer pool the element proposes (as decoders and camera sources
+//! do), shared by the examples that offer `source=pool`.
+
+use gst::prelude::*;
+use gst_video::prelude::*;
+
+/// The buffer pool the element downstream of `src` proposes for `caps`, configured and active;
+/// `None` when it proposes none (`zero-copy=false`, or not yet negotiated).
+pub fn proposed_pool(src: &gst_app::AppSrc, caps: &gst::Caps) -> Option<gst::BufferPool> {
+    let mut query = gst::query::Allocation::new(Some(caps), true);
+    if !src.static_pad("src")?.peer_query(&mut query) {
+        return None;
+    }
+    let (pool, size, min, max) = query.allocation_pools().next()?;
+    let pool = pool?;
+    let mut config = pool.config();
+    config.set_params(Some(caps), size, min, max);
+    config.add_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
+    pool.set_config(config).ok()?;
+    pool.set_active(true).ok()?;
+    Some(pool)
+}
+
+/// A buffer of `pool` holding `template`'s picture, written plane by plane as a decoder would.
+pub fn fill_from_pool(pool: &gst::BufferPool, template: &gst::Buffer, info: &gst_video::VideoInfo) -> Option<gst::Buffer> {
+    let mut buffer = pool.acquire_buffer(None).ok()?;
+    {
+        let from = gst_video::VideoFrameRef::from_buffer_ref_readable(template.as_ref(), info).ok()?;
+        let mut to = gst_video::VideoFrameRef::from_buffer_ref_writable(buffer.get_mut()?, info).ok()?;
+        for p in 0..info.n_planes() {
+            let (fs, ts) = (from.plane_stride()[p as usize] as usize, to.plane_stride()[p as usize] as usize);
+            let row = fs.min(ts);
+            let rows = from.comp_height(p) as usize;
+            let src = from.plane_data(p).ok()?;
+            let dst = to.plane_data_mut(p).ok()?;
+            for r in 0..rows {
+                dst[r * ts..r * ts + row].copy_from_slice(&src[r * fs..r * fs + row]);
+            }
+        }
+    }
+    Some(buffer)
+}
