@@ -194,6 +194,10 @@ run_part() {
                    "backend=cuda pipeline-depth=2 temporal-past=1 temporal-future=1 search-radius=2 patch-radius=4"; do
           timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 1500 $cfg >> "$S/gst.txt" 2>&1 || echo "exit $? for $cfg" >> "$S/gst.txt"
         done
+        # The engine alone, end to end: host frames copied in and out, and planar frames lent.
+        for rep in 1 2; do
+          timeout "$(tmo 60)" $B/bench_cuda --brief --only e2e --config live --frames 3000 2>&1 | grep -E '^\|' >> "$S/gst.txt"
+        done
         # Frames lent (zero-copy, the default) against copied, alternating: a source pushing its
         # own buffers, and one writing into the element's proposed pool (source=pool).
         for rep in 1 2; do

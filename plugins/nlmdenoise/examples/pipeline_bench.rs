@@ -21,6 +21,9 @@ use pool::{fill_from_pool, proposed_pool};
 
 const DISTINCT_FRAMES: usize = 8;
 
+/// The source thread's time making its buffers (writing them into the pool with `source=pool`).
+static SOURCE_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One I420 frame of `size` bytes (GStreamer's layout, row strides rounded up to 4: at 854x480 a
 /// frame is larger than width x height x 1.5) with a horizontal ramp plus noise.
 fn noisy_i420(width: usize, size: usize, seed: u32) -> Vec<u8> {
@@ -83,7 +86,9 @@ fn run_from(width: usize, height: usize, frames: usize, element: Option<(&str, &
                 pool = proposed_pool(&src, &caps);
             }
             let template = &templates[i % DISTINCT_FRAMES];
+            let t = Instant::now();
             let mut buffer = pool.as_ref().and_then(|p| fill_from_pool(p, template, &info)).unwrap_or_else(|| template.copy());
+            SOURCE_NS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
             {
                 let b = buffer.get_mut().unwrap();
                 b.set_pts(duration * i as u64);
@@ -150,6 +155,7 @@ fn reset_counters() {
     for c in nlmdenoise::engine::ENGINE_NS.iter().chain(nlmdenoise::device::cuda::HOST_NS.iter()) {
         c.store(0, Relaxed);
     }
+    SOURCE_NS.store(0, Relaxed);
 }
 
 /// Where a frame's time goes on the streaming thread (microseconds per frame): the engine's and
@@ -177,5 +183,6 @@ fn per_frame_breakdown(frames: usize, fps: f64) -> String {
     out += &format!("\n| {frames} frames | {total:.1} | ");
     out += &parts.iter().map(|p| format!("{:.1}", p.1)).collect::<Vec<_>>().join(" | ");
     out += &format!(" | {rest:.1} |");
+    out += &format!("\n\nsource thread (another thread): {:.1} us per frame making its buffers (waits for a free pool buffer included)", us(SOURCE_NS.load(Relaxed)));
     out
 }

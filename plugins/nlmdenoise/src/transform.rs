@@ -164,6 +164,12 @@ impl Lending {
     }
 }
 
+/// Most buffers of the proposed input pool upstream may hold at once. Bounded so that a source
+/// running ahead (a deep queue) does not put ever new frames into circulation: the CUDA backend
+/// keeps up to 64 planes page-locked (device::cuda), and the frames in circulation (these, the
+/// temporal window and pipeline, what downstream holds) should stay within that.
+const INPUT_POOL_MAX_BUFFERS: u32 = 8;
+
 /// What downstream said in the allocation query.
 #[derive(Debug, Default, Clone, Copy)]
 struct Downstream {
@@ -826,14 +832,14 @@ impl Core {
         let pool = l.pool.get_or_insert_with(|| PlanarPool::new(PoolSetup { store: l.in_store.clone(), order: order.clone(), info })).clone();
         if !pool.is_active() {
             let mut config = pool.config();
-            config.set_params(Some(&caps), size, 0, 0);
+            config.set_params(Some(&caps), size, 0, INPUT_POOL_MAX_BUFFERS);
             if pool.set_config(config).is_err() {
                 gst::debug!(self.cat(), obj = &self.element(), "the input pool refused its configuration");
                 return;
             }
         }
         gst::debug!(self.cat(), obj = &self.element(), "proposing the engine-frame pool upstream ({size} bytes per buffer)");
-        query.add_allocation_pool(Some(pool.upcast_ref::<gst::BufferPool>()), size, 0, 0);
+        query.add_allocation_pool(Some(pool.upcast_ref::<gst::BufferPool>()), size, 0, INPUT_POOL_MAX_BUFFERS);
     }
 
     /// `decide_allocation`: downstream's pool when it takes the caps, else a video pool.
