@@ -214,7 +214,7 @@ run_part() {
           timeout "$(tmo 60)" $B/fault_pipeline 1920 1080 150 backend=cuda pipeline-depth=2 temporal-past=2 temporal-future=1 $mode 2>&1 | grep -E '^frames in|rror|source=pool' >> "$S/gst.txt"
         done
       )
-      grep -E '^\||^==|^frames in' "$S/gst.txt"; note "gst: $(grep -c 'appsrc !' "$S/gst.txt") rows (gst.txt)"
+      grep -E '^\||^==|^frames in|^source thread' "$S/gst.txt"; note "gst: $(grep -c 'appsrc !' "$S/gst.txt") rows (gst.txt)"
     else
       note "gst: no .gst-debs/activate.sh (run --collect here)"
     fi ;;

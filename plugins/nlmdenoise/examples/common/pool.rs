@@ -3,6 +3,7 @@
 
 use gst::prelude::*;
 use gst_video::prelude::*;
+use rayon::prelude::*;
 
 /// The buffer pool the element downstream of `src` proposes for `caps`, configured and active;
 /// `None` when it proposes none (`zero-copy=false`, or not yet negotiated).
@@ -21,10 +22,6 @@ pub fn proposed_pool(src: &gst_app::AppSrc, caps: &gst::Caps) -> Option<gst::Buf
     Some(pool)
 }
 
-/// Threads writing one frame: a source fast enough that the element, not the copy into the
-/// pool's buffer, sets the rate (a hardware decoder writes a frame in well under its period).
-const FILL_THREADS: usize = 4;
-
 /// A buffer of `pool` holding `template`'s picture, written plane by plane as a decoder would.
 pub fn fill_from_pool(pool: &gst::BufferPool, template: &gst::Buffer, info: &gst_video::VideoInfo) -> Option<gst::Buffer> {
     let mut buffer = pool.acquire_buffer(None).ok()?;
@@ -37,19 +34,9 @@ pub fn fill_from_pool(pool: &gst::BufferPool, template: &gst::Buffer, info: &gst
             let rows = from.comp_height(p) as usize;
             let src = from.plane_data(p).ok()?;
             let dst = to.plane_data_mut(p).ok()?;
-            let band = rows.div_ceil(FILL_THREADS).max(1);
-            std::thread::scope(|scope| {
-                for (k, chunk) in dst.chunks_mut(band * ts).enumerate() {
-                    scope.spawn(move || {
-                        for (i, out) in chunk.chunks_mut(ts).enumerate() {
-                            let r = k * band + i;
-                            if r < rows {
-                                out[..row].copy_from_slice(&src[r * fs..r * fs + row]);
-                            }
-                        }
-                    });
-                }
-            });
+            // Rows in parallel on the rayon pool: a source fast enough that the element, not
+            // this copy, sets the rate (a decoder writes a frame well within its period).
+            dst.par_chunks_mut(ts).take(rows).enumerate().for_each(|(r, out)| out[..row].copy_from_slice(&src[r * fs..r * fs + row]));
         }
     }
     Some(buffer)
