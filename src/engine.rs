@@ -202,6 +202,13 @@ impl<T> Denoiser<T> {
         self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry))
     }
 
+    /// A spare planar frame of the input's planes if the engine holds one (a caller lending
+    /// frames gives these back to its own store: with output frames of other planes,
+    /// super-resolution, finished inputs become spare here).
+    pub fn spare_frame(&mut self) -> Option<PlanarFrame> {
+        self.spare.pop()
+    }
+
     /// Stores the input (`source`, unpacked into `planar`; without it `planar` holds the input),
     /// estimates the noise, uploads and launches what became ready.
     fn push_filled(&mut self, mut planar: PlanarFrame, tag: T, source: Option<&FrameRef<'_>>) -> Result<()> {

@@ -422,7 +422,13 @@ impl Core {
                     Ok(frame) => {
                         // A frame of the proposed pool, filled upstream: no copy.
                         let denoiser = &mut state.denoiser;
-                        if let Err(e) = with_engine_logs(self.dispatch(), || denoiser.push_planar(frame, meta)) {
+                        let pushed = with_engine_logs(self.dispatch(), || denoiser.push_planar(frame, meta));
+                        // Input frames the engine is done with (upscaling finishes into frames
+                        // of their own) go back to the pool's store.
+                        while let Some(spare) = state.denoiser.spare_frame() {
+                            l.in_store.give_frame(spare);
+                        }
+                        if let Err(e) = pushed {
                             self.engine_failed(state, "Processing a frame failed", e, None)?;
                         }
                         return Ok(latency_changed);

@@ -67,4 +67,18 @@ fn upstream_writes_into_the_engine_frames_of_the_proposed_pool() {
         assert!(lent_in.iter().all(|&n| n == planes), "{format}: upstream wrote into the pool's frames: {lent_in:?}");
         assert!(copied_in.iter().all(|&n| n == 1), "{format}: no pool without zero-copy: {copied_in:?}");
     }
+    // The upscaler: input frames of one size from its pool, output frames of another lent out.
+    let desc = |zero_copy: bool| {
+        format!(
+            "videotestsrc pattern=ball num-buffers=10 ! video/x-raw,format=I420,width=32,height=24,framerate=30/1 ! \
+             nlmupscale name=nlm backend=cpu scale=2 temporal-past=1 temporal-future=1 zero-copy={zero_copy} ! fakesink name=sink sync=false"
+        )
+    };
+    ENGINE_NS.iter().for_each(|c| c.store(0, Relaxed));
+    let (lent_out, lent_in) = run_collecting(&desc(true));
+    assert_eq!((ENGINE_NS[PUSHED].load(Relaxed), ENGINE_NS[UNPACK].load(Relaxed)), (10, 0), "nlmupscale: frames pushed, unpack time");
+    let (copied_out, _) = run_collecting(&desc(false));
+    assert_eq!(lent_out.len(), 10);
+    assert!(lent_out == copied_out, "nlmupscale: the output differs between lent and copied frames");
+    assert!(lent_in.iter().all(|&n| n == 3), "nlmupscale: upstream wrote into the pool's frames: {lent_in:?}");
 }
