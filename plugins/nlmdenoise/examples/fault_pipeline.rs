@@ -23,21 +23,12 @@ use std::time::Duration;
 
 use gst::prelude::*;
 
-#[path = "common/pool.rs"]
-mod pool;
+#[path = "common/source.rs"]
+mod source;
 
 fn frame(width: usize, height: usize, seed: usize) -> Vec<u8> {
     let size = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, width as u32, height as u32).build().expect("valid size").size();
-    let mut state = (seed as u32).wrapping_mul(2654435761).wrapping_add(1);
-    (0..size)
-        .map(|i| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            let base = ((i % width) * 255 / width.max(1)) as i32;
-            (base + (state % 41) as i32 - 20).clamp(0, 255) as u8
-        })
-        .collect()
+    source::noisy_i420(width, size, seed as u32)
 }
 
 fn caps(width: usize, height: usize) -> gst::Caps {
@@ -149,12 +140,12 @@ fn main() -> anyhow::Result<()> {
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                pool = pool::proposed_pool(&src, &caps(w, h));
+                pool = source::proposed_pool(&src, &caps(w, h));
                 eprintln!("fault_pipeline: source=pool, {}", if pool.is_some() { "writing into the element's pool" } else { "no pool proposed" });
             }
             let template = &templates[i % templates.len()];
             let info = gst_video::VideoInfo::from_caps(&caps(w, h)).expect("valid caps");
-            let mut buffer = pool.as_ref().and_then(|p| pool::fill_from_pool(p, template, &info)).unwrap_or_else(|| template.copy());
+            let mut buffer = pool.as_ref().and_then(|p| source::fill_from_pool(p, template, &info)).unwrap_or_else(|| template.copy());
             {
                 let b = buffer.get_mut().unwrap();
                 b.set_pts(duration * i as u64);

@@ -15,29 +15,14 @@ use std::time::Instant;
 
 use gst::prelude::*;
 
-#[path = "common/pool.rs"]
-mod pool;
-use pool::{fill_from_pool, proposed_pool};
+#[path = "common/source.rs"]
+mod source;
+use source::{fill_from_pool, noisy_i420, proposed_pool};
 
 const DISTINCT_FRAMES: usize = 8;
 
 /// The source thread's time making its buffers (writing them into the pool with `source=pool`).
 static SOURCE_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// One I420 frame of `size` bytes (GStreamer's layout, row strides rounded up to 4: at 854x480 a
-/// frame is larger than width x height x 1.5) with a horizontal ramp plus noise.
-fn noisy_i420(width: usize, size: usize, seed: u32) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..size)
-        .map(|i| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            let base = ((i % width) * 255 / width.max(1)) as i32;
-            (base + (state % 41) as i32 - 20).clamp(0, 255) as u8
-        })
-        .collect()
-}
 
 fn run(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
     run_from(width, height, frames, element, false)

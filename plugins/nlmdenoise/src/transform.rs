@@ -653,6 +653,16 @@ impl Core {
 }
 
 
+/// The `zero-copy` property of every element of the plugin (`Settings::zero_copy`).
+pub fn zero_copy_property() -> glib::ParamSpec {
+    glib::ParamSpecBoolean::builder("zero-copy")
+        .nick("Zero-copy frames")
+        .blurb("For planar formats (I420, YV12, Y42B, Y444, GRAY, 10/16-bit planar): propose upstream a pool of the engine's own frames, and hand output frames downstream in the engine's planes when downstream offers no pool of its own, so that frames cross without a copy; off: copy frames in and out")
+        .default_value(true)
+        .mutable_ready()
+        .build()
+}
+
 /// The pad templates of every element of the plugin: every engine format, any size (the caps
 /// each element accepts are then its own business).
 pub fn pad_templates() -> Vec<gst::PadTemplate> {

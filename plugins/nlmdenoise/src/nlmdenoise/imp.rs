@@ -330,12 +330,7 @@ impl ObjectImpl for NlmDenoise {
                     .blurb("Storage of the multi-pass kernel's distances and weights (CUDA only)")
                     .mutable_ready()
                     .build(),
-                glib::ParamSpecBoolean::builder("zero-copy")
-                    .nick("Zero-copy output")
-                    .blurb("Hand output frames downstream in the engine's own planes, without a copy, for planar formats (I420, YV12, Y42B, Y444, GRAY, 10/16-bit planar) when downstream offers no pool of its own; off: copy each frame into a buffer of the negotiated pool")
-                    .default_value(true)
-                    .mutable_ready()
-                    .build(),
+                crate::transform::zero_copy_property(),
                 glib::ParamSpecUInt::builder("pipeline-depth")
                     .nick("Pipeline depth")
                     .blurb("Frames in flight on the GPU (0 = synchronous); each adds one frame of latency. Ignored by the CPU backend")

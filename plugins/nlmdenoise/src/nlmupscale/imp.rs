@@ -78,12 +78,7 @@ impl ObjectImpl for NlmUpscale {
                     .default_value(0)
                     .mutable_ready()
                     .build(),
-                glib::ParamSpecBoolean::builder("zero-copy")
-                    .nick("Zero-copy output")
-                    .blurb("Hand output frames downstream in the engine's own planes, without a copy, for planar formats (I420, YV12, Y42B, Y444, GRAY, 10/16-bit planar) when downstream offers no pool of its own; off: copy each frame into a buffer of the negotiated pool")
-                    .default_value(true)
-                    .mutable_ready()
-                    .build(),
+                crate::transform::zero_copy_property(),
                 glib::ParamSpecUInt::builder("pipeline-depth")
                     .nick("Pipeline depth")
                     .blurb("Frames in flight on the GPU (adds that many frames of latency); 0 = synchronous")

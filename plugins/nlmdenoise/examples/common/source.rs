@@ -1,5 +1,5 @@
-//! A source writing into the buffer pool the element proposes (as decoders and camera sources
-//! do), shared by the examples that offer `source=pool`.
+//! What the examples' sources push: noisy test frames, and (`source=pool`) those frames written
+//! into the buffer pool the element proposes, as decoders and camera sources do.
 
 use gst::prelude::*;
 use gst_video::prelude::*;
@@ -40,4 +40,19 @@ pub fn fill_from_pool(pool: &gst::BufferPool, template: &gst::Buffer, info: &gst
         }
     }
     Some(buffer)
+}
+
+/// One I420 frame of `size` bytes (GStreamer's layout, row strides rounded up to 4: at 854x480 a
+/// frame is larger than width x height x 1.5) with a horizontal ramp plus noise.
+pub fn noisy_i420(width: usize, size: usize, seed: u32) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(2654435761).wrapping_add(1);
+    (0..size)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let base = ((i % width) * 255 / width.max(1)) as i32;
+            (base + (state % 41) as i32 - 20).clamp(0, 255) as u8
+        })
+        .collect()
 }
