@@ -75,6 +75,12 @@ pub struct Denoiser<T> {
     spare: Vec<PlanarFrame>,
     /// The same for output frames when they differ from input frames.
     spare_out: Vec<PlanarFrame>,
+    /// Frames of planes the engine no longer uses (the output geometry changed, a caller gave
+    /// back a frame of other planes), kept until the engine goes: the CUDA backend may have
+    /// page-locked them (device::cuda::hostio), and a freed frame's address coming back for a
+    /// new allocation while the backend lives would be taken for page-locked memory. Declared
+    /// after `backend`, so freed after it.
+    retired: Vec<PlanarFrame>,
 }
 
 impl<T> Denoiser<T> {
@@ -113,6 +119,7 @@ impl<T> Denoiser<T> {
             lost: Vec::new(),
             spare: Vec::new(),
             spare_out: Vec::new(),
+            retired: Vec::new(),
         })
     }
 
@@ -191,6 +198,7 @@ impl<T> Denoiser<T> {
     /// through [`Self::pop_planar`], and the caller filled with the next input), without a copy.
     pub fn push_planar(&mut self, frame: PlanarFrame, tag: T) -> Result<()> {
         if !frame.matches(&self.geometry) {
+            self.retired.push(frame);
             return Err(Error::InvalidFrame("planar frame does not match the stream's planes".into()));
         }
         self.push_filled(frame, tag, None)
@@ -368,11 +376,15 @@ impl<T> Denoiser<T> {
         self.ready.pop_front().map(|p| (p.tag, p.frame))
     }
 
+    /// Gives back a frame handed out ([`Self::pop_planar`], [`Self::take_spare`]) for reuse; one
+    /// of planes the engine no longer uses is kept, unused, until the engine goes.
     pub fn recycle(&mut self, frame: PlanarFrame) {
         if frame.matches(&self.geometry) {
             self.spare.push(frame);
         } else if frame.matches(&self.out_geometry) {
             self.spare_out.push(frame);
+        } else {
+            self.retired.push(frame);
         }
     }
 
@@ -484,7 +496,8 @@ impl<T> Denoiser<T> {
         self.params = params;
         self.plan = plan;
         if out_geometry != self.out_geometry {
-            self.spare_out.clear();
+            let old = std::mem::take(&mut self.spare_out);
+            self.retired.extend(old);
         }
         self.out_info = out_info;
         self.out_geometry = out_geometry;

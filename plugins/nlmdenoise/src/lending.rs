@@ -154,6 +154,16 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
     if buffer.n_memory() != n || !buffer.is_writable() || !buffer.is_all_memory_writable() {
         return Err(buffer);
     }
+    // Each memory whole, as the pool made it (not resized or re-offset upstream).
+    let geometry = store.geometry();
+    let whole = (0..n).all(|i| {
+        let m = buffer.peek_memory(i);
+        let p = &geometry.planes[order.0[i]];
+        m.offset() == 0 && m.size() == p.width * p.height * geometry.bytes_per_sample
+    });
+    if !whole {
+        return Err(buffer);
+    }
     match data_address(&buffer) {
         Some(a) if lock(&store.0).lent_to_upstream.contains(&a) => {}
         _ => return Err(buffer),
@@ -165,7 +175,9 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
     for m in memories {
         parts.push(m.try_into_inner::<FillPlane>().map_err(|(m, _)| m));
     }
-    let all_ours = parts.iter().all(|p| matches!(p, Ok(f) if f.store.same(store) && f.plane.is_some()));
+    let mut components: Vec<usize> = parts.iter().filter_map(|p| p.as_ref().ok().map(|f| f.component)).collect();
+    components.sort_unstable();
+    let all_ours = parts.iter().all(|p| matches!(p, Ok(f) if f.store.same(store) && f.plane.is_some())) && components == (0..n).collect::<Vec<_>>();
     if !all_ours {
         // Not what the registry said (shared memory, another store): the buffer as it was.
         let b = buffer.get_mut().expect("writable");
@@ -177,11 +189,11 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
         }
         return Err(buffer);
     }
-    for p in parts {
-        let mut fill = p.ok().expect("checked");
+    for mut fill in parts.into_iter().flatten() {
         planes[fill.component] = fill.plane.take();
     }
-    Ok(PlanarFrame { planes: planes.into_iter().map(|p| p.expect("one memory per component")).collect() })
+    // Checked above: one plane per component.
+    Ok(PlanarFrame { planes: planes.into_iter().flatten().collect() })
 }
 
 glib::wrapper! {
@@ -234,6 +246,14 @@ mod imp {
         }
 
         fn set_config(&self, config: &mut gst::BufferPoolConfigRef) -> bool {
+            // Only the caps the pool was made for: its frames have their planes.
+            let caps_fit = match (config.params(), lock(&self.setup).as_ref()) {
+                (Some((Some(caps), _, _, _)), Some(setup)) => gst_video::VideoInfo::from_caps(&caps).ok().as_ref() == Some(&setup.info),
+                _ => false,
+            };
+            if !caps_fit {
+                return false;
+            }
             *lock(&self.video_meta) = config.has_option(gst_video::BUFFER_POOL_OPTION_VIDEO_META);
             self.parent_set_config(config)
         }

@@ -232,6 +232,9 @@ pub struct Core {
     pub lateness: Mutex<Lateness>,
     /// What downstream answered to the last allocation query.
     downstream: Mutex<Downstream>,
+    /// Messages built while the state lock was held, posted once it is released: a synchronous
+    /// bus handler may read properties, which take that lock.
+    deferred: Mutex<Vec<gst::Message>>,
     dispatch: OnceLock<tracing::Dispatch>,
     element: OnceLock<glib::WeakRef<gst_base::BaseTransform>>,
     /// What the element is for (the words of its messages): a noun and a verb.
@@ -280,6 +283,15 @@ impl Core {
                 ["Use backend=cuda, a smaller search-radius or temporal window, algorithm=nlm, or a lower resolution or frame rate (docs/tuning.md)"]
             );
         }
+    }
+}
+
+/// Input frames the engine holds spare go back to the lending store, the one free list of
+/// input frames while frames are lent (the pool's next buffers and the next copied-in inputs
+/// take from it); so no list grows while the other allocates.
+fn return_spares(denoiser: &mut Denoiser<FrameMeta>, store: &PlaneStore) {
+    while let Some(frame) = denoiser.spare_frame() {
+        store.give_frame(frame);
     }
 }
 
@@ -420,14 +432,12 @@ impl Core {
                 };
                 match taken {
                     Ok(frame) => {
-                        // A frame of the proposed pool, filled upstream: no copy.
+                        // A frame of the proposed pool, filled upstream: no copy. (If the push
+                        // fails, this frame is among the lost ones even with the CPU hand-over:
+                        // its planes may hold part of an output by then.)
                         let denoiser = &mut state.denoiser;
                         let pushed = with_engine_logs(self.dispatch(), || denoiser.push_planar(frame, meta));
-                        // Input frames the engine is done with (upscaling finishes into frames
-                        // of their own) go back to the pool's store.
-                        while let Some(spare) = state.denoiser.spare_frame() {
-                            l.in_store.give_frame(spare);
-                        }
+                        return_spares(&mut state.denoiser, &l.in_store);
                         if let Err(e) = pushed {
                             self.engine_failed(state, "Processing a frame failed", e, None)?;
                         }
@@ -453,7 +463,11 @@ impl Core {
             gst::FlowError::Error
         })?;
         let denoiser = &mut state.denoiser;
-        if let Err(e) = with_engine_logs(self.dispatch(), || denoiser.push(&input, meta)) {
+        let pushed = with_engine_logs(self.dispatch(), || denoiser.push(&input, meta));
+        if let Some(l) = state.lending.as_ref() {
+            return_spares(&mut state.denoiser, &l.in_store);
+        }
+        if let Err(e) = pushed {
             self.engine_failed(state, "Processing a frame failed", e, Some(&input))?;
         }
         Ok(latency_changed)
@@ -475,7 +489,9 @@ impl Core {
             }
             // The frames finished before the failure still go downstream (generate_output).
             let report = format!("{}; {} frame(s) finished before the failure are delivered", lost_report(&lost), state.denoiser.ready());
-            gst::element_error!(self.element(), gst::LibraryError::Failed, ("{what}: {err}"), ["{report}"]);
+            let text = format!("{what}: {err}");
+            gst::error!(self.cat(), obj = &self.element(), "{text} ({report})");
+            self.defer(gst::message::Error::builder(gst::LibraryError::Failed, &text).debug(&report).src(&self.element()).build());
             return Err(gst::FlowError::Error);
         };
         let mut cpu = match with_engine_logs(self.dispatch(), || Denoiser::new(state.engine_info, *state.denoiser.user_params(), &options)) {
@@ -485,12 +501,10 @@ impl Core {
         if let Err(e) = cpu.adopt_ready(&mut state.denoiser) {
             return Err(engine_error(self, "Keeping the GPU's finished frames failed", &e));
         }
-        gst::element_warning!(
-            self.element(),
-            gst::LibraryError::Failed,
-            ("The GPU failed mid-stream ({err}); going on with the CPU backend (backend=auto)"),
-            ["{}; now on {}", lost_report(&lost), cpu.backend_description()]
-        );
+        let text = format!("The GPU failed mid-stream ({err}); going on with the CPU backend (backend=auto)");
+        let report = format!("{}; now on {}", lost_report(&lost), cpu.backend_description());
+        gst::warning!(self.cat(), obj = &self.element(), "{text} ({report})");
+        self.defer(gst::message::Warning::builder(gst::LibraryError::Failed, &text).debug(&report).src(&self.element()).build());
         state.denoiser = cpu;
         if let Some((frame, meta)) = current {
             let denoiser = &mut state.denoiser;
@@ -617,15 +631,30 @@ impl Core {
                 if failed.is_err() {
                     drop(guard);
                     self.deliver_finished();
+                    self.post_deferred();
                     return failed.map(|_| gst::FlowSuccess::Ok);
                 }
             }
         }
+        self.post_deferred();
         let srcpad = self.element().src_pad().clone();
         while let Some(buf) = self.pop_output()? {
             srcpad.push(buf)?;
         }
         Ok(gst::FlowSuccess::Ok)
+    }
+
+    fn defer(&self, message: gst::Message) {
+        lock(&self.deferred).push(message);
+    }
+
+    /// Posts the deferred messages (the state lock must not be held).
+    fn post_deferred(&self) {
+        let messages = std::mem::take(&mut *lock(&self.deferred));
+        let obj = self.element();
+        for m in messages {
+            let _ = obj.post_message(m);
+        }
     }
 
     /// Pushes out every finished frame the engine holds, ignoring downstream's answer: after a
@@ -941,12 +970,14 @@ impl Core {
                 Err(e) => {
                     drop(guard);
                     self.deliver_finished();
+                    self.post_deferred();
                     return Err(e);
                 }
             };
             let noise = self.noise_message(state, pts);
             // Messages after the state lock: a synchronous bus handler may read properties.
             drop(guard);
+            self.post_deferred();
             if let Some(s) = noise {
                 let _ = obj.post_message(gst::message::Element::builder(s).src(&obj).build());
             }

@@ -174,11 +174,11 @@ impl HostRegistry {
         }
     }
 
-    /// Releases everything (no copy may be in flight).
+    /// Releases everything (no copy may be in flight). The process-wide references go even
+    /// when the context cannot be bound (a lost device): a record left behind would have a
+    /// later backend take new allocations at those addresses for page-locked memory.
     pub fn clear(&mut self) {
-        if self.ctx.bind_to_thread().is_err() {
-            return;
-        }
+        let _ = self.ctx.bind_to_thread();
         let all: Vec<HostRange> = self.entries.keys().copied().collect();
         for r in all {
             self.release(r);
