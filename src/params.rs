@@ -183,7 +183,7 @@ impl Bm3dProfile {
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
             Bm3dProfile::Normal => base,
-            Bm3dProfile::High => Bm3dSettings { search_radius: 16, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, ..base },
+            Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, ..base },
         }
     }
 }
