@@ -97,6 +97,20 @@ fn profiles_on_a_larger_frame() {
     }
 }
 
+/// The high profile as users run it (search radius 20, the widest a profile uses), spatial and
+/// over a window, on a frame wider than the search window.
+#[test]
+fn high_profile_at_its_own_radius() {
+    if !gpu_or_skip("high_profile_at_its_own_radius") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let c = clip(PixelFormat::I420, 72, 48, 3, 20.0, &mut rng);
+    let p = Bm3dParams { profile: Bm3dProfile::High, ..Default::default() };
+    check("high spatial", &c, bm3d(20.0, p, 0, 0), 2);
+    check("high 1 + 1", &c, bm3d(20.0, p, 1, 1), 2);
+}
+
 /// Chunks (batched launches) and a second run give the same bits as one run a frame at a time.
 #[test]
 fn batched_and_repeated_runs_are_identical() {
