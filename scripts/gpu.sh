@@ -68,11 +68,7 @@ if [ "${1:-}" = "--collect" ]; then
   cargo build --release -p nlmdenoise-cli
   cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak --example fault_pipeline
   rm -rf "$B"; mkdir -p "$B/ptx" "$B/faultcuda"
-  # The CUDA fault stand-in, for every driver function the product's cudarc can call.
-  CUDARC=$(cargo metadata --format-version 1 2>/dev/null | python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"]=="cudarc").rsplit("/",1)[0])')
-  grep -oh 'load::<_F>("cu[A-Za-z0-9_]*")' "$CUDARC"/src/driver/sys/mod.rs | sed 's/.*("\(.*\)")/\1/' | sort -u > "$B/faultcuda/symbols.txt"
-  python3 scripts/faults/make_cuda_shim.py "$B/faultcuda/symbols.txt" > "$B/faultcuda/shim.c"
-  cc -shared -fPIC -O2 -o "$B/faultcuda/libcuda.so" "$B/faultcuda/shim.c" -ldl
+  bash scripts/faults/build_shim.sh "$B/faultcuda"
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
   done

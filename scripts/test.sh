@@ -42,6 +42,8 @@ LOG=target/test-output.txt
 # (`cargo test` builds only the rlib).
 echo "== cargo build --release -p gst-plugin-nlmdenoise"
 cargo build --release -p gst-plugin-nlmdenoise
+echo "== the CUDA fault stand-in builds (scripts/faults, used by the GPU runner's faults part)"
+bash scripts/faults/build_shim.sh target/faultcuda
 echo "== cargo test --workspace ${PROFILE_ARGS[*]} $*"
 start=$(date +%s)
 # Tests that cannot run here (no GPU, no NVRTC) return early; libtest counts them as passed, so
