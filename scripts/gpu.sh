@@ -162,9 +162,9 @@ run_part() {
     note "racecheck (fused + exact): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_fused.txt" | sort | uniq -c | paste -sd' ' -)"
     timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_multipass --test-threads=2 f32_group_kinds > "$S/racecheck_multipass.txt" 2>&1
     note "racecheck (multi-pass): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_multipass.txt" | sort | uniq -c | paste -sd' ' -)"
-    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d formats_patch_sizes > "$S/memcheck_bm3d.txt" 2>&1
+    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d formats_patch_sizes high_profile_at_its_own_radius > "$S/memcheck_bm3d.txt" 2>&1
     note "memcheck (bm3d): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)"
-    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d > "$S/racecheck_bm3d.txt" 2>&1
+    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d high_profile_at_its_own_radius > "$S/racecheck_bm3d.txt" 2>&1
     note "racecheck (bm3d): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)" ;;
   ptxas)
     for f in "$B"/ptx/*.ptx; do
