@@ -398,6 +398,14 @@ impl Core {
             (s.params, s.generation)
         };
         state.generation = generation;
+        let mut params = params;
+        let running = *state.denoiser.user_params();
+        if params.sr.scale != running.sr.scale {
+            // The output size is in the caps: a new scale comes with renegotiation (a new
+            // engine at set_caps), not in the running engine.
+            params.sr.scale = running.sr.scale;
+            self.element().reconfigure_src();
+        }
         if params == *state.denoiser.params() {
             return Ok(false);
         }
@@ -736,6 +744,14 @@ impl Core {
             let o = d.output_info();
             out_info.format() == info.format() && out_info.width() as usize == o.width && out_info.height() as usize == o.height
         };
+        let output_only = lock(&self.state).as_ref().is_some_and(|s| s.engine_info == engine_info && !fits(&s.denoiser) && s.denoiser.queued() > 0);
+        if output_only {
+            // Renegotiated from downstream's side (e.g. a new `scale`): the held frames are
+            // finished and go out in the current caps first.
+            if let Err(e) = self.drain("output renegotiation") {
+                gst::debug!(self.cat(), obj = &obj, "pushing drained frames before renegotiating: {e:?}");
+            }
+        }
         {
             let mut guard = lock(&self.state);
             if let Some(state) = guard.as_mut() {

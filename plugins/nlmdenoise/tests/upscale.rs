@@ -122,3 +122,51 @@ fn several_devices_are_refused() {
     assert!(err.error().to_string().contains("one device"), "{}", err.error());
     let _ = e.set_state(gst::State::Null);
 }
+
+/// `scale` changed while frames flow takes effect through renegotiation: every frame comes out
+/// (those held for the future frame included), each buffer the size its caps say, first at the
+/// old factor, then at the new one.
+#[test]
+fn scale_changed_while_playing_renegotiates() {
+    init();
+    let p = gst::parse::launch(
+        "videotestsrc pattern=ball num-buffers=20 ! video/x-raw,format=I420,width=32,height=24,framerate=30/1 ! \
+         nlmupscale name=up backend=cpu scale=2 temporal-past=1 temporal-future=1 ! fakesink name=sink sync=false",
+    )
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    let up = p.by_name("up").unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    p.by_name("sink").unwrap().static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+        if let Some(buf) = info.buffer() {
+            let caps = pad.current_caps().unwrap();
+            let vi = gst_video::VideoInfo::from_caps(&caps).unwrap();
+            s.lock().unwrap().push((vi.width(), vi.size(), buf.size()));
+        }
+        gst::PadProbeReturn::Ok
+    });
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = count.clone();
+    let up2 = up.clone();
+    up.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+        if c.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 10 {
+            up2.set_property("scale", 3u32);
+        }
+        gst::PadProbeReturn::Ok
+    });
+    p.set_state(gst::State::Playing).unwrap();
+    let msg = p.bus().unwrap().timed_pop_filtered(gst::ClockTime::from_seconds(60), &[gst::MessageType::Eos, gst::MessageType::Error]).expect("finished in time");
+    p.set_state(gst::State::Null).unwrap();
+    if let gst::MessageView::Error(e) = msg.view() {
+        panic!("pipeline error: {} ({:?})", e.error(), e.debug());
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 20, "every frame out: {seen:?}");
+    assert!(seen.iter().all(|(_, size, got)| got == size), "each buffer the size of its caps: {seen:?}");
+    let widths: Vec<u32> = seen.iter().map(|(w, _, _)| *w).collect();
+    assert_eq!(widths.first(), Some(&64));
+    assert_eq!(widths.last(), Some(&96), "the new factor applies: {widths:?}");
+    assert!(widths.windows(2).all(|w| w[0] <= w[1]), "one switch, old factor first: {widths:?}");
+}
