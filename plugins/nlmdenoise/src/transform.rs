@@ -303,14 +303,19 @@ fn lost_report(lost: &[FrameMeta]) -> String {
     }
 }
 
+/// Reports an engine error as an element error, posted once the state lock is released (the
+/// caller's entry point calls `post_deferred`): a synchronous bus handler may read properties.
 pub fn engine_error(imp: &Core, what: &str, err: &nlmdenoise::Error) -> gst::FlowError {
     use nlmdenoise::Error as E;
-    match err {
-        E::InvalidFrame(_) => gst::element_error!(imp.element(), gst::StreamError::Format, ("{what}: {err}")),
-        E::InvalidParameter(_) | E::Unsupported(_) => gst::element_error!(imp.element(), gst::LibraryError::Settings, ("{what}: {err}")),
-        E::BackendUnavailable(_) => gst::element_error!(imp.element(), gst::LibraryError::Init, ("{what}: {err}")),
-        E::Backend(_) | E::State(_) => gst::element_error!(imp.element(), gst::LibraryError::Failed, ("{what}: {err}")),
-    }
+    let text = format!("{what}: {err}");
+    gst::error!(imp.cat(), obj = &imp.element(), "{text}");
+    let src = imp.element();
+    imp.defer(match err {
+        E::InvalidFrame(_) => gst::message::Error::builder(gst::StreamError::Format, &text).src(&src).build(),
+        E::InvalidParameter(_) | E::Unsupported(_) => gst::message::Error::builder(gst::LibraryError::Settings, &text).src(&src).build(),
+        E::BackendUnavailable(_) => gst::message::Error::builder(gst::LibraryError::Init, &text).src(&src).build(),
+        E::Backend(_) | E::State(_) => gst::message::Error::builder(gst::LibraryError::Failed, &text).src(&src).build(),
+    });
     gst::FlowError::Error
 }
 
@@ -416,8 +421,11 @@ impl Core {
                 Ok(state.denoiser.latency_frames() != before)
             }
             Err(nlmdenoise::Error::InvalidParameter(msg)) | Err(nlmdenoise::Error::Unsupported(msg)) => {
-                // The engine keeps the previous parameters.
-                gst::element_warning!(self.element(), gst::LibraryError::Settings, ("Ignoring the new parameters: {msg}"));
+                // The engine keeps the previous parameters. Posted once the state lock is
+                // released (generate_output): a synchronous bus handler may read properties.
+                let text = format!("Ignoring the new parameters: {msg}");
+                gst::warning!(self.cat(), obj = &self.element(), "{text}");
+                self.defer(gst::message::Warning::builder(gst::LibraryError::Settings, &text).src(&self.element()).build());
                 Ok(false)
             }
             Err(e) => Err(engine_error(self, "Changing parameters failed", &e)),
@@ -463,11 +471,11 @@ impl Core {
             None => inbuf,
         };
         let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(inbuf.as_ref(), &state.info).map_err(|_| {
-            gst::element_error!(self.element(), gst::StreamError::Format, ("Failed to map the input buffer as {:?}", state.info.format()));
+            self.defer(gst::message::Error::builder(gst::StreamError::Format, &format!("Failed to map the input buffer as {:?}", state.info.format())).src(&self.element()).build());
             gst::FlowError::Error
         })?;
         let input = frame_ref(state.engine_info, &frame).map_err(|msg| {
-            gst::element_error!(self.element(), gst::StreamError::Format, ("Bad input frame: {msg}"));
+            self.defer(gst::message::Error::builder(gst::StreamError::Format, &format!("Bad input frame: {msg}")).src(&self.element()).build());
             gst::FlowError::Error
         })?;
         let denoiser = &mut state.denoiser;
@@ -582,7 +590,7 @@ impl Core {
             if let Some((layout, store)) = lend {
                 let (meta, frame) = state.denoiser.pop_planar().expect("a ready frame");
                 let mut buffer = layout.lend(frame, store, &state.out_info, downstream.video_meta).inspect_err(|_| {
-                    gst::element_error!(self.element(), gst::CoreError::Failed, ("Failed to describe the output planes"));
+                    self.defer(gst::message::Error::builder(gst::CoreError::Failed, "Failed to describe the output planes").src(&self.element()).build());
                 })?;
                 meta.apply(buffer.get_mut().expect("new buffer"));
                 return Ok(Some(buffer));
@@ -598,14 +606,14 @@ impl Core {
         let buf = outbuf.make_mut();
         let meta = {
             let mut frame = gst_video::VideoFrameRef::from_buffer_ref_writable(&mut *buf, &state.out_info).map_err(|_| {
-                gst::element_error!(self.element(), gst::CoreError::Failed, ("Failed to map the output buffer"));
+                self.defer(gst::message::Error::builder(gst::CoreError::Failed, "Failed to map the output buffer").src(&self.element()).build());
                 gst::FlowError::Error
             })?;
             let n = frame.n_planes() as usize;
             let mut strides = Vec::with_capacity(n);
             for (p, &s) in frame.plane_stride().iter().take(n).enumerate() {
                 if s <= 0 {
-                    gst::element_error!(self.element(), gst::CoreError::Negotiation, ("Output plane {p} has stride {s}"));
+                    self.defer(gst::message::Error::builder(gst::CoreError::Negotiation, &format!("Output plane {p} has stride {s}")).src(&self.element()).build());
                     return Err(gst::FlowError::Error);
                 }
                 strides.push(s as usize);
@@ -646,10 +654,14 @@ impl Core {
         }
         self.post_deferred();
         let srcpad = self.element().src_pad().clone();
-        while let Some(buf) = self.pop_output()? {
-            srcpad.push(buf)?;
+        loop {
+            let popped = self.pop_output();
+            self.post_deferred();
+            match popped? {
+                Some(buf) => srcpad.push(buf)?,
+                None => return Ok(gst::FlowSuccess::Ok),
+            };
         }
-        Ok(gst::FlowSuccess::Ok)
     }
 
     fn defer(&self, message: gst::Message) {
@@ -787,6 +799,7 @@ impl Core {
                 let key = (incaps.clone(), settings.generation);
                 if lock(&self.refused).as_ref() != Some(&key) {
                     let _ = engine_error(self, &format!("Cannot process {}x{} {}", engine_info.width, engine_info.height, engine_info.format), &e);
+                    self.post_deferred();
                     *lock(&self.refused) = Some(key);
                 }
                 return Err(gst::loggable_error!(self.cat(), "engine creation failed: {e}"));
@@ -1002,7 +1015,9 @@ impl Core {
                 let _ = obj.post_message(gst::message::Latency::builder().src(&obj).build());
             }
         }
-        match self.pop_output()? {
+        let popped = self.pop_output();
+        self.post_deferred();
+        match popped? {
             Some(buf) => Ok(GenerateOutputSuccess::Buffer(buf)),
             None => Ok(GenerateOutputSuccess::NoOutput),
         }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -232,14 +232,27 @@ fn properties_changed_from_another_thread_while_playing() {
         }
         changes
     });
+    // An application reading the element's state on its messages from a synchronous handler,
+    // on the thread that posts them: the element must not post while holding its own locks.
+    let warnings = Arc::new(AtomicU64::new(0));
+    let (d3, w) = (d.clone(), warnings.clone());
+    p.bus().unwrap().set_sync_handler(move |_, msg| {
+        if let gst::MessageView::Warning(_) = msg.view() {
+            let _: String = d3.property("backend-in-use");
+            let _: f32 = d3.property("sigma-estimate");
+            w.fetch_add(1, Ordering::SeqCst);
+        }
+        gst::BusSyncReply::Pass
+    });
     p.set_state(gst::State::Playing).unwrap();
-    wait_eos(&p, Duration::from_secs(300));
+    wait_eos(&p, Duration::from_secs(120));
     stop.store(true, Ordering::SeqCst);
     let changes = changer.join().unwrap();
     p.set_state(gst::State::Null).unwrap();
     let n: usize = out.lock().unwrap().0.iter().map(|s| s.len()).sum();
     assert_eq!(n, 300, "every frame came out through {changes} property changes");
     assert!(changes > 50, "{changes} changes");
+    assert!(warnings.load(Ordering::SeqCst) > 0, "invalid combinations warned (read from a synchronous handler)");
 }
 
 #[test]
