@@ -133,6 +133,14 @@ impl<T> Denoiser<T> {
         self.out_info
     }
 
+    /// The output frames' format and size `params` would give (super-resolution: scaled), so
+    /// that a caller can tell a change of parameters that needs a new output format from one
+    /// [`Self::set_params`] applies in place.
+    pub fn output_info_for(&self, params: &Params) -> Result<VideoInfo> {
+        let plan = Plan::new(&self.geometry, &params.with_estimate(FALLBACK_SIGMA, None))?;
+        Ok(output_of(&self.info, &self.geometry, &plan)?.0)
+    }
+
     /// The parameters frames are denoised with now (with `sigma_auto`: the estimate applied).
     pub fn params(&self) -> &Params {
         &self.params

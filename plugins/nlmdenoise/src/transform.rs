@@ -402,15 +402,14 @@ impl Core {
             }
             (s.params, s.generation)
         };
-        state.generation = generation;
-        let mut params = params;
-        let running = *state.denoiser.user_params();
-        if params.sr.scale != running.sr.scale {
-            // The output size is in the caps: a new scale comes with renegotiation (a new
-            // engine at set_caps), not in the running engine.
-            params.sr.scale = running.sr.scale;
+        if state.denoiser.output_info_for(&params).is_ok_and(|o| o != state.denoiser.output_info()) {
+            // The output format is in the caps (a new `scale`): such changes come with
+            // renegotiation, which creates a new engine from the settings at set_caps; the
+            // running engine keeps its parameters until then.
             self.element().reconfigure_src();
+            return Ok(false);
         }
+        state.generation = generation;
         if params == *state.denoiser.params() {
             return Ok(false);
         }
