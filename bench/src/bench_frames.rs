@@ -26,12 +26,21 @@ pub fn frame(info: VideoInfo, n: usize, seed: u64) -> OwnedFrame {
 /// warm-up frames), and the backend's description.
 pub fn engine_fps(info: VideoInfo, params: nlmdenoise::Params, options: &nlmdenoise::BackendOptions, frames: usize) -> nlmdenoise::Result<(f64, String)> {
     let mut d: nlmdenoise::Denoiser<usize> = nlmdenoise::Denoiser::new(info, params, options)?;
-    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
+    let fps = push_pop_fps(&mut d, frames, || {})?;
+    Ok((fps, d.backend_description()))
+}
+
+/// Frames per second of `d` pushing `frames` frames of this pattern and popping into host frames
+/// (8 distinct frames cycled), timed after 8 warm-up frames; `warmed_up` runs between the two
+/// (e.g. to reset counters).
+pub fn push_pop_fps(d: &mut nlmdenoise::Denoiser<usize>, frames: usize, warmed_up: impl FnOnce()) -> nlmdenoise::Result<f64> {
+    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(d.info(), n, 11)).collect();
     let mut out = OwnedFrame::new(d.output_info());
     for (i, f) in inputs.iter().enumerate() {
         d.push(&f.as_ref(), i)?;
         while d.pop(&mut out.as_mut())?.is_some() {}
     }
+    warmed_up();
     let t = std::time::Instant::now();
     let mut popped = 0;
     for i in 0..frames {
@@ -44,7 +53,7 @@ pub fn engine_fps(info: VideoInfo, params: nlmdenoise::Params, options: &nlmdeno
     while d.pop(&mut out.as_mut())?.is_some() {
         popped += 1;
     }
-    Ok((popped as f64 / t.elapsed().as_secs_f64(), d.backend_description()))
+    Ok(popped as f64 / t.elapsed().as_secs_f64())
 }
 
 /// Configures `b` for frames of `info` with a ring of 8 slots, uploads frames of this pattern and

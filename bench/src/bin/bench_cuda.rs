@@ -20,7 +20,7 @@
 
 use std::time::Instant;
 
-use nlmdenoise_bench::bench_frames::{frame, uploaded_jobs};
+use nlmdenoise_bench::bench_frames::{frame, push_pop_fps, uploaded_jobs};
 use nlmdenoise_bench::tuning_from_env;
 
 use clap::Parser;
@@ -311,34 +311,12 @@ fn denoiser_fps(info: VideoInfo, params: &Params, frames: usize, backend: Box<dy
     use std::sync::atomic::Ordering::Relaxed;
     let host = &nlmdenoise::device::cuda::HOST_NS;
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, backend)?;
-    let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
-    let mut out = OwnedFrame::new(info);
-    // Warm-up (allocations, first launches).
-    for (i, f) in inputs.iter().enumerate() {
-        d.push(&f.as_ref(), i)?;
-        while d.pop(&mut out.as_mut())?.is_some() {}
-    }
-    for h in host.iter() {
-        h.store(0, Relaxed);
-    }
-    let t = Instant::now();
-    let mut popped = 0;
-    for i in 0..frames {
-        d.push(&inputs[i % inputs.len()].as_ref(), i)?;
-        while d.pop(&mut out.as_mut())?.is_some() {
-            popped += 1;
-        }
-    }
-    d.finish_stream()?;
-    while d.pop(&mut out.as_mut())?.is_some() {
-        popped += 1;
-    }
-    let secs = t.elapsed().as_secs_f64();
+    let fps = push_pop_fps(&mut d, frames, || host.iter().for_each(|h| h.store(0, Relaxed)))?;
     let per = |i: usize| host[i].load(Relaxed) as f64 / 1e3 / frames as f64;
     if host[3].load(Relaxed) > 0 {
-        eprintln!("  caller thread per frame: {:.0} us total, backend upload {:.0} us, launch {:.0} us, finish {:.0} us", secs * 1e6 / frames as f64, per(0), per(1), per(2));
+        eprintln!("  caller thread per frame: {:.0} us total, backend upload {:.0} us, launch {:.0} us, finish {:.0} us", 1e6 / fps, per(0), per(1), per(2));
     }
-    Ok(popped as f64 / secs)
+    Ok(fps)
 }
 
 /// Brief mode: one row per configuration and path, printed (and flushed) as soon as measured.
