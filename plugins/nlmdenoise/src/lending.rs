@@ -37,7 +37,7 @@ impl PlaneStore {
         PlaneStore(Arc::new(Mutex::new(StoreInner { geometry: geometry.clone(), planes: vec![Vec::new(); geometry.planes.len()], lent_to_upstream: HashSet::new() })))
     }
 
-    pub fn geometry(&self) -> Geometry {
+    fn geometry(&self) -> Geometry {
         lock(&self.0).geometry.clone()
     }
 
@@ -154,19 +154,20 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
     if buffer.n_memory() != n || !buffer.is_writable() || !buffer.is_all_memory_writable() {
         return Err(buffer);
     }
-    // Each memory whole, as the pool made it (not resized or re-offset upstream).
-    let geometry = store.geometry();
-    let whole = (0..n).all(|i| {
-        let m = buffer.peek_memory(i);
-        let p = &geometry.planes[order.0[i]];
-        m.offset() == 0 && m.size() == p.width * p.height * geometry.bytes_per_sample
-    });
-    if !whole {
+    let ours = {
+        let s = lock(&store.0);
+        let g = &s.geometry;
+        // One of the pool's buffers, each memory whole as the pool made it (not resized or
+        // re-offset upstream).
+        data_address(&buffer).is_some_and(|a| s.lent_to_upstream.contains(&a))
+            && (0..n).all(|i| {
+                let m = buffer.peek_memory(i);
+                let p = &g.planes[order.0[i]];
+                m.offset() == 0 && m.size() == p.width * p.height * g.bytes_per_sample
+            })
+    };
+    if !ours {
         return Err(buffer);
-    }
-    match data_address(&buffer) {
-        Some(a) if lock(&store.0).lent_to_upstream.contains(&a) => {}
-        _ => return Err(buffer),
     }
     let memories: Vec<gst::Memory> = buffer.iter_memories_owned().collect();
     buffer.get_mut().expect("writable").remove_all_memory();
@@ -177,7 +178,7 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
     }
     let mut components: Vec<usize> = parts.iter().filter_map(|p| p.as_ref().ok().map(|f| f.component)).collect();
     components.sort_unstable();
-    let all_ours = parts.iter().all(|p| matches!(p, Ok(f) if f.store.same(store) && f.plane.is_some())) && components == (0..n).collect::<Vec<_>>();
+    let all_ours = parts.iter().all(|p| matches!(p, Ok(f) if f.store.same(store) && f.plane.is_some())) && components.iter().copied().eq(0..n);
     if !all_ours {
         // Not what the registry said (shared memory, another store): the buffer as it was.
         let b = buffer.get_mut().expect("writable");
