@@ -2,7 +2,7 @@
 //! the engine's data flow on the host.
 
 use crate::error::{Error, Result};
-use crate::frame::{FrameMut, FrameRef};
+use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use rayon::prelude::*;
 
 use crate::planar::{PlanarFrame, Samples};
@@ -10,6 +10,19 @@ use crate::planar::{PlanarFrame, Samples};
 /// Planes with at least this many samples are converted by several threads, a band of rows each.
 const PARALLEL_SAMPLES: usize = 1 << 18;
 const ROWS_PER_TASK: usize = 64;
+
+/// Host-side copies of at least this many bytes are split over the thread pool.
+const PARALLEL_COPY_BYTES: usize = 1 << 20;
+const COPY_CHUNK: usize = 256 << 10;
+
+/// Copies `src` into `dst` (same length), in parallel when it is large.
+pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
+        if src.len() >= PARALLEL_COPY_BYTES {
+        dst.par_chunks_mut(COPY_CHUNK).zip(src.par_chunks(COPY_CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
 
 /// Copies every component of `src` into the planes of `dst` (which must have the frame's geometry).
 pub fn unpack(src: &FrameRef<'_>, dst: &mut PlanarFrame) -> Result<()> {
@@ -105,6 +118,44 @@ pub fn pack(src: &PlanarFrame, dst: &mut FrameMut<'_>) -> Result<()> {
             data.par_chunks_mut(stride * ROWS_PER_TASK).enumerate().for_each(band);
         } else {
             data.chunks_mut(stride * ROWS_PER_TASK).enumerate().for_each(band);
+        }
+    }
+    Ok(())
+}
+
+/// A stored frame ([`crate::planar::Geometry::stored`]) seen as a caller's frame of `info`:
+/// its planes are the memory planes, rows at the stride of their own length.
+pub fn stored_ref<'a>(info: VideoInfo, frame: &'a PlanarFrame) -> Result<FrameRef<'a>> {
+    let planes: Vec<&[u8]> = frame.planes.iter().map(|p| p.samples.as_bytes()).collect();
+    FrameRef::new(info, &planes, &info.packed_strides())
+}
+
+/// [`stored_ref`], writable.
+pub fn stored_mut(info: VideoInfo, frame: &mut PlanarFrame) -> Result<FrameMut<'_>> {
+    let strides = info.packed_strides();
+    let planes: Vec<&mut [u8]> = frame.planes.iter_mut().map(|p| p.samples.as_bytes_mut()).collect();
+    FrameMut::new(info, planes, &strides)
+}
+
+/// Copies the rows of every memory plane of `src` into `dst` (same format and size; strides may
+/// differ): a stored frame in or out, without unpacking. Row padding of `dst` is left as it is.
+pub fn copy_frame(src: &FrameRef<'_>, dst: &mut FrameMut<'_>) -> Result<()> {
+    if src.info != dst.info {
+        return Err(Error::InvalidFrame("copying between frames of different formats or sizes".into()));
+    }
+    let info = src.info.format.info();
+    for p in 0..info.memory_planes {
+        let row = info.memory_plane_row_bytes(p, src.info.width);
+        let rows = info.memory_plane_rows(p, src.info.height);
+        let (si, di) = (src.stride(p), dst.stride(p));
+        let from = src.plane(p);
+        let to = dst.plane_mut(p);
+        if si == row && di == row {
+            copy_bytes(&mut to[..row * rows], &from[..row * rows]);
+            continue;
+        }
+        for y in 0..rows {
+            to[y * di..y * di + row].copy_from_slice(&from[y * si..y * si + row]);
         }
     }
     Ok(())

@@ -18,7 +18,7 @@ use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};
 use crate::params::Params;
 use crate::plan::Plan;
-use crate::planar::{Geometry, PlanarFrame};
+use crate::planar::{exchange_layout, Geometry, PlanarFrame};
 use crate::window::TemporalWindow;
 
 /// Caller-thread time in the engine's own per-frame host work, summed over the process
@@ -39,8 +39,61 @@ fn count_ns(i: usize, since: Instant) {
 /// A frame waiting for its output, with the caller's tag (timestamps, buffer flags, index...).
 struct Pending<T> {
     tag: T,
-    /// The input in planar form; becomes the output once its job finishes.
+    /// The input as the backend takes it (planar, or stored where the backend converts layouts
+    /// itself); becomes the output once its job finishes.
     frame: PlanarFrame,
+    /// The caller's stored frame ([`Denoiser::push_planar`]) whose content was unpacked into
+    /// `frame` on the host: the output is packed back into it when it is popped.
+    target: Option<PlanarFrame>,
+}
+
+/// Spare frames by geometry: frames handed out and given back, reused for new ones.
+struct Spares {
+    lists: Vec<(Geometry, Vec<PlanarFrame>)>,
+}
+
+impl Spares {
+    fn new(geometries: &[&Geometry]) -> Self {
+        let mut s = Spares { lists: Vec::new() };
+        s.keep_only(geometries, &mut Vec::new());
+        s
+    }
+
+    /// Keeps lists for `geometries` only; frames of the others go to `retired`.
+    fn keep_only(&mut self, geometries: &[&Geometry], retired: &mut Vec<PlanarFrame>) {
+        for (g, frames) in std::mem::take(&mut self.lists) {
+            if geometries.contains(&&g) {
+                self.lists.push((g, frames));
+            } else {
+                retired.extend(frames);
+            }
+        }
+        for g in geometries {
+            if !self.lists.iter().any(|(h, _)| h == *g) {
+                self.lists.push(((*g).clone(), Vec::new()));
+            }
+        }
+    }
+
+    fn pop(&mut self, geometry: &Geometry) -> Option<PlanarFrame> {
+        self.lists.iter_mut().find(|(g, _)| g == geometry).and_then(|(_, l)| l.pop())
+    }
+
+    /// A spare frame of `geometry`, or a new one.
+    fn take(&mut self, geometry: &Geometry) -> PlanarFrame {
+        self.pop(geometry).unwrap_or_else(|| PlanarFrame::zeroed(geometry))
+    }
+
+    /// Keeps `frame` if one of the lists has its planes; gives it back otherwise.
+    fn give(&mut self, frame: PlanarFrame) -> Option<PlanarFrame> {
+        match self.lists.iter_mut().find(|(g, _)| frame.matches(g)) {
+            Some((_, l)) => {
+                l.push(frame);
+                None
+            }
+            None => Some(frame),
+        }
+    }
 }
 
 /// The denoiser of one stream (the algorithm its parameters name). `T` is whatever the caller wants back with each output frame.
@@ -55,7 +108,7 @@ pub struct Denoiser<T> {
     /// The parameters frames are denoised with: `user_params` with the noise estimate applied
     /// (`Params::sigma_auto`).
     params: Params,
-    estimator: NoiseEstimator,
+    noise: NoiseState,
     /// The newest smoothed estimate (kept across the estimator's resets, for reports).
     last_noise: Option<NoiseEstimate>,
     plan: Plan,
@@ -71,10 +124,16 @@ pub struct Denoiser<T> {
     /// Tags of pushed frames that will never come out because a backend call failed, oldest
     /// first, until the caller takes them ([`Self::take_lost`]).
     lost: Vec<T>,
-    /// Planar buffers of frames already handed out, reused for new frames.
-    spare: Vec<PlanarFrame>,
-    /// The same for output frames when they differ from input frames.
-    spare_out: Vec<PlanarFrame>,
+    /// The frames callers exchange without copies (`push_planar`, `pop_planar`), input and
+    /// output: planar frames, or stored frames for formats that interleave components
+    /// (`planar::exchange_layout`).
+    lent_in: Geometry,
+    lent_out: Geometry,
+    /// The backend takes stored frames and converts layouts itself
+    /// (`Backend::take_stored_frames`): pending frames are `lent_in` frames, no host unpacking.
+    stored_on_backend: bool,
+    /// Frames already handed out, reused for new frames (every geometry above).
+    spares: Spares,
     /// Frames of planes the engine no longer uses (the output geometry changed, a caller gave
     /// back a frame of other planes), kept until the engine goes: the CUDA backend may have
     /// page-locked them (device::cuda::hostio), and a freed frame's address coming back for a
@@ -98,9 +157,13 @@ impl<T> Denoiser<T> {
         let user_params = params;
         let params = params.with_estimate(FALLBACK_SIGMA, None);
         let plan = Plan::new(&geometry, &params)?;
+        let (out_info, out_geometry) = output_of(&info, &geometry, &plan)?;
+        let stored_on_backend = offer_stored_frames(backend.as_mut(), &info, &out_info);
         let window = configure_backend(backend.as_mut(), &geometry, &plan, &params)?;
         tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
-        let (out_info, out_geometry) = output_of(&info, &geometry, &plan)?;
+        let lent_in = exchange_layout(&info).0;
+        let lent_out = exchange_layout(&out_info).0;
+        let spares = Spares::new(&[&geometry, &out_geometry, &lent_in, &lent_out]);
         Ok(Denoiser {
             info,
             geometry,
@@ -108,7 +171,7 @@ impl<T> Denoiser<T> {
             out_geometry,
             user_params,
             params,
-            estimator: NoiseEstimator::new(),
+            noise: NoiseState::default(),
             last_noise: None,
             plan,
             backend,
@@ -117,8 +180,10 @@ impl<T> Denoiser<T> {
             launched: 0,
             ready: VecDeque::new(),
             lost: Vec::new(),
-            spare: Vec::new(),
-            spare_out: Vec::new(),
+            lent_in,
+            lent_out,
+            stored_on_backend,
+            spares,
             retired: Vec::new(),
         })
     }
@@ -154,14 +219,14 @@ impl<T> Denoiser<T> {
     /// The newest smoothed noise estimate of the stream (`sigma_auto` only; None before the first
     /// frame that could be estimated). It stays after the end of the stream.
     pub fn noise_estimate(&self) -> Option<NoiseEstimate> {
-        self.estimator.current().or(self.last_noise)
+        self.noise.estimator.current().or(self.last_noise)
     }
 
     fn apply_noise_update(&mut self, update: Option<(Params, Plan)>) {
         if let Some((p, plan)) = update {
             self.params = p;
             self.plan = plan;
-            self.last_noise = self.estimator.current();
+            self.last_noise = self.noise.estimator.current();
         }
     }
 
@@ -198,37 +263,71 @@ impl<T> Denoiser<T> {
                 frame.info.width, frame.info.height, frame.info.format, self.info.width, self.info.height, self.info.format
             )));
         }
-        let planar = self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry));
-        self.push_filled(planar, tag, Some(frame))
+        if self.stored_on_backend {
+            // The backend converts layouts: the frame's rows are copied as they are.
+            let mut stored = self.spares.take(&self.lent_in);
+            let t = Instant::now();
+            let copied = convert::stored_mut(self.info, &mut stored).and_then(|mut to| convert::copy_frame(frame, &mut to));
+            count_ns(UNPACK, t);
+            if let Err(e) = copied {
+                self.recycle(stored);
+                return Err(e);
+            }
+            return self.push_filled(stored, None, tag, None);
+        }
+        let planar = self.spares.take(&self.geometry);
+        self.push_filled(planar, None, tag, Some(frame))
     }
 
-    /// Adds a frame that is already in the engine's planar form (one this engine handed out, e.g.
-    /// through [`Self::pop_planar`], and the caller filled with the next input), without a copy.
+    /// Adds a frame that is already in the form callers exchange without copies (one this engine
+    /// handed out through [`Self::take_spare`] or [`Self::pop_planar`], filled with the next
+    /// input; its planes are [`Self::exchange_geometry`]'s). Planar frames, and stored frames on a
+    /// backend that converts layouts itself, are taken without a copy; stored frames on other
+    /// backends are unpacked on the host, and the output is packed back into the same frame.
     pub fn push_planar(&mut self, frame: PlanarFrame, tag: T) -> Result<()> {
-        if !frame.matches(&self.geometry) {
+        let work = if self.stored_on_backend { &self.lent_in } else { &self.geometry };
+        if frame.matches(work) {
+            return self.push_filled(frame, None, tag, None);
+        }
+        if !frame.matches(&self.lent_in) {
             self.retired.push(frame);
             return Err(Error::InvalidFrame("planar frame does not match the stream's planes".into()));
         }
-        self.push_filled(frame, tag, None)
+        let mut planar = self.spares.take(&self.geometry);
+        let t = Instant::now();
+        let unpacked = convert::stored_ref(self.info, &frame).and_then(|from| convert::unpack(&from, &mut planar));
+        count_ns(UNPACK, t);
+        if let Err(e) = unpacked {
+            self.recycle(planar);
+            self.recycle(frame);
+            return Err(e);
+        }
+        self.push_filled(planar, Some(frame), tag, None)
     }
 
-    /// A spare planar frame of the input's planes (one popped and recycled, or a new one), for a
-    /// caller that fills it and gives it back with [`Self::push_planar`].
+    /// The planes of the frames [`Self::push_planar`] takes and [`Self::pop_planar`] gives, input
+    /// and output (`planar::exchange_layout`).
+    pub fn exchange_geometry(&self) -> (&Geometry, &Geometry) {
+        (&self.lent_in, &self.lent_out)
+    }
+
+    /// A spare frame of the input's exchange planes (one popped and recycled, or a new one), for
+    /// a caller that fills it and gives it back with [`Self::push_planar`].
     pub fn take_spare(&mut self) -> PlanarFrame {
-        self.spare.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry))
+        self.spares.take(&self.lent_in)
     }
 
-    /// A spare planar frame of the input's planes if the engine holds one (a caller lending
+    /// A spare frame of the input's exchange planes if the engine holds one (a caller lending
     /// frames gives these back to its own store: with output frames of other planes,
     /// super-resolution, finished inputs become spare here).
     pub fn spare_frame(&mut self) -> Option<PlanarFrame> {
-        self.spare.pop()
+        self.spares.pop(&self.lent_in)
     }
 
     /// Stores the input (`source`, unpacked into `planar`; without it `planar` holds the input),
-    /// estimates the noise, uploads and launches what became ready.
-    fn push_filled(&mut self, mut planar: PlanarFrame, tag: T, source: Option<&FrameRef<'_>>) -> Result<()> {
-        let auto = self.user_params.sigma_auto;
+    /// estimates the noise, uploads and launches what became ready. `target`: the caller's
+    /// stored frame the output goes back into ([`Pending::target`]).
+    fn push_filled(&mut self, mut planar: PlanarFrame, target: Option<PlanarFrame>, tag: T, source: Option<&FrameRef<'_>>) -> Result<()> {
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
         let uploaded = if self.backend.input_frame().is_some() {
             // Straight into the backend's own frame (chunked execution: no copy from the
@@ -244,53 +343,50 @@ impl<T> Denoiser<T> {
                     Ok(())
                 }
             };
-            if let Err(e) = filled {
-                self.spare.push(planar);
-                return Err(e);
-            }
             count_ns(UNPACK, t);
-            let t = Instant::now();
-            let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, own) } else { Ok(None) };
-            count_ns(ESTIMATE, t);
-            match update {
-                Ok(u) => self.apply_noise_update(u),
-                Err(e) => {
-                    self.spare.push(planar);
-                    return Err(e);
+            let update = filled.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, false, own));
+            if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
+                self.recycle(planar);
+                if let Some(t) = target {
+                    self.recycle(t);
                 }
+                return Err(e);
             }
             let slot = self.window.push();
             self.backend.upload_filled(slot, &planar)
         } else {
-            if let Some(frame) = source {
-                let t = Instant::now();
-                if let Err(e) = convert::unpack(frame, &mut planar) {
-                    self.spare.push(planar);
-                    return Err(e);
+            let unpacked = match source {
+                Some(frame) => {
+                    let t = Instant::now();
+                    let r = convert::unpack(frame, &mut planar);
+                    count_ns(UNPACK, t);
+                    r
                 }
-                count_ns(UNPACK, t);
-            }
-            let t = Instant::now();
-            let update = if auto { noise_update(&mut self.estimator, &self.user_params, &self.geometry, &planar) } else { Ok(None) };
-            count_ns(ESTIMATE, t);
-            match update {
-                Ok(u) => self.apply_noise_update(u),
-                Err(e) => {
-                    self.spare.push(planar);
-                    return Err(e);
+                None => Ok(()),
+            };
+            let stored = self.stored_on_backend;
+            let update = unpacked.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, stored, &planar));
+            if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
+                self.recycle(planar);
+                if let Some(t) = target {
+                    self.recycle(t);
                 }
+                return Err(e);
             }
             let slot = self.window.push();
             self.backend.upload(slot, &planar)
         };
         if let Err(e) = uploaded {
             // The window counted a frame the ring does not hold: start over from the next frame.
-            self.spare.push(planar);
+            self.recycle(planar);
+            if let Some(t) = target {
+                    self.recycle(t);
+                }
             self.recover_from_backend_error();
             self.lost.push(tag);
             return Err(e);
         }
-        self.pending.push_back(Pending { tag, frame: planar });
+        self.pending.push_back(Pending { tag, frame: planar, target });
         let r = self.run_ready_jobs();
         if r.is_err() {
             self.recover_from_backend_error();
@@ -335,17 +431,22 @@ impl<T> Denoiser<T> {
         if self.plan.resizes() {
             // The input frame is done with (its upload preceded this job's launch); the output
             // goes into a frame of the output geometry.
-            let mut out = self.spare_out.pop().unwrap_or_else(|| PlanarFrame::zeroed(&self.out_geometry));
+            let work = if self.stored_on_backend { &self.lent_out } else { &self.out_geometry };
+            let mut out = self.spares.take(work);
             let r = self.backend.finish(&mut out);
             let input = std::mem::replace(&mut p.frame, out);
-            self.spare.push(input);
+            self.recycle(input);
+            // A stored input frame cannot take the larger output: it is done with too.
+            if let Some(t) = p.target.take() {
+                self.recycle(t);
+            }
             return match r {
                 Ok(()) => {
                     self.ready.push_back(p);
                     Ok(())
                 }
                 Err(e) => {
-                    self.spare_out.push(p.frame);
+                    self.recycle(p.frame);
                     self.lost.push(p.tag);
                     Err(e)
                 }
@@ -358,7 +459,7 @@ impl<T> Denoiser<T> {
             }
             Err(e) => {
                 // Its output is unknown: the frame is lost, and this error reports it.
-                self.spare.push(p.frame);
+                self.recycle_pending(p.frame, p.target);
                 self.lost.push(p.tag);
                 Err(e)
             }
@@ -372,27 +473,59 @@ impl<T> Denoiser<T> {
         }
         let Some(p) = self.ready.pop_front() else { return Ok(None) };
         let t = Instant::now();
-        let r = convert::pack(&p.frame, out);
+        let r = if p.frame.matches(&self.out_geometry) {
+            convert::pack(&p.frame, out)
+        } else {
+            // A stored frame (the backend converted it): its rows as they are.
+            convert::stored_ref(self.out_info, &p.frame).and_then(|from| convert::copy_frame(&from, out))
+        };
         count_ns(PACK, t);
-        self.recycle(p.frame);
+        self.recycle_pending(p.frame, p.target);
         r.map(|_| Some(p.tag))
     }
 
-    /// The oldest ready output in planar form, with its tag; give the frame back with
-    /// [`Self::recycle`] to avoid an allocation.
+    /// The oldest ready output as callers exchange frames without copies (the planes of
+    /// [`Self::exchange_geometry`]), with its tag; give the frame back with [`Self::recycle`] to
+    /// avoid an allocation. Where the output was computed in planar form for a stored frame, it
+    /// is packed into it here.
     pub fn pop_planar(&mut self) -> Option<(T, PlanarFrame)> {
-        self.ready.pop_front().map(|p| (p.tag, p.frame))
+        let p = self.ready.pop_front()?;
+        if p.frame.matches(&self.lent_out) {
+            if let Some(t) = p.target {
+                self.recycle(t);
+            }
+            return Some((p.tag, p.frame));
+        }
+        let mut stored = match p.target {
+            Some(t) if t.matches(&self.lent_out) => t,
+            other => {
+                if let Some(t) = other {
+                    self.recycle(t);
+                }
+                self.spares.take(&self.lent_out)
+            }
+        };
+        let t = Instant::now();
+        let packed = convert::stored_mut(self.out_info, &mut stored).and_then(|mut to| convert::pack(&p.frame, &mut to));
+        count_ns(PACK, t);
+        // Both frames have the stream's planes (checked above and by the frames' geometry).
+        debug_assert!(packed.is_ok(), "packing into a stored frame: {packed:?}");
+        self.recycle(p.frame);
+        Some((p.tag, stored))
     }
 
     /// Gives back a frame handed out ([`Self::pop_planar`], [`Self::take_spare`]) for reuse; one
     /// of planes the engine no longer uses is kept, unused, until the engine goes.
     pub fn recycle(&mut self, frame: PlanarFrame) {
-        if frame.matches(&self.geometry) {
-            self.spare.push(frame);
-        } else if frame.matches(&self.out_geometry) {
-            self.spare_out.push(frame);
-        } else {
-            self.retired.push(frame);
+        if let Some(f) = self.spares.give(frame) {
+            self.retired.push(f);
+        }
+    }
+
+    fn recycle_pending(&mut self, frame: PlanarFrame, target: Option<PlanarFrame>) {
+        self.recycle(frame);
+        if let Some(t) = target {
+            self.recycle(t);
         }
     }
 
@@ -400,7 +533,7 @@ impl<T> Denoiser<T> {
     /// exist, so that all of them become ready, then starts a new window (and, with
     /// `sigma_auto`, a new noise estimate).
     pub fn finish_stream(&mut self) -> Result<()> {
-        self.estimator.reset();
+        self.noise.estimator.reset();
         self.window.drain();
         let r = self.run_ready_jobs().and_then(|_| {
             while self.launched > 0 {
@@ -418,7 +551,7 @@ impl<T> Denoiser<T> {
     /// Drops every pending and ready frame (flush, seek) and starts a new window (and noise
     /// estimate).
     pub fn reset(&mut self) {
-        self.estimator.reset();
+        self.noise.estimator.reset();
         while self.launched > 0 {
             // Completing in-flight work keeps an asynchronous backend's queue consistent.
             if self.finish_oldest().is_err() {
@@ -448,7 +581,7 @@ impl<T> Denoiser<T> {
         self.launched = 0;
         let mut tags = Vec::with_capacity(self.pending.len());
         for p in std::mem::take(&mut self.pending) {
-            self.spare.push(p.frame);
+            self.recycle_pending(p.frame, p.target);
             tags.push(p.tag);
         }
         tags
@@ -478,7 +611,7 @@ impl<T> Denoiser<T> {
     pub fn set_params(&mut self, params: Params) -> Result<()> {
         params.validate()?;
         let user = params;
-        let params = match self.estimator.current() {
+        let params = match self.noise.estimator.current() {
             Some(e) => user.with_estimate(e.luma, e.chroma),
             None => user.with_estimate(FALLBACK_SIGMA, None),
         };
@@ -490,25 +623,27 @@ impl<T> Denoiser<T> {
             return Ok(());
         }
         self.finish_stream()?;
+        let (out_info, out_geometry) = output_of(&self.info, &self.geometry, &plan)?;
+        let stored_on_backend = offer_stored_frames(self.backend.as_mut(), &self.info, &out_info);
         let window = match configure_backend(self.backend.as_mut(), &self.geometry, &plan, &params) {
             Ok(w) => w,
             Err(e) => {
                 // Keep running with the previous parameters.
+                self.stored_on_backend = offer_stored_frames(self.backend.as_mut(), &self.info, &self.out_info);
                 self.window = configure_backend(self.backend.as_mut(), &self.geometry, &self.plan, &self.params)?;
                 return Err(e);
             }
         };
-        let (out_info, out_geometry) = output_of(&self.info, &self.geometry, &plan)?;
         self.window = window;
         self.user_params = user;
         self.params = params;
         self.plan = plan;
-        if out_geometry != self.out_geometry {
-            let old = std::mem::take(&mut self.spare_out);
-            self.retired.extend(old);
-        }
+        self.stored_on_backend = stored_on_backend;
+        self.lent_out = exchange_layout(&out_info).0;
         self.out_info = out_info;
         self.out_geometry = out_geometry;
+        let keep = [&self.geometry, &self.out_geometry, &self.lent_in, &self.lent_out];
+        self.spares.keep_only(&keep, &mut self.retired);
         Ok(())
     }
 }
@@ -523,15 +658,52 @@ fn output_of(info: &VideoInfo, geometry: &Geometry, plan: &Plan) -> Result<(Vide
     Ok((out_info, out_geometry))
 }
 
-/// Feeds the noise estimator with the frame just unpacked; when the estimate changed, the
-/// parameters and plan to use from now on (only sigma and strengths change: no reconfiguration).
-fn noise_update(estimator: &mut NoiseEstimator, user: &Params, geometry: &Geometry, frame: &PlanarFrame) -> Result<Option<(Params, Plan)>> {
-    if !estimator.observe(frame, geometry) {
-        return Ok(None);
+/// The stream's noise estimate (`Params::sigma_auto`).
+#[derive(Default)]
+struct NoiseState {
+    estimator: NoiseEstimator,
+    /// With stored frames on the backend: the planar frame a stored input is unpacked into on
+    /// the frames the estimator looks at (one in `noise::INTERVAL`).
+    scratch: Option<PlanarFrame>,
+}
+
+impl NoiseState {
+    /// Feeds the estimator with the next input (`stored`: a stored frame of `info`, unpacked only
+    /// when the estimator looks at it); when the estimate changed, the parameters and plan to
+    /// use from now on (only sigma and strengths change: no reconfiguration).
+    fn update(&mut self, user: &Params, geometry: &Geometry, info: VideoInfo, stored: bool, frame: &PlanarFrame) -> Result<Option<(Params, Plan)>> {
+        if !user.sigma_auto {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        let observed = if !stored {
+            self.estimator.observe(frame, geometry)
+        } else if self.estimator.due() {
+            let planar = self.scratch.get_or_insert_with(|| PlanarFrame::zeroed(geometry));
+            if !planar.matches(geometry) {
+                *planar = PlanarFrame::zeroed(geometry);
+            }
+            convert::unpack(&convert::stored_ref(info, frame)?, planar)?;
+            self.estimator.observe(planar, geometry)
+        } else {
+            self.estimator.skip();
+            false
+        };
+        count_ns(ESTIMATE, t);
+        if !observed {
+            return Ok(None);
+        }
+        let e = self.estimator.current().expect("just observed");
+        let p = user.with_estimate(e.luma, e.chroma);
+        Ok(Some((p, Plan::new(geometry, &p)?)))
     }
-    let e = estimator.current().expect("just observed");
-    let p = user.with_estimate(e.luma, e.chroma);
-    Ok(Some((p, Plan::new(geometry, &p)?)))
+}
+
+/// Offers the backend stored frames where the format interleaves components (NV12, P010,
+/// packed RGB; `Backend::take_stored_frames`); true when it takes them.
+fn offer_stored_frames(backend: &mut dyn Backend, info: &VideoInfo, out_info: &VideoInfo) -> bool {
+    let planar = info.format.info().planes_as_stored().is_some();
+    backend.take_stored_frames(if planar { None } else { Some((*info, *out_info)) })
 }
 
 /// Configures `backend` for a stream and returns the temporal window that goes with it. The

@@ -167,6 +167,17 @@ impl NoiseEstimator {
         *self = Self::default();
     }
 
+    /// Whether the next frame is one that [`Self::observe`] estimates (one in [`INTERVAL`]): a
+    /// caller holding frames in another layout converts only those.
+    pub fn due(&self) -> bool {
+        self.frames % INTERVAL == 0
+    }
+
+    /// Counts the next frame without looking at it (it is not [`Self::due`]).
+    pub fn skip(&mut self) {
+        self.frames += 1;
+    }
+
     /// Takes the next frame of the stream; true when the estimate changed.
     pub fn observe(&mut self, frame: &PlanarFrame, geometry: &Geometry) -> bool {
         let n = self.frames;

@@ -102,6 +102,29 @@ impl Geometry {
         Geometry { planes, bytes_per_sample: self.bytes_per_sample, bits: self.bits }
     }
 
+    /// The planes of frames kept in the format's own memory layout ("stored frames"): one plane
+    /// per memory plane of the format, its rows the memory plane's rows without padding (a row
+    /// of `memory_plane_row_bytes` bytes, as samples of the format's size). For NV12 a luma
+    /// plane and one plane of interleaved U/V pairs; for RGBA one plane of 4 samples a pixel.
+    /// Stored frames cross between callers and the engine without unpacking
+    /// ([`exchange_layout`]); a backend that converts on its own takes them as they are.
+    pub fn stored(info: &VideoInfo) -> Self {
+        let fi: &FormatInfo = info.format.info();
+        let planes = (0..fi.memory_planes)
+            .map(|p| {
+                let first = fi.components.iter().find(|c| c.memory_plane == p).expect("every memory plane holds a component");
+                PlaneGeometry {
+                    width: fi.memory_plane_row_bytes(p, info.width) / fi.bytes_per_sample,
+                    height: fi.memory_plane_rows(p, info.height),
+                    kind: first.kind,
+                    sub_x: first.sub_x,
+                    sub_y: first.sub_y,
+                }
+            })
+            .collect();
+        Geometry { planes, bytes_per_sample: fi.bytes_per_sample, bits: fi.bits }
+    }
+
     /// Stored sample value per unit of the 8-bit scale that strengths and distances use.
     pub fn scale_to_8bit(&self) -> f64 {
         (1u64 << (self.bits - 8)) as f64
@@ -118,6 +141,23 @@ impl Geometry {
     /// Samples in all planes together.
     pub fn total_samples(&self) -> usize {
         self.planes.iter().map(|p| p.width * p.height).sum()
+    }
+}
+
+/// How frames of `info` cross between a caller and the engine without copies
+/// (`Denoiser::push_planar` / `pop_planar`): the frames' planes and, per memory plane of the
+/// format, the index of the frame's plane that holds it. Where the format stores one component
+/// per memory plane (`FormatInfo::planes_as_stored`: I420, YV12, Y444, ...) these are the engine's
+/// own planar frames; elsewhere (NV12, P010, packed RGB) stored frames ([`Geometry::stored`]),
+/// one plane per memory plane in order.
+pub fn exchange_layout(info: &VideoInfo) -> (Geometry, Vec<usize>) {
+    match info.format.info().planes_as_stored() {
+        Some(order) => (Geometry::from_video_info(info), order),
+        None => {
+            let g = Geometry::stored(info);
+            let order = (0..g.planes.len()).collect();
+            (g, order)
+        }
     }
 }
 

@@ -445,32 +445,57 @@ fn backend_errors_leave_the_engine_consistent() {
     assert_eq!(out, fresh[0]);
 }
 
-/// A frame given back in planar form (`take_spare`, filled, `push_planar`) is denoised exactly as
-/// the same frame pushed through `push`, with a backend that takes frames into its own memory
-/// (chunked) as well; a planar frame of other planes is refused.
+/// A frame given back in the exchange form (`take_spare`, filled, `push_planar`, then
+/// `pop_planar`) is denoised exactly as the same frame pushed and popped through the copying
+/// API, with a backend that takes frames into its own memory (chunked) as well. Formats that
+/// interleave components exchange stored frames (one plane per memory plane), unpacked and
+/// packed by the engine on these backends. A frame of other planes is refused.
 #[test]
 fn push_planar_matches_push() {
+    use nlmdenoise::planar::exchange_layout;
     let mut rng = SmallRng::seed_from_u64(9);
-    for format in [PixelFormat::I420, PixelFormat::Y444_16LE, PixelFormat::GRAY8] {
+    for format in [PixelFormat::I420, PixelFormat::Y444_16LE, PixelFormat::GRAY8, PixelFormat::NV12, PixelFormat::P010_10LE, PixelFormat::RGBA, PixelFormat::BGR] {
         let info = VideoInfo::new(format, 23, 11).unwrap();
-        let max = if format == PixelFormat::Y444_16LE { 1023 } else { 255 };
+        let max = match format {
+            PixelFormat::Y444_16LE => 1023,
+            PixelFormat::P010_10LE => 65535,
+            _ => 255,
+        };
         let inputs: Vec<OwnedFrame> = (0..6).map(|_| frame_from(info, |_, _, _| rng.random_range(0..=max))).collect();
         let params = Params { temporal_past: 1, temporal_future: 1, strength: 20.0, chroma_strength: 20.0, ..small_params() };
+        let stored = format.info().planes_as_stored().is_none();
         for chunked in [false, true] {
             let opts = BackendOptions { chunk_frames: if chunked { nlmdenoise::device::ChunkFrames::Frames(2) } else { Default::default() }, ..options(BackendKind::Cpu) };
             let run = |planar: bool| -> Vec<Vec<u8>> {
                 let mut d: Denoiser<usize> = Denoiser::new(info, params, &opts).unwrap();
+                assert_eq!(d.exchange_geometry().0, &exchange_layout(&info).0);
                 let mut outs = Vec::new();
                 let drain = |d: &mut Denoiser<usize>, outs: &mut Vec<Vec<u8>>| {
                     let mut o = OwnedFrame::new(info);
-                    while d.pop(&mut o.as_mut()).unwrap().is_some() {
-                        outs.push(o.planes.concat());
+                    if planar {
+                        while let Some((_, f)) = d.pop_planar() {
+                            if stored {
+                                convert::copy_frame(&convert::stored_ref(info, &f).unwrap(), &mut o.as_mut()).unwrap();
+                            } else {
+                                convert::pack(&f, &mut o.as_mut()).unwrap();
+                            }
+                            d.recycle(f);
+                            outs.push(o.planes.concat());
+                        }
+                    } else {
+                        while d.pop(&mut o.as_mut()).unwrap().is_some() {
+                            outs.push(o.planes.concat());
+                        }
                     }
                 };
                 for (i, f) in inputs.iter().enumerate() {
                     if planar {
                         let mut p = d.take_spare();
-                        convert::unpack(&f.as_ref(), &mut p).unwrap();
+                        if stored {
+                            convert::copy_frame(&f.as_ref(), &mut convert::stored_mut(info, &mut p).unwrap()).unwrap();
+                        } else {
+                            convert::unpack(&f.as_ref(), &mut p).unwrap();
+                        }
                         d.push_planar(p, i).unwrap();
                     } else {
                         d.push(&f.as_ref(), i).unwrap();

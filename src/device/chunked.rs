@@ -50,7 +50,6 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
-use rayon::prelude::*;
 
 use crate::device::{create_single, cuda, Backend, BackendKind, BackendOptions, ChunkFrames, DeviceMemory, Devices};
 use crate::error::{Error, Result};
@@ -162,13 +161,7 @@ pub fn copy_planes(dst: &mut PlanarFrame, src: &PlanarFrame, plan: &Plan) {
     }
 }
 
-fn copy_bytes(d: &mut [u8], s: &[u8]) {
-    if d.len() >= 1 << 19 {
-        d.par_chunks_mut(1 << 17).zip(s.par_chunks(1 << 17)).for_each(|(a, b)| a.copy_from_slice(b));
-    } else {
-        d.copy_from_slice(s);
-    }
-}
+use crate::convert::copy_bytes;
 
 type FrameId = u64;
 

@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
+use crate::frame::VideoInfo;
 use crate::nlm::NlmTuning;
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
@@ -174,11 +175,15 @@ pub struct HostIo {
     /// is queued at launch (default on); off: `upload` waits for its copy and the copy back is
     /// issued and waited for in `finish`.
     pub asynchronous: bool,
+    /// Frames of formats that interleave components (NV12, NV21, P010, packed RGB) cross as
+    /// they are stored and are (de)interleaved on the device (default on); off: unpacked and
+    /// packed on the host like the copying path (`Backend::take_stored_frames`).
+    pub device_layout: bool,
 }
 
 impl Default for HostIo {
     fn default() -> Self {
-        HostIo { direct: true, asynchronous: true }
+        HostIo { direct: true, asynchronous: true, device_layout: true }
     }
 }
 
@@ -324,6 +329,17 @@ pub trait Backend: Send {
             self.launch(job, plan)?;
         }
         Ok(())
+    }
+
+    /// Offers frames in the format's own memory layout (`Geometry::stored`: NV12's luma and
+    /// interleaved chroma planes, packed RGB's single plane) for streams of `formats` (input,
+    /// output), to a backend that converts between that layout and planes by itself (CUDA: on
+    /// the device, so the host neither unpacks nor packs). True: from the next `configure` on,
+    /// `upload` and `finish` take stored frames of those formats and nothing else. `None`, or
+    /// false (the default): planar frames.
+    fn take_stored_frames(&mut self, formats: Option<(VideoInfo, VideoInfo)>) -> bool {
+        let _ = formats;
+        false
     }
 
     /// Free and total memory of the device this backend computes on; `None` for host backends

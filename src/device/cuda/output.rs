@@ -12,7 +12,7 @@ use cudarc::driver::{result, sys, CudaContext};
 use super::hostio::{frame_ranges, HostRange};
 use super::layout::FrameLayout;
 use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
-use super::ring::copy_bytes;
+use crate::convert::copy_bytes;
 use crate::planar::PlanarFrame;
 
 pub struct OutputFrame {

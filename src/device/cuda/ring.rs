@@ -9,21 +9,8 @@ use cudarc::driver::{result, CudaContext};
 
 use super::layout::FrameLayout;
 use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
+use crate::convert::copy_bytes;
 use crate::planar::PlanarFrame;
-
-/// Host-side copies of at least this many bytes are split over the thread pool.
-const PARALLEL_COPY_BYTES: usize = 1 << 20;
-const COPY_CHUNK: usize = 256 << 10;
-
-/// Copies `src` into `dst` (same length), in parallel when it is large.
-pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
-    use rayon::prelude::*;
-    if src.len() >= PARALLEL_COPY_BYTES {
-        dst.par_chunks_mut(COPY_CHUNK).zip(src.par_chunks(COPY_CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
-    } else {
-        dst.copy_from_slice(src);
-    }
-}
 
 struct Staging {
     host: PinnedBuffer,
