@@ -17,9 +17,10 @@
 #   env        device, driver, clocks, host, git revision
 #   tests      cuda_vs_reference (fused kernel vs the f64 reference, batched == single),
 #              cuda_multipass, chunked_cuda, cuda_bm3d (BM3D vs its f64 reference), chunked and
-#              bm3d (host backends), nvrtc_compile with the machine's NVRTC
+#              bm3d (host backends), cuda_stored (NV12/P010/RGB (de)interleaved on the device ==
+#              on the host), nvrtc_compile with the machine's NVRTC
 #   sanitizer  compute-sanitizer memcheck and racecheck on every kernel (fused, exact, multi-pass,
-#              BM3D)
+#              BM3D, stored-frame conversion)
 #   sr         super-resolution: cuda_sr (CUDA vs the f64 reference), memcheck and racecheck on
 #              its kernels, bench_sr (kernel-only and end-to-end frames/s)
 #   ptxas      registers, spills and stack of every fused variant (sm_90)
@@ -61,7 +62,7 @@ B=.devcarry
 if [ "${1:-}" = "--collect" ]; then
   set -e
   T=${CARGO_TARGET_DIR:-target}
-  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d cuda_sr sr"
+  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d cuda_sr sr cuda_stored"
   echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
@@ -145,7 +146,7 @@ run_part() {
       echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; } > "$S/env.txt" 2>&1
     note "device: $GPUS GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | paste -sd' ')" ;;
   tests)
-    for t in ${TESTS:-cuda_vs_reference cuda_multipass chunked_cuda chunked cuda_bm3d bm3d}; do
+    for t in ${TESTS:-cuda_vs_reference cuda_multipass chunked_cuda chunked cuda_bm3d bm3d cuda_stored}; do
       timeout "$(tmo 150)" $B/$t --nocapture --test-threads=4 > "$S/$t.txt" 2>&1
       note "$t: rc=$? $(grep -E '^test result' "$S/$t.txt") $(grep -c '^SKIPPED' "$S/$t.txt") skipped"
       grep -E 'FAIL|panicked' "$S/$t.txt" | cut -c1-300 | head -20
@@ -165,7 +166,11 @@ run_part() {
     timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d formats_patch_sizes high_profile_at_its_own_radius > "$S/memcheck_bm3d.txt" 2>&1
     note "memcheck (bm3d): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)"
     timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_bm3d --test-threads=2 sanitizer_smoke_bm3d high_profile_at_its_own_radius > "$S/racecheck_bm3d.txt" 2>&1
-    note "racecheck (bm3d): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)" ;;
+    note "racecheck (bm3d): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_bm3d.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_stored --test-threads=1 sanitizer_smoke_stored > "$S/memcheck_stored.txt" 2>&1
+    note "memcheck (stored frames): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_stored.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_stored --test-threads=1 sanitizer_smoke_stored > "$S/racecheck_stored.txt" 2>&1
+    note "racecheck (stored frames): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_stored.txt" | sort | uniq -c | paste -sd' ' -)" ;;
   ptxas)
     for f in "$B"/ptx/*.ptx; do
       [ -f "$f" ] || continue

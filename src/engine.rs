@@ -305,6 +305,12 @@ impl<T> Denoiser<T> {
         self.push_filled(planar, Some(frame), tag, None)
     }
 
+    /// True when the backend takes frames as they are stored and converts layouts itself (CUDA,
+    /// for NV12, NV21, P010 and packed RGB): no host thread unpacks or packs their samples.
+    pub fn converts_on_backend(&self) -> bool {
+        self.stored_on_backend
+    }
+
     /// The planes of the frames [`Self::push_planar`] takes and [`Self::pop_planar`] gives, input
     /// and output (`planar::exchange_layout`).
     pub fn exchange_geometry(&self) -> (&Geometry, &Geometry) {

@@ -241,3 +241,18 @@ fn super_resolution_kernels_compile() {
     let most = fuse_shared_bytes(SR_MAX_SCALE as usize, MAX_SEARCH_RADIUS as usize, MAX_PATCH_RADIUS as usize);
     assert!(most <= 227 * 1024, "{most} bytes");
 }
+
+/// The stored-frame conversion kernels (src/device/cuda/stored.rs) compile for both sample
+/// sizes, with both entry points.
+#[test]
+fn stored_frame_kernels_compile() {
+    if !nvrtc_or_skip("stored_frame_kernels_compile") {
+        return;
+    }
+    for sample_bytes in [1, 2] {
+        let ptx = nlmdenoise::device::cuda::stored::compile_ptx(sample_bytes, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        for entry in ["stored_unpack", "stored_pack"] {
+            assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing for {sample_bytes}-byte samples");
+        }
+    }
+}

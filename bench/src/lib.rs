@@ -52,5 +52,8 @@ pub fn tuning_from_env(mut options: BackendOptions) -> anyhow::Result<BackendOpt
     if off("NLMDENOISE_CUDA_ASYNC_IO") == Some(true) {
         options.host_io.asynchronous = false;
     }
+    if off("NLMDENOISE_CUDA_DEVICE_LAYOUT") == Some(true) {
+        options.host_io.device_layout = false;
+    }
     Ok(options)
 }

@@ -111,7 +111,7 @@ fn host_profile(info: VideoInfo) {
         let mut at = 0;
         for p in &planar.planes {
             let b = p.samples.as_bytes();
-            nlmdenoise::device::cuda::ring::copy_bytes(&mut staging[at..at + b.len()], b);
+            nlmdenoise::convert::copy_bytes(&mut staging[at..at + b.len()], b);
             at += b.len();
         }
     });

@@ -24,7 +24,7 @@ use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_video::prelude::*;
 
 use nlmdenoise::device::{BackendKind, BackendOptions};
-use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::planar::{exchange_layout, PlanarFrame};
 use nlmdenoise::{Denoiser, FrameMut, FrameRef, Params};
 
 use crate::lending::{self, PlanarPool, PlaneOrder, PlaneStore, PoolSetup};
@@ -152,10 +152,9 @@ struct Lending {
 
 impl Lending {
     fn new(denoiser: &Denoiser<FrameMeta>, in_info: &gst_video::VideoInfo, out_info: &gst_video::VideoInfo) -> Self {
-        let in_geometry = Geometry::from_video_info(&denoiser.info());
-        let out_geometry = Geometry::from_video_info(&denoiser.output_info());
-        let in_store = PlaneStore::new(&in_geometry);
-        let out_store = if out_geometry == in_geometry { in_store.clone() } else { PlaneStore::new(&out_geometry) };
+        let (in_geometry, out_geometry) = denoiser.exchange_geometry();
+        let in_store = PlaneStore::new(in_geometry);
+        let out_store = if out_geometry == in_geometry { in_store.clone() } else { PlaneStore::new(out_geometry) };
         let output = PlaneLayout::new(denoiser.output_info(), out_info);
         // Upstream writes the caps' default layout into a pool's buffers: a pool is offered only
         // where that is the engine's.
@@ -179,9 +178,10 @@ struct Downstream {
     pool: bool,
 }
 
-/// The engine's planar frames as GStreamer buffers (src/lending.rs): one memory per plane, each
-/// plane's rows at a stride of its width. Possible where the format stores one component per
-/// plane (`FormatInfo::planes_as_stored`).
+/// The engine's exchange frames as GStreamer buffers (src/lending.rs): one memory per memory
+/// plane of the format, each plane's rows at a stride of their own length. Planar formats lend
+/// the engine's planar frames; formats that interleave components (NV12, P010, packed RGB) lend
+/// stored frames (`planar::exchange_layout`), which the CUDA backend (de)interleaves on the GPU.
 struct PlaneLayout {
     order: PlaneOrder,
     /// Byte offset of each memory plane in the buffer and its row stride.
@@ -193,8 +193,7 @@ struct PlaneLayout {
 
 impl PlaneLayout {
     fn new(engine: nlmdenoise::VideoInfo, info: &gst_video::VideoInfo) -> Option<Self> {
-        let order = engine.format.info().planes_as_stored()?;
-        let geometry = Geometry::from_video_info(&engine);
+        let (geometry, order) = exchange_layout(&engine);
         let mut offsets = Vec::with_capacity(order.len());
         let mut strides = Vec::with_capacity(order.len());
         let mut at = 0;

@@ -37,8 +37,20 @@ fn zero_copy_output_matches_the_engine_and_outlives_the_element() {
     use PixelFormat::*;
     let params = Params { temporal_past: 1, ..small_params() };
     // (format, width, height, lent): 9x7 I420 rows are padded to 4 bytes by GStreamer, so its
-    // planes are not the default layout; NV12 and RGBA are not one component per plane.
-    let cases = [(I420, 32, 16, true), (YV12, 32, 16, true), (Y444_16LE, 20, 10, true), (GRAY8, 12, 8, true), (I420_10LE, 16, 8, true), (I420, 9, 7, false), (NV12, 32, 16, false), (RGBA, 8, 8, false)];
+    // planes are not the default layout; NV12, P010 and RGBA are lent as stored frames (and the
+    // 9x7 NV12's rows are padded, as I420's).
+    let cases = [
+        (I420, 32, 16, true),
+        (YV12, 32, 16, true),
+        (Y444_16LE, 20, 10, true),
+        (GRAY8, 12, 8, true),
+        (I420_10LE, 16, 8, true),
+        (I420, 9, 7, false),
+        (NV12, 32, 16, true),
+        (NV12, 9, 7, false),
+        (P010_10LE, 16, 8, true),
+        (RGBA, 8, 8, true),
+    ];
     for (format, w, hgt, lent) in cases {
         let caps = caps(format, w, hgt, (25, 1));
         let info = video_info(&caps);

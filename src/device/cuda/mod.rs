@@ -10,8 +10,9 @@
 //!
 //! Submodules: [`loader`] (finding libcuda/libnvrtc without letting cudarc panic), [`module`]
 //! (NVRTC + caches), [`layout`] (planes in device frames), [`ring`] (device ring + upload),
-//! [`output`] (output frames + copy back), [`hostio`] (page-locked host frames), [`raw`] (owned
-//! driver objects, launches).
+//! [`output`] (output frames + copy back), [`hostio`] (page-locked host frames), [`stored`]
+//! (frames in their format's own layout, (de)interleaved on the device), [`raw`] (owned driver
+//! objects, launches).
 
 pub mod hostio;
 pub mod layout;
@@ -20,6 +21,7 @@ pub mod module;
 pub mod output;
 pub mod raw;
 pub mod ring;
+pub mod stored;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +31,7 @@ use cudarc::driver::{result, sys, CudaContext};
 
 use crate::device::{Backend, BackendOptions, DeviceMemory, GpuKernel, HostIo};
 use crate::error::{Error, Result};
+use crate::frame::VideoInfo;
 use crate::nlm::NlmTuning;
 use crate::params::Algorithm;
 use crate::plan::Plan;
@@ -40,6 +43,7 @@ use hostio::{frame_ranges, HostRange, HostRegistry};
 use output::OutputFrame;
 use raw::{Event, Stream};
 use ring::DeviceRing;
+use stored::StoredIo;
 
 /// Caller-thread time spent in the CUDA backends' calls, summed over the process (nanoseconds:
 /// upload, launch, finish; and uploads counted): `bench_cuda` prints it per frame.
@@ -193,6 +197,29 @@ struct Configured {
     /// The slot of the newest upload: every launch waits for it (the upload stream is in order),
     /// so a finished job implies every upload before its launch is complete (Backend::upload).
     last_upload: Option<usize>,
+    /// Frames cross in their format's own layout (`Backend::take_stored_frames`).
+    stored: Option<StoredIo>,
+}
+
+impl Configured {
+    /// Planes of the host frames `upload` takes.
+    fn host_geometry(&self) -> &Geometry {
+        self.stored.as_ref().map_or(&self.geometry, |s| &s.in_geometry)
+    }
+
+    /// Planes of the host frames `finish` writes, where they lie in what is copied back, and
+    /// which of them a job writes (`computed`: the plan's output planes).
+    fn download(&self, computed: &[usize]) -> (&Geometry, &FrameLayout, Vec<usize>) {
+        match &self.stored {
+            Some(s) => (&s.out_geometry, &s.out_layout, (0..s.out_geometry.planes.len()).collect()),
+            None => (&self.out_geometry, &self.out_layout, computed.to_vec()),
+        }
+    }
+
+    /// Device bytes of the stored buffer of each output frame (0 without stored frames).
+    fn stored_bytes(&self) -> usize {
+        self.stored.as_ref().map_or(0, |s| s.output_bytes())
+    }
 }
 
 /// A backend on one CUDA device.
@@ -208,6 +235,8 @@ pub struct CudaBackend {
     /// Host frames (plane ranges) that `finish` has written into: the caller finishes into its
     /// uploaded frames (the engine does), so the copy back may go there at launch.
     finish_targets: HashSet<Vec<HostRange>>,
+    /// Formats (input, output) whose frames cross in their own layout, from the next configure.
+    stored_formats: Option<(VideoInfo, VideoInfo)>,
     // Dropped (after `Drop` synchronised every stream) before the streams.
     state: Option<Configured>,
     algorithm: Option<(Algorithm, Box<dyn CudaAlgorithm>)>,
@@ -237,6 +266,7 @@ impl CudaBackend {
             host_io: options.host_io,
             poison_outputs: false,
             finish_targets: HashSet::new(),
+            stored_formats: None,
             state: None,
             algorithm: None,
         })
@@ -297,7 +327,7 @@ impl CudaBackend {
         if let Some(o) = state.free.pop() {
             return Ok(o);
         }
-        let o = OutputFrame::new(&self.device.ctx, &state.out_layout, state.scratch_bytes).map_err(backend_err)?;
+        let o = OutputFrame::new(&self.device.ctx, &state.out_layout, state.scratch_bytes, state.stored_bytes()).map_err(backend_err)?;
         state.outputs.push(o);
         Ok(state.outputs.len() - 1)
     }
@@ -314,6 +344,15 @@ impl CudaBackend {
         let targets: Vec<OutputTarget> = outs.iter().map(|&o| OutputTarget { frame: state.outputs[o].device.ptr, scratch: state.outputs[o].scratch_ptr() }).collect();
         let launch = Launch { device: &self.device, compute: &self.compute, ring: &state.ring, outputs: &targets };
         let done = algorithm.enqueue(&launch, jobs, plan)?;
+        if let Some(stored) = &state.stored {
+            // Before `computed`: the ring slot it reads is refilled only after that.
+            let computed = plan.output_planes();
+            for (job, &o) in jobs.iter().zip(outs) {
+                let out = &state.outputs[o];
+                let into = out.stored.as_ref().map(|b| b.ptr).ok_or_else(|| Error::State("output frame without a stored buffer".into()))?;
+                stored.pack(into, out.device.ptr, &state.out_layout, &computed, state.ring.slot_ptr(job.slot), &state.ring.layout, done).map_err(backend_err)?;
+            }
+        }
         for &o in outs {
             state.outputs[o].computed.record(done).map_err(backend_err)?;
         }
@@ -378,14 +417,17 @@ impl CudaBackend {
         if self.poison_outputs {
             let state = self.state.as_ref().expect("configured");
             for &o in outs {
-                let d = &state.outputs[o].device;
-                // SAFETY: the range is the output frame's allocation; it is not in flight.
-                unsafe { raw::memset(d.ptr, 0xA7, d.bytes, &self.compute) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
+                let out = &state.outputs[o];
+                for d in std::iter::once(&out.device).chain(&out.stored) {
+                    // SAFETY: the range is the output frame's allocation; it is not in flight.
+                    unsafe { raw::memset(d.ptr, 0xA7, d.bytes, &self.compute) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
+                }
             }
         }
         self.enqueue_into(jobs, plan, outs)?;
-        let planes = plan.output_planes();
         let state = self.state.as_mut().expect("configured");
+        let (_, layout, planes) = state.download(&plan.output_planes());
+        let layout = layout.clone();
         for (job, &o) in jobs.iter().zip(outs) {
             for s in job.slots() {
                 state.ring.last_reader[s] = Some(o);
@@ -396,9 +438,9 @@ impl CudaBackend {
             let host = state.slot_host[job.slot].take().filter(|r| to_target_frame && !state.resizes && self.host_io.asynchronous && self.finish_targets.contains(r));
             let out = &mut state.outputs[o];
             if let Some(ranges) = host {
-                out.start_download_to(&state.out_layout, planes.clone(), Some(ranges), &self.download).map_err(backend_err)?;
+                out.start_download_to(&layout, planes.clone(), Some(ranges), &self.download).map_err(backend_err)?;
             } else if !self.host_io.direct {
-                out.start_download(&state.out_layout, planes.clone(), &self.download).map_err(backend_err)?;
+                out.start_download(&layout, planes.clone(), &self.download).map_err(backend_err)?;
             }
             state.in_flight.push_back((o, planes.clone()));
         }
@@ -411,10 +453,13 @@ impl CudaBackend {
         if slot >= state.ring.slots {
             return Err(Error::State(format!("ring slot {slot} out of range (ring of {})", state.ring.slots)));
         }
-        if !frame.matches(&state.geometry) {
+        if !frame.matches(state.host_geometry()) {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
         self.state.as_mut().expect("configured").slot_host[slot] = None;
+        if self.state.as_ref().is_some_and(|s| s.stored.is_some()) {
+            return self.upload_stored(slot, frame);
+        }
         if self.host_io.direct {
             let ranges = frame_ranges(frame);
             if self.ensure_registered(&ranges) {
@@ -439,12 +484,34 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// [`Self::upload_frame`] of a stored frame: copied as it is (by DMA once page-locked) and
+    /// unpacked into the slot on the device (super::stored).
+    fn upload_stored(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+        let ranges = frame_ranges(frame);
+        let direct = self.host_io.direct && self.ensure_registered(&ranges);
+        let state = self.state.as_mut().expect("configured");
+        let stored = state.stored.as_ref().expect("checked by the caller");
+        if let Some(o) = state.ring.last_reader[slot] {
+            self.upload.wait(&state.outputs[o].computed).map_err(backend_err)?;
+        }
+        stored.upload(&ranges, state.ring.slot_ptr(slot), &state.ring.layout, &self.upload).map_err(backend_err)?;
+        state.ring.arrived(slot).record(&self.upload).map_err(backend_err)?;
+        state.last_upload = Some(slot);
+        if direct && self.host_io.asynchronous {
+            // As in upload_frame: the frame stays unchanged until a later job is finished.
+            state.slot_host[slot] = Some(ranges);
+        } else if direct {
+            state.ring.arrived(slot).synchronize().map_err(backend_err)?;
+        }
+        Ok(())
+    }
+
     fn finish_job(&mut self, out: &mut PlanarFrame) -> Result<()> {
         self.bind()?;
         let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
         let (o, planes) = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
         state.free.push(o);
-        if !out.matches(&state.out_geometry) {
+        if !out.matches(state.download(&planes).0) {
             // The output frame is free again: its queued copy back must be done first.
             state.outputs[o].abandon_download().map_err(backend_err)?;
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
@@ -456,7 +523,7 @@ impl CudaBackend {
             }
             self.finish_targets.insert(r.clone());
         }
-        let layout = state.out_layout.clone();
+        let layout = state.download(&planes).1.clone();
         if state.outputs[o].download_queued() {
             // Staged, or direct into the target's host frame: waits, and copies only when `out`
             // is not the frame the planes went to.
@@ -574,7 +641,17 @@ impl Backend for CudaBackend {
         let scratch_bytes = output_scratch_bytes(plan, geometry);
         let out_geometry = plan.output_geometry(geometry);
         let out_layout = FrameLayout::new(&out_geometry);
-        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.device.ctx, &out_layout, scratch_bytes)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
+        let stored = match self.stored_formats {
+            Some((input, output)) => {
+                if Geometry::from_video_info(&input) != *geometry || Geometry::from_video_info(&output) != out_geometry {
+                    return Err(Error::State(format!("stored frames of {input:?} -> {output:?} do not match the configured planes")));
+                }
+                Some(StoredIo::new(&self.device, input, output)?)
+            }
+            None => None,
+        };
+        let stored_bytes = stored.as_ref().map_or(0, |s| s.output_bytes());
+        let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.device.ctx, &out_layout, scratch_bytes, stored_bytes)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
         let free = (0..outputs.len()).rev().collect();
         // Frames the engine cycles through: the ring's, those in flight and a few ready ones.
         self.registry.capacity = geometry.planes.len() * (2 * ring_slots + self.depth + 8);
@@ -595,6 +672,7 @@ impl Backend for CudaBackend {
             in_flight: VecDeque::new(),
             slot_host: vec![None; ring_slots.max(1)],
             last_upload: None,
+            stored,
         });
         Ok(())
     }
@@ -630,6 +708,11 @@ impl Backend for CudaBackend {
         let r = self.finish_job(out);
         count_ns(2, t);
         r
+    }
+
+    fn take_stored_frames(&mut self, formats: Option<(VideoInfo, VideoInfo)>) -> bool {
+        self.stored_formats = formats.filter(|_| self.host_io.device_layout);
+        self.stored_formats.is_some()
     }
 
     fn device_memory(&self) -> Option<DeviceMemory> {

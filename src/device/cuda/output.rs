@@ -20,6 +20,9 @@ pub struct OutputFrame {
     /// The algorithm's working memory for the job in this frame (`CudaAlgorithm`'s
     /// `output_scratch_bytes`; none when 0).
     pub scratch: Option<DeviceBuffer>,
+    /// Stored frames (super::stored): the output packed into the format's own layout, which is
+    /// what is copied back (planes at the stored layout the caller passes); none otherwise.
+    pub stored: Option<DeviceBuffer>,
     /// Pinned copy-back buffer, allocated on the first staged download.
     host: Option<PinnedBuffer>,
     /// Recorded after the frame's kernels (on the stream the algorithm's work ends on).
@@ -35,10 +38,11 @@ pub struct OutputFrame {
 }
 
 impl OutputFrame {
-    pub fn new(ctx: &Arc<CudaContext>, layout: &FrameLayout, scratch_bytes: usize) -> CuResult<Self> {
+    pub fn new(ctx: &Arc<CudaContext>, layout: &FrameLayout, scratch_bytes: usize, stored_bytes: usize) -> CuResult<Self> {
         Ok(OutputFrame {
             device: DeviceBuffer::new(ctx, layout.frame_bytes)?,
             scratch: if scratch_bytes > 0 { Some(DeviceBuffer::new(ctx, scratch_bytes)?) } else { None },
+            stored: if stored_bytes > 0 { Some(DeviceBuffer::new(ctx, stored_bytes)?) } else { None },
             host: None,
             computed: Event::new(ctx, false)?,
             downloaded: Event::new(ctx, false)?,
@@ -51,6 +55,11 @@ impl OutputFrame {
     /// Device bytes of one output frame (frame + working memory).
     pub fn device_bytes(layout: &FrameLayout, scratch_bytes: usize) -> usize {
         layout.frame_bytes + scratch_bytes
+    }
+
+    /// Device address of what is copied back: the stored buffer, or the frame's planes.
+    fn source(&self) -> u64 {
+        self.stored.as_ref().map_or(self.device.ptr, |b| b.ptr)
     }
 
     /// Device address of the working memory (0 when there is none).
@@ -79,7 +88,7 @@ impl OutputFrame {
                     // SAFETY: the host range is a live, page-locked plane that the engine keeps
                     // untouched until this job's finish (hostio contract); the source lies in
                     // the output frame's allocation.
-                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.device.ptr + o as u64, n, stream.raw) }
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source() + o as u64, n, stream.raw) }
                         .result()
                         .map_err(|e| format!("download: {e}"))?;
                 }
@@ -88,13 +97,14 @@ impl OutputFrame {
                 if self.host.is_none() {
                     self.host = Some(PinnedBuffer::new(&ctx, layout.frame_bytes)?);
                 }
+                let source = self.source();
                 let host = self.host.as_mut().expect("allocated");
                 for &p in &planes {
                     let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
                     let h = &mut host.as_mut_slice()[o..o + n];
                     // SAFETY: source and destination lie in their allocations; the host range is
                     // not read until `downloaded` completes.
-                    unsafe { result::memcpy_dtoh_async(h, self.device.ptr + o as u64, stream.raw) }.map_err(|e| format!("download: {e}"))?;
+                    unsafe { result::memcpy_dtoh_async(h, source + o as u64, stream.raw) }.map_err(|e| format!("download: {e}"))?;
                 }
             }
         }
@@ -161,7 +171,7 @@ impl OutputFrame {
             let dst = out.planes[p].samples.as_bytes_mut();
             // SAFETY: dst is `n` bytes of host memory we hold mutably; the device frame is not
             // reused before this job is finished.
-            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.device.ptr + o as u64) }.map_err(|e| format!("download: {e}"))?;
+            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.source() + o as u64) }.map_err(|e| format!("download: {e}"))?;
         }
         Ok(())
     }

@@ -1,0 +1,156 @@
+//! Stored frames on the device: for formats that interleave components (NV12, NV21, P010, packed
+//! RGB), the host copies frames in the format's own memory layout (`Geometry::stored`) and
+//! the device (de)interleaves them (kernels/common/stored.cu), so that no host thread unpacks or
+//! packs a sample.
+//!
+//! Upload: the stored frame's planes are copied (DMA from page-locked frames, staged by the
+//! driver otherwise) into one device buffer, and `stored_unpack` spreads them into the ring slot's
+//! planes, both on the upload stream, before the slot's `arrived` event (the stream's order keeps
+//! the next upload from overwriting the buffer early). Output: after a job's kernels,
+//! `stored_pack` writes the output frame's computed planes, and the input planes the job does not
+//! compute (alpha, unselected planes) from the ring slot, into the output frame's stored buffer,
+//! which is what is copied back; it runs before the output frame's `computed` event, so the
+//! ring slot it reads is not refilled before it is done.
+
+use cudarc::driver::{sys, CudaFunction};
+
+use super::hostio::HostRange;
+use super::layout::FrameLayout;
+use super::raw::{self, CuResult, DeviceBuffer, Stream};
+use super::{module, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::frame::VideoInfo;
+use crate::planar::Geometry;
+
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/stored.cu"];
+pub const PROGRAM_NAME: &str = "stored.cu";
+/// Threads per block, along a row.
+const BLOCK: u32 = 256;
+/// Largest grid extent in y (rows beyond it are visited grid-stride).
+const MAX_GRID_Y: u32 = 65535;
+/// Components of a format at most (kernels/common/stored.cu, STORED_MAX_COMPONENTS).
+const MAX_COMPONENTS: usize = 4;
+
+/// One component's move (kernels/common/stored.cu, ComponentMove).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct ComponentMove {
+    stored: u64,
+    plane: u64,
+    pitch: u32,
+    offset: u32,
+    step: u32,
+    width: u32,
+    height: u32,
+    pad: u32,
+}
+
+/// The by-value argument of both kernels (kernels/common/stored.cu, StoredArgs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct StoredArgs {
+    c: [ComponentMove; MAX_COMPONENTS],
+}
+
+pub const STORED_ARGS_BYTES: usize = std::mem::size_of::<StoredArgs>();
+
+pub fn defines(sample_bytes: usize) -> Vec<String> {
+    module::defines(&[("SAMPLE_BYTES", sample_bytes), ("STORED_ARGS_BYTES", STORED_ARGS_BYTES)])
+}
+
+/// Compiles the program to PTX for `arch`; no GPU needed (tests/nvrtc_compile.rs).
+pub fn compile_ptx(sample_bytes: usize, arch: &str) -> std::result::Result<std::sync::Arc<String>, String> {
+    module::program_ptx(PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes), arch)
+}
+
+/// The moves of every component of frames of `info` between a stored frame at `stored` (planes
+/// at `stored_layout`) and planes at `plane(c)` for component `c`; with the grid that covers them.
+fn moves(info: &VideoInfo, stored: u64, stored_layout: &FrameLayout, plane: impl Fn(usize) -> u64) -> (StoredArgs, (u32, u32, u32)) {
+    let fi = info.format.info();
+    let planes = Geometry::from_video_info(info).planes;
+    let mut args = StoredArgs::default();
+    let (mut w, mut h) = (1u32, 1u32);
+    for (c, (comp, g)) in fi.components.iter().zip(&planes).enumerate() {
+        args.c[c] = ComponentMove {
+            stored: stored + stored_layout.offsets[comp.memory_plane] as u64,
+            plane: plane(c),
+            pitch: fi.memory_plane_row_bytes(comp.memory_plane, info.width) as u32,
+            offset: comp.offset as u32,
+            step: comp.step as u32,
+            width: g.width as u32,
+            height: g.height as u32,
+            pad: 0,
+        };
+        w = w.max(g.width as u32);
+        h = h.max(g.height as u32);
+    }
+    (args, (w.div_ceil(BLOCK), h.min(MAX_GRID_Y), fi.components.len() as u32))
+}
+
+/// A stream's stored frames on one device: the conversion kernels and the uploaded frame.
+pub struct StoredIo {
+    unpack: CudaFunction,
+    pack: CudaFunction,
+    in_info: VideoInfo,
+    out_info: VideoInfo,
+    /// Planes of the stored frames, input and output, and where they lie in device buffers.
+    pub in_geometry: Geometry,
+    pub out_geometry: Geometry,
+    in_layout: FrameLayout,
+    pub out_layout: FrameLayout,
+    /// The stored input frame, between its upload and its unpacking into a ring slot.
+    input: DeviceBuffer,
+}
+
+impl StoredIo {
+    pub fn new(device: &DeviceInfo, in_info: VideoInfo, out_info: VideoInfo) -> Result<Self> {
+        let in_geometry = Geometry::stored(&in_info);
+        let out_geometry = Geometry::stored(&out_info);
+        let in_layout = FrameLayout::new(&in_geometry);
+        let out_layout = FrameLayout::new(&out_geometry);
+        let sample_bytes = in_geometry.bytes_per_sample;
+        let m = module::program_module(&device.ctx, PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes))
+            .map_err(|e| Error::Backend(format!("stored-frame kernels: {e}")))?;
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let input = DeviceBuffer::new(&device.ctx, in_layout.frame_bytes).map_err(Error::Backend)?;
+        Ok(StoredIo { unpack: load("stored_unpack")?, pack: load("stored_pack")?, in_info, out_info, in_geometry, out_geometry, in_layout, out_layout, input })
+    }
+
+    /// Device bytes of the stored buffer each output frame carries.
+    pub fn output_bytes(&self) -> usize {
+        self.out_layout.frame_bytes
+    }
+
+    /// Queues on `stream` the copy of a stored host frame (`ranges`, one per plane: page-locked,
+    /// or pageable, which the driver stages before returning) and its unpacking into the planes
+    /// of the ring frame at `slot` (planes at `ring_layout`).
+    pub fn upload(&self, ranges: &[HostRange], slot: u64, ring_layout: &FrameLayout, stream: &Stream) -> CuResult<()> {
+        for (p, &(ptr, n)) in ranges.iter().enumerate() {
+            if n != self.in_layout.plane_bytes[p] {
+                return Err(format!("upload: stored plane {p} has {n} bytes, {} expected", self.in_layout.plane_bytes[p]));
+            }
+            // SAFETY: the destination lies in `input`; the source is a live host plane that is
+            // unchanged until the copy completes (page-locked: the Backend trait's promise on
+            // uploaded frames; pageable: the driver has read it when the call returns).
+            unsafe { sys::cuMemcpyHtoDAsync_v2(self.input.ptr + self.in_layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }
+                .result()
+                .map_err(|e| format!("upload: {e}"))?;
+        }
+        let (mut args, grid) = moves(&self.in_info, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64);
+        // SAFETY: every address lies in `input` or the ring frame, within the sizes the block
+        // states (the layouts were made from the same formats and sizes).
+        unsafe { raw::launch(&self.unpack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_unpack: {e}"))
+    }
+
+    /// Queues on `stream` the packing of one job's output into `stored` (a buffer of
+    /// `out_layout`): the components in `computed` from the output frame at `output` (planes at
+    /// `output_layout`), the others from the input ring frame at `input` (`input_layout`; same
+    /// size, as only jobs that keep the frame size leave components uncomputed).
+    #[allow(clippy::too_many_arguments)]
+    pub fn pack(&self, stored: u64, output: u64, output_layout: &FrameLayout, computed: &[usize], input: u64, input_layout: &FrameLayout, stream: &Stream) -> CuResult<()> {
+        let plane = |c: usize| if computed.contains(&c) { output + output_layout.offsets[c] as u64 } else { input + input_layout.offsets[c] as u64 };
+        let (mut args, grid) = moves(&self.out_info, stored, &self.out_layout, plane);
+        // SAFETY: as in `upload`; `stored` is an output frame's stored buffer of `out_layout`.
+        unsafe { raw::launch(&self.pack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_pack: {e}"))
+    }
+}
