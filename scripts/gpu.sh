@@ -28,6 +28,9 @@
 #              bench_cuda_<name>: same-lease A/B
 #   gst        appsrc ! nlmdenoise ! fakesink at 1080p (pipeline_bench), R-live and R-knlm with the
 #              noise estimated (the default) and R-live with a fixed strength (no estimate)
+#   formats    NV12, P010 and RGBA end to end with stored frames converted on the GPU against
+#              on the host (bench_cuda --format, NLMDENOISE_CUDA_DEVICE_LAYOUT), I420 beside
+#              them; NV12 and P010 through appsrc ! nlmdenoise ! fakesink, lent and copied
 #   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
 #              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
 #   cli        the command-line tool on a 600-frame 1080p y4m file in the page cache, R-live with
@@ -219,6 +222,39 @@ run_part() {
     else
       note "gst: no .gst-debs/activate.sh (run --collect here)"
     fi ;;
+  formats)
+    # Formats that interleave components: the engine end to end with stored frames
+    # (de)interleaved on the GPU (the default) against unpacked and packed on the host
+    # (NLMDENOISE_CUDA_DEVICE_LAYOUT=0), I420 beside them; then through GStreamer.
+    for rep in 1 2; do
+      for fmt in I420 NV12 P010_10LE RGBA; do
+        for layout in 1 0; do
+          [ "$fmt" = I420 ] && [ "$layout" = 0 ] && continue
+          NLMDENOISE_CUDA_DEVICE_LAYOUT=$layout timeout "$(tmo 60)" $B/bench_cuda --brief --only e2e --config live --frames 2000 --format $fmt 2>&1 \
+            | grep -E '^\| R-' | sed "s/^/device-layout=$layout /" >> "$S/formats.txt"
+        done
+      done
+    done
+    if [ -f .gst-debs/activate.sh ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        # The same output bytes lent, copied and written into the pool (stored frames on the GPU).
+        for fmt in NV12 RGBA; do
+          for mode in "zero-copy=true" "zero-copy=false" "zero-copy=true source=pool"; do
+            echo "== $fmt $mode checksum" >> "$S/formats.txt"
+            timeout "$(tmo 60)" $B/fault_pipeline 1920 1080 150 format=$fmt backend=cuda pipeline-depth=2 temporal-past=2 temporal-future=1 $mode 2>&1 | grep -E '^frames in|rror' >> "$S/formats.txt"
+          done
+        done
+        for fmt in NV12 P010_10LE; do
+          for source in "" source=pool; do
+            for zc in true false; do
+              timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 2000 format=$fmt backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2 strength=10 zero-copy=$zc $source >> "$S/formats.txt" 2>&1 || echo "exit $? for $fmt zero-copy=$zc $source" >> "$S/formats.txt"
+            done
+          done
+        done
+      )
+    fi
+    grep -E '^device-layout|appsrc|^==|^frames in' "$S/formats.txt" | grep -v 'appsrc ! fakesink'; note "formats: $(grep -c 'R-live' "$S/formats.txt") engine rows, $(grep -c 'appsrc.*nlmdenoise' "$S/formats.txt") gst rows (formats.txt)" ;;
   soak)
     if [ -f .gst-debs/activate.sh ]; then
       (

@@ -46,6 +46,9 @@ struct Args {
     sweep: bool,
     #[arg(long, default_value_t = 1920)]
     width: usize,
+    /// Pixel format of the frames (GStreamer's name): I420, NV12, P010_10LE, RGBA, ...
+    #[arg(long, default_value = "I420")]
+    format: String,
     #[arg(long, default_value_t = 1080)]
     height: usize,
     /// Search radii (comma list); with any of the four window flags, one "custom" configuration
@@ -327,7 +330,10 @@ fn brief(args: &Args, info: VideoInfo, configs: &[Config]) {
     let cpu = args.backend == "cpu";
     println!("| config | path | size | a | s | past | future | ms/frame | frames/s | ns per (sample x offset x frame) | GPU share of one 1080p60 stream |");
     println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    let size = format!("{}x{}", info.width, info.height);
+    let size = match info.format {
+        PixelFormat::I420 => format!("{}x{}", info.width, info.height),
+        f => format!("{}x{} {f}", info.width, info.height),
+    };
     for c in configs {
         let p = &c.params;
         let geometry = Geometry::from_video_info(&info);
@@ -367,7 +373,8 @@ fn brief(args: &Args, info: VideoInfo, configs: &[Config]) {
 
 fn main() {
     let args = Args::parse();
-    let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
+    let format: PixelFormat = args.format.parse().expect("--format: a pixel format the engine supports");
+    let info = VideoInfo::new(format, args.width, args.height).expect("size");
     let configs = match selected_configs(&args) {
         Ok(c) => c
             .into_iter()

@@ -1,7 +1,7 @@
 //! A pipeline under injected faults (docs/reliability.md, scripts/gpu.sh part `faults`):
 //! `appsrc ! nlmdenoise ! fakesink`, counting what comes out and what the bus says.
 //!
-//! usage: fault_pipeline WIDTH HEIGHT FRAMES [change-at=K:WxH] [pause-at=K:SECONDS] [source=pool] [ELEMENT PROPERTIES...]
+//! usage: fault_pipeline WIDTH HEIGHT FRAMES [format=FORMAT] [change-at=K:WxH] [pause-at=K:SECONDS] [source=pool] [ELEMENT PROPERTIES...]
 //! e.g.   fault_pipeline 1920 1080 300 backend=cuda          (with the CUDA fault stand-in loaded)
 //!        fault_pipeline 640 360 80 pause-at=40:12 change-at=40:1920x1080 backend=cuda
 //!
@@ -9,7 +9,7 @@
 //! a new engine, the moment device memory can run out mid-stream. `pause-at` holds the source
 //! for that long before frame K, so that a test can take device memory meanwhile. `source=pool`
 //! writes the frames after the first into buffers of the pool the element proposes (until a caps
-//! change), as a decoder would.
+//! change), as a decoder would. `format`: the caps' format (default I420).
 //!
 //! Prints one line per warning and error the bus carries, then a summary line:
 //! `frames in N received R out M lost-reported L accounted yes|NO in-order yes|no end eos|error
@@ -26,14 +26,15 @@ use gst::prelude::*;
 #[path = "common/source.rs"]
 mod source;
 
-fn frame(width: usize, height: usize, seed: usize) -> Vec<u8> {
-    let size = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, width as u32, height as u32).build().expect("valid size").size();
+fn frame(format: &str, width: usize, height: usize, seed: usize) -> Vec<u8> {
+    let f = gst_video::VideoFormat::from_string(format);
+    let size = gst_video::VideoInfo::builder(f, width as u32, height as u32).build().expect("valid size").size();
     source::noisy_i420(width, size, seed as u32)
 }
 
-fn caps(width: usize, height: usize) -> gst::Caps {
+fn caps(format: &str, width: usize, height: usize) -> gst::Caps {
     gst::Caps::builder("video/x-raw")
-        .field("format", "I420")
+        .field("format", format)
         .field("width", width as i32)
         .field("height", height as i32)
         .field("framerate", gst::Fraction::new(30, 1))
@@ -56,17 +57,20 @@ fn lost_in(text: &str) -> usize {
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        eprintln!("usage: {} WIDTH HEIGHT FRAMES [change-at=K:WxH] [pause-at=K:SECONDS] [ELEMENT PROPERTIES...]", args[0]);
+        eprintln!("usage: {} WIDTH HEIGHT FRAMES [format=FORMAT] [source=pool] [change-at=K:WxH] [pause-at=K:SECONDS] [ELEMENT PROPERTIES...]", args[0]);
         std::process::exit(2);
     }
     let (width, height, frames): (usize, usize, usize) = (args[1].parse()?, args[2].parse()?, args[3].parse()?);
     let mut change = None;
     let mut pause = None;
     let mut from_pool = false;
+    let mut format = "I420".to_string();
     let mut props = Vec::new();
     for a in &args[4..] {
         if a == "source=pool" {
             from_pool = true;
+        } else if let Some(v) = a.strip_prefix("format=") {
+            format = v.to_string();
         } else if let Some(v) = a.strip_prefix("change-at=") {
             let (k, size) = parse_at(v)?;
             let (w, h) = size.split_once('x').ok_or_else(|| anyhow::anyhow!("change-at: expected K:WxH"))?;
@@ -109,7 +113,7 @@ fn main() -> anyhow::Result<()> {
             gst::PadProbeReturn::Ok
         });
     }
-    src.set_caps(Some(&caps(width, height)));
+    src.set_caps(Some(&caps(&format, width, height)));
     let duration = gst::ClockTime::from_nseconds(1_000_000_000 / 30);
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing)?;
@@ -117,7 +121,7 @@ fn main() -> anyhow::Result<()> {
     let feeder = std::thread::spawn(move || {
         let mut pool: Option<gst::BufferPool> = None;
         let (mut w, mut h) = (width, height);
-        let mut templates: Vec<gst::Buffer> = (0..4).map(|i| gst::Buffer::from_mut_slice(frame(w, h, i))).collect();
+        let mut templates: Vec<gst::Buffer> = (0..4).map(|i| gst::Buffer::from_mut_slice(frame(&format, w, h, i))).collect();
         for i in 0..frames {
             if pause.is_some_and(|(k, _)| k == i) {
                 eprintln!("fault_pipeline: pausing before frame {i}");
@@ -127,8 +131,8 @@ fn main() -> anyhow::Result<()> {
                 if k == i {
                     eprintln!("fault_pipeline: {w}x{h} -> {nw}x{nh} at frame {i}");
                     (w, h) = (nw, nh);
-                    src.set_caps(Some(&caps(w, h)));
-                    templates = (0..4).map(|i| gst::Buffer::from_mut_slice(frame(w, h, i))).collect();
+                    src.set_caps(Some(&caps(&format, w, h)));
+                    templates = (0..4).map(|i| gst::Buffer::from_mut_slice(frame(&format, w, h, i))).collect();
                     pool = None;
                 }
             }
@@ -140,11 +144,11 @@ fn main() -> anyhow::Result<()> {
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                pool = source::proposed_pool(&src, &caps(w, h));
+                pool = source::proposed_pool(&src, &caps(&format, w, h));
                 eprintln!("fault_pipeline: source=pool, {}", if pool.is_some() { "writing into the element's pool" } else { "no pool proposed" });
             }
             let template = &templates[i % templates.len()];
-            let info = gst_video::VideoInfo::from_caps(&caps(w, h)).expect("valid caps");
+            let info = gst_video::VideoInfo::from_caps(&caps(&format, w, h)).expect("valid caps");
             let mut buffer = pool.as_ref().and_then(|p| source::fill_from_pool(p, template, &info)).unwrap_or_else(|| template.copy());
             {
                 let b = buffer.get_mut().unwrap();

@@ -1,12 +1,13 @@
 //! Frames per second through GStreamer: `appsrc ! nlmdenoise ! fakesink` with pre-made frames, so
 //! that neither frame generation nor display limits the rate.
 //!
-//! usage: pipeline_bench WIDTH HEIGHT FRAMES [element=NAME] [ELEMENT PROPERTIES...]
+//! usage: pipeline_bench WIDTH HEIGHT FRAMES [element=NAME] [format=FORMAT] [source=pool] [ELEMENT PROPERTIES...]
 //! e.g.   pipeline_bench 1920 1080 3000 backend=cuda temporal-past=2 search-radius=3 patch-radius=2
 //!        pipeline_bench 960 540 1000 element=nlmupscale backend=cuda scale=2
 //! (`element` picks the plugin's element, default nlmdenoise; `source=pool`: after the first
 //! frame the source writes each frame into a buffer of the pool the element proposes, as a
-//! decoder would, instead of pushing buffers of its own.)
+//! decoder would, instead of pushing buffers of its own; `format`: the caps' format, default
+//! I420, e.g. NV12 or P010_10LE.)
 //!
 //! Prints one table row for the pipeline with the element and one for the same pipeline without it
 //! (`appsrc ! fakesink`), so the cost of the pipeline itself is visible.
@@ -24,19 +25,19 @@ const DISTINCT_FRAMES: usize = 8;
 /// The source thread's time making its buffers (writing them into the pool with `source=pool`).
 static SOURCE_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn run(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
-    run_from(width, height, frames, element, false)
+fn run(format: &str, width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
+    run_from(format, width, height, frames, element, false)
 }
 
 /// `from_pool`: after the first frame, the source writes every frame into a buffer of the pool
 /// the element proposes (when it proposes one), as a decoder or camera source would.
-fn run_from(width: usize, height: usize, frames: usize, element: Option<(&str, &str)>, from_pool: bool) -> anyhow::Result<f64> {
+fn run_from(format: &str, width: usize, height: usize, frames: usize, element: Option<(&str, &str)>, from_pool: bool) -> anyhow::Result<f64> {
     let middle = element.map(|(name, props)| format!("{name} name=nlm {props} ! ")).unwrap_or_default();
     let desc = format!("appsrc name=src format=time block=true max-bytes=200000000 ! {middle}fakesink name=sink sync=false");
     let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
     let caps = gst::Caps::builder("video/x-raw")
-        .field("format", "I420")
+        .field("format", format)
         .field("width", width as i32)
         .field("height", height as i32)
         .field("framerate", gst::Fraction::new(60, 1))
@@ -108,7 +109,7 @@ fn run_from(width: usize, height: usize, frames: usize, element: Option<(&str, &
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        eprintln!("usage: {} WIDTH HEIGHT FRAMES [ELEMENT PROPERTIES...]", args[0]);
+        eprintln!("usage: {} WIDTH HEIGHT FRAMES [element=NAME] [format=FORMAT] [source=pool] [ELEMENT PROPERTIES...]", args[0]);
         std::process::exit(2);
     }
     let width: usize = args[1].parse()?;
@@ -116,20 +117,21 @@ fn main() -> anyhow::Result<()> {
     let frames: usize = args[3].parse()?;
     let name = args[4..].iter().find_map(|a| a.strip_prefix("element=")).unwrap_or("nlmdenoise").to_string();
     let from_pool = args[4..].iter().any(|a| a == "source=pool");
-    let props = args[4..].iter().filter(|a| !a.starts_with("element=") && !a.starts_with("source=")).cloned().collect::<Vec<_>>().join(" ");
+    let format = args[4..].iter().find_map(|a| a.strip_prefix("format=")).unwrap_or("I420").to_string();
+    let props = args[4..].iter().filter(|a| !a.starts_with("element=") && !a.starts_with("source=") && !a.starts_with("format=")).cloned().collect::<Vec<_>>().join(" ");
     gst::init()?;
     gstnlmdenoise::plugin_register_static()?;
     // Warm-up: first use compiles kernels and allocates the ring.
-    run(width, height, frames.min(60), Some((&name, &props)))?;
+    run(&format, width, height, frames.min(60), Some((&name, &props)))?;
     reset_counters();
-    let with = run_from(width, height, frames, Some((&name, &props)), from_pool)?;
+    let with = run_from(&format, width, height, frames, Some((&name, &props)), from_pool)?;
     let breakdown = per_frame_breakdown(frames, with);
-    let without = run(width, height, frames, None)?;
+    let without = run(&format, width, height, frames, None)?;
     println!("| pipeline | size | frames | frames/s |");
     println!("|---|---|---|---|");
     let source = if from_pool { " (source=pool: frames written into the element's pool if it offers one)" } else { "" };
-    println!("| appsrc{source} ! {name} {props} ! fakesink | {width}x{height} | {frames} | {with:.1} |");
-    println!("| appsrc ! fakesink | {width}x{height} | {frames} | {without:.1} |");
+    println!("| appsrc{source} ! {name} {props} ! fakesink | {width}x{height} {format} | {frames} | {with:.1} |");
+    println!("| appsrc ! fakesink | {width}x{height} {format} | {frames} | {without:.1} |");
     println!();
     println!("{breakdown}");
     Ok(())

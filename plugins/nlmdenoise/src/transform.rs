@@ -704,7 +704,7 @@ impl Core {
 pub fn zero_copy_property() -> glib::ParamSpec {
     glib::ParamSpecBoolean::builder("zero-copy")
         .nick("Zero-copy frames")
-        .blurb("For planar formats (I420, YV12, Y42B, Y444, GRAY, 10/16-bit planar): propose upstream a pool of the engine's own frames, and hand output frames downstream in the engine's planes when downstream offers no pool of its own, so that frames cross without a copy; off: copy frames in and out")
+        .blurb("Propose upstream a pool of the engine's own frames, and hand output frames downstream in the engine's planes when downstream offers no pool of its own, so that frames cross without a copy (every format; NV12, NV21, P010 and packed RGB in their own layout, which the CUDA backend converts on the GPU); off: copy frames in and out")
         .default_value(true)
         .mutable_ready()
         .build()
