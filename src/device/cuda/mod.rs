@@ -344,17 +344,22 @@ impl CudaBackend {
         let targets: Vec<OutputTarget> = outs.iter().map(|&o| OutputTarget { frame: state.outputs[o].device.ptr, scratch: state.outputs[o].scratch_ptr() }).collect();
         let launch = Launch { device: &self.device, compute: &self.compute, ring: &state.ring, outputs: &targets };
         let done = algorithm.enqueue(&launch, jobs, plan)?;
+        let mut sources = Vec::new();
         if let Some(stored) = &state.stored {
             // Before `computed`: the ring slot it reads is refilled only after that.
             let computed = plan.output_planes();
             for (job, &o) in jobs.iter().zip(outs) {
                 let out = &state.outputs[o];
                 let into = out.stored.as_ref().map(|b| b.ptr).ok_or_else(|| Error::State("output frame without a stored buffer".into()))?;
-                stored.pack(into, out.device.ptr, &state.out_layout, &computed, state.ring.slot_ptr(job.slot), &state.ring.layout, done).map_err(backend_err)?;
+                sources.push(stored.pack(into, out.device.ptr, &state.out_layout, &computed, state.ring.slot_ptr(job.slot), &state.ring.layout, done).map_err(backend_err)?);
             }
         }
         for &o in outs {
             state.outputs[o].computed.record(done).map_err(backend_err)?;
+        }
+        let state = self.state.as_mut().expect("configured");
+        for (&o, s) in outs.iter().zip(sources) {
+            state.outputs[o].stored_sources = s;
         }
         Ok(())
     }

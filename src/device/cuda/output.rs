@@ -23,6 +23,9 @@ pub struct OutputFrame {
     /// Stored frames (super::stored): the output packed into the format's own layout, which is
     /// what is copied back (planes at the stored layout the caller passes); none otherwise.
     pub stored: Option<DeviceBuffer>,
+    /// Stored frames: the device address each stored plane is copied back from (the stored
+    /// buffer, or an output plane that already has the stored layout), set at each launch.
+    pub stored_sources: Vec<u64>,
     /// Pinned copy-back buffer, allocated on the first staged download.
     host: Option<PinnedBuffer>,
     /// Recorded after the frame's kernels (on the stream the algorithm's work ends on).
@@ -43,6 +46,7 @@ impl OutputFrame {
             device: DeviceBuffer::new(ctx, layout.frame_bytes)?,
             scratch: if scratch_bytes > 0 { Some(DeviceBuffer::new(ctx, scratch_bytes)?) } else { None },
             stored: if stored_bytes > 0 { Some(DeviceBuffer::new(ctx, stored_bytes)?) } else { None },
+            stored_sources: Vec::new(),
             host: None,
             computed: Event::new(ctx, false)?,
             downloaded: Event::new(ctx, false)?,
@@ -57,9 +61,13 @@ impl OutputFrame {
         layout.frame_bytes + scratch_bytes
     }
 
-    /// Device address of what is copied back: the stored buffer, or the frame's planes.
-    fn source(&self) -> u64 {
-        self.stored.as_ref().map_or(self.device.ptr, |b| b.ptr)
+    /// Device address plane `p` of what is copied back starts at (`layout`: where the planes
+    /// lie): in the frame, or for stored frames where [`Self::stored_sources`] says.
+    fn source(&self, layout: &FrameLayout, p: usize) -> u64 {
+        match self.stored_sources.get(p) {
+            Some(&at) if self.stored.is_some() => at,
+            _ => self.device.ptr + layout.offsets[p] as u64,
+        }
     }
 
     /// Device address of the working memory (0 when there is none).
@@ -81,14 +89,14 @@ impl OutputFrame {
         match &direct {
             Some(ranges) => {
                 for &p in &planes {
-                    let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
+                    let n = layout.plane_bytes[p];
                     if ranges[p].1 != n {
                         return Err(format!("download: plane {p} has {} bytes on the host, {n} on the device", ranges[p].1));
                     }
                     // SAFETY: the host range is a live, page-locked plane that the engine keeps
                     // untouched until this job's finish (hostio contract); the source lies in
                     // the output frame's allocation.
-                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source() + o as u64, n, stream.raw) }
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source(layout, p), n, stream.raw) }
                         .result()
                         .map_err(|e| format!("download: {e}"))?;
                 }
@@ -97,14 +105,14 @@ impl OutputFrame {
                 if self.host.is_none() {
                     self.host = Some(PinnedBuffer::new(&ctx, layout.frame_bytes)?);
                 }
-                let source = self.source();
+                let sources: Vec<u64> = planes.iter().map(|&p| self.source(layout, p)).collect();
                 let host = self.host.as_mut().expect("allocated");
-                for &p in &planes {
+                for (&p, &from) in planes.iter().zip(&sources) {
                     let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
                     let h = &mut host.as_mut_slice()[o..o + n];
                     // SAFETY: source and destination lie in their allocations; the host range is
                     // not read until `downloaded` completes.
-                    unsafe { result::memcpy_dtoh_async(h, source + o as u64, stream.raw) }.map_err(|e| format!("download: {e}"))?;
+                    unsafe { result::memcpy_dtoh_async(h, from, stream.raw) }.map_err(|e| format!("download: {e}"))?;
                 }
             }
         }
@@ -167,11 +175,11 @@ impl OutputFrame {
     /// Copies `planes` from the device frame into `out` and waits (the kernels must be done).
     pub fn copy_planes_sync(&self, layout: &FrameLayout, planes: &[usize], out: &mut PlanarFrame) -> CuResult<()> {
         for &p in planes {
-            let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
+            let n = layout.plane_bytes[p];
             let dst = out.planes[p].samples.as_bytes_mut();
             // SAFETY: dst is `n` bytes of host memory we hold mutably; the device frame is not
             // reused before this job is finished.
-            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.source() + o as u64) }.map_err(|e| format!("download: {e}"))?;
+            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.source(layout, p)) }.map_err(|e| format!("download: {e}"))?;
         }
         Ok(())
     }

@@ -3,14 +3,18 @@
 //! the device (de)interleaves them (kernels/common/stored.cu), so that no host thread unpacks or
 //! packs a sample.
 //!
-//! Upload: the stored frame's planes are copied (DMA from page-locked frames, staged by the
-//! driver otherwise) into one device buffer, and `stored_unpack` spreads them into the ring slot's
-//! planes, both on the upload stream, before the slot's `arrived` event (the stream's order keeps
-//! the next upload from overwriting the buffer early). Output: after a job's kernels,
-//! `stored_pack` writes the output frame's computed planes, and the input planes the job does not
-//! compute (alpha, unselected planes) from the ring slot, into the output frame's stored buffer,
-//! which is what is copied back; it runs before the output frame's `computed` event, so the
-//! ring slot it reads is not refilled before it is done.
+//! A memory plane that holds one component sample after sample (NV12's and P010's luma) already
+//! is that component's plane: it is copied straight into the ring slot and, once computed,
+//! straight back from the output frame. The other memory planes (interleaved chroma, packed RGB):
+//!
+//! Upload: copied (DMA from page-locked frames, staged by the driver otherwise) into one device
+//! buffer, and `stored_unpack` spreads them into the ring slot's planes, both on the upload
+//! stream, before the slot's `arrived` event (the stream's order keeps the next upload from
+//! overwriting the buffer early). Output: after a job's kernels, `stored_pack` writes the output
+//! frame's computed planes, and the input planes the job does not compute (alpha, unselected
+//! planes) from the ring slot, into the output frame's stored buffer, which is what is copied
+//! back; it runs before the output frame's `computed` event, so the ring slot it reads is not
+//! refilled before it is done.
 
 use cudarc::driver::{sys, CudaFunction};
 
@@ -63,15 +67,34 @@ pub fn compile_ptx(sample_bytes: usize, arch: &str) -> std::result::Result<std::
     module::program_ptx(PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes), arch)
 }
 
-/// The moves of every component of frames of `info` between a stored frame at `stored` (planes
-/// at `stored_layout`) and planes at `plane(c)` for component `c`; with the grid that covers them.
-fn moves(info: &VideoInfo, stored: u64, stored_layout: &FrameLayout, plane: impl Fn(usize) -> u64) -> (StoredArgs, (u32, u32, u32)) {
+/// For each memory plane of `info`'s format, the component it holds alone, sample after sample
+/// (NV12's luma): its plane is the memory plane as stored.
+fn direct_planes(info: &VideoInfo) -> Vec<Option<usize>> {
+    let fi = info.format.info();
+    (0..fi.memory_planes)
+        .map(|p| {
+            let mut held = fi.components.iter().enumerate().filter(|(_, c)| c.memory_plane == p);
+            match (held.next(), held.next()) {
+                (Some((i, c)), None) if c.offset == 0 && c.step == fi.bytes_per_sample => Some(i),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The moves of the components `moved` selects of frames of `info` between a stored frame at
+/// `stored` (planes at `stored_layout`) and planes at `plane(c)` for component `c`; with the grid
+/// that covers them. None when no component is selected.
+fn moves(info: &VideoInfo, stored: u64, stored_layout: &FrameLayout, plane: impl Fn(usize) -> u64, moved: impl Fn(usize) -> bool) -> Option<(StoredArgs, (u32, u32, u32))> {
     let fi = info.format.info();
     let planes = Geometry::from_video_info(info).planes;
     let mut args = StoredArgs::default();
-    let (mut w, mut h) = (1u32, 1u32);
+    let (mut w, mut h, mut n) = (1u32, 1u32, 0usize);
     for (c, (comp, g)) in fi.components.iter().zip(&planes).enumerate() {
-        args.c[c] = ComponentMove {
+        if !moved(c) {
+            continue;
+        }
+        args.c[n] = ComponentMove {
             stored: stored + stored_layout.offsets[comp.memory_plane] as u64,
             plane: plane(c),
             pitch: fi.memory_plane_row_bytes(comp.memory_plane, info.width) as u32,
@@ -81,10 +104,11 @@ fn moves(info: &VideoInfo, stored: u64, stored_layout: &FrameLayout, plane: impl
             height: g.height as u32,
             pad: 0,
         };
+        n += 1;
         w = w.max(g.width as u32);
         h = h.max(g.height as u32);
     }
-    (args, (w.div_ceil(BLOCK), h.min(MAX_GRID_Y), fi.components.len() as u32))
+    (n > 0).then_some((args, (w.div_ceil(BLOCK), h.min(MAX_GRID_Y), n as u32)))
 }
 
 /// A stream's stored frames on one device: the conversion kernels and the uploaded frame.
@@ -98,6 +122,9 @@ pub struct StoredIo {
     pub out_geometry: Geometry,
     in_layout: FrameLayout,
     pub out_layout: FrameLayout,
+    /// Per memory plane, input and output: the component it holds as its plane (`direct_planes`).
+    in_direct: Vec<Option<usize>>,
+    out_direct: Vec<Option<usize>>,
     /// The stored input frame, between its upload and its unpacking into a ring slot.
     input: DeviceBuffer,
 }
@@ -113,7 +140,8 @@ impl StoredIo {
             .map_err(|e| Error::Backend(format!("stored-frame kernels: {e}")))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
         let input = DeviceBuffer::new(&device.ctx, in_layout.frame_bytes).map_err(Error::Backend)?;
-        Ok(StoredIo { unpack: load("stored_unpack")?, pack: load("stored_pack")?, in_info, out_info, in_geometry, out_geometry, in_layout, out_layout, input })
+        let (in_direct, out_direct) = (direct_planes(&in_info), direct_planes(&out_info));
+        Ok(StoredIo { unpack: load("stored_unpack")?, pack: load("stored_pack")?, in_info, out_info, in_geometry, out_geometry, in_layout, out_layout, in_direct, out_direct, input })
     }
 
     /// Device bytes of the stored buffer each output frame carries.
@@ -129,14 +157,19 @@ impl StoredIo {
             if n != self.in_layout.plane_bytes[p] {
                 return Err(format!("upload: stored plane {p} has {n} bytes, {} expected", self.in_layout.plane_bytes[p]));
             }
-            // SAFETY: the destination lies in `input`; the source is a live host plane that is
+            let to = match self.in_direct[p] {
+                Some(c) => slot + ring_layout.offsets[c] as u64,
+                None => self.input.ptr + self.in_layout.offsets[p] as u64,
+            };
+            // SAFETY: the destination lies in `input` or the ring frame (a direct plane has the
+            // bytes of its component's plane); the source is a live host plane that is
             // unchanged until the copy completes (page-locked: the Backend trait's promise on
             // uploaded frames; pageable: the driver has read it when the call returns).
-            unsafe { sys::cuMemcpyHtoDAsync_v2(self.input.ptr + self.in_layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }
-                .result()
-                .map_err(|e| format!("upload: {e}"))?;
+            unsafe { sys::cuMemcpyHtoDAsync_v2(to, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| format!("upload: {e}"))?;
         }
-        let (mut args, grid) = moves(&self.in_info, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64);
+        let fi = self.in_info.format.info();
+        let interleaved = |c: usize| self.in_direct[fi.components[c].memory_plane].is_none();
+        let Some((mut args, grid)) = moves(&self.in_info, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64, interleaved) else { return Ok(()) };
         // SAFETY: every address lies in `input` or the ring frame, within the sizes the block
         // states (the layouts were made from the same formats and sizes).
         unsafe { raw::launch(&self.unpack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_unpack: {e}"))
@@ -145,12 +178,24 @@ impl StoredIo {
     /// Queues on `stream` the packing of one job's output into `stored` (a buffer of
     /// `out_layout`): the components in `computed` from the output frame at `output` (planes at
     /// `output_layout`), the others from the input ring frame at `input` (`input_layout`; same
-    /// size, as only jobs that keep the frame size leave components uncomputed).
+    /// size, as only jobs that keep the frame size leave components uncomputed). Returns where
+    /// each stored plane is to be copied back from: `stored`, or for a direct plane whose
+    /// component was computed, the output frame's plane itself (not packed).
     #[allow(clippy::too_many_arguments)]
-    pub fn pack(&self, stored: u64, output: u64, output_layout: &FrameLayout, computed: &[usize], input: u64, input_layout: &FrameLayout, stream: &Stream) -> CuResult<()> {
+    pub fn pack(&self, stored: u64, output: u64, output_layout: &FrameLayout, computed: &[usize], input: u64, input_layout: &FrameLayout, stream: &Stream) -> CuResult<Vec<u64>> {
+        let fi = self.out_info.format.info();
         let plane = |c: usize| if computed.contains(&c) { output + output_layout.offsets[c] as u64 } else { input + input_layout.offsets[c] as u64 };
-        let (mut args, grid) = moves(&self.out_info, stored, &self.out_layout, plane);
-        // SAFETY: as in `upload`; `stored` is an output frame's stored buffer of `out_layout`.
-        unsafe { raw::launch(&self.pack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_pack: {e}"))
+        let in_place = |c: usize| self.out_direct[fi.components[c].memory_plane] == Some(c) && computed.contains(&c);
+        let sources = (0..fi.memory_planes)
+            .map(|p| match self.out_direct[p] {
+                Some(c) if in_place(c) => output + output_layout.offsets[c] as u64,
+                _ => stored + self.out_layout.offsets[p] as u64,
+            })
+            .collect();
+        if let Some((mut args, grid)) = moves(&self.out_info, stored, &self.out_layout, plane, |c| !in_place(c)) {
+            // SAFETY: as in `upload`; `stored` is an output frame's stored buffer of `out_layout`.
+            unsafe { raw::launch(&self.pack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_pack: {e}"))?;
+        }
+        Ok(sources)
     }
 }
