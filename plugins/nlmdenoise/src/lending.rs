@@ -8,9 +8,11 @@
 //! taken for page-locked memory it no longer is. A store is freed after the element's engine (it
 //! is declared after it in the state) or, when buffers outlive the state, after the engine went.
 //!
-//! Possible where a format stores one component per memory plane (`FormatInfo::planes_as_stored`):
-//! a buffer then holds one memory per plane, each plane's rows at a stride of its width. Where
-//! that is the caps' default layout no `GstVideoMeta` is needed.
+//! The frames are the engine's exchange frames (`planar::exchange_layout`): planar frames for
+//! formats that store one component per memory plane, stored frames (one plane per memory plane,
+//! rows as stored) for NV12, P010 and packed RGB. A buffer holds one memory per memory plane,
+//! each plane's rows at a stride of their own length; where that is the caps' default layout no
+//! `GstVideoMeta` is needed.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
