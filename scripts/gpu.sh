@@ -31,6 +31,8 @@
 #   formats    NV12, P010 and RGBA end to end with stored frames converted on the GPU against
 #              on the host (bench_cuda --format, NLMDENOISE_CUDA_DEVICE_LAYOUT), I420 beside
 #              them; NV12 and P010 through appsrc ! nlmdenoise ! fakesink, lent and copied
+#   scaling    one GPU against two (bench_chunks devices): NLM R-live and offline at 1080p and
+#              2160p, BM3D normal spatial and 1 + 1 at 1080p
 #   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
 #              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
 #   cli        the command-line tool on a 600-frame 1080p y4m file in the page cache, R-live with
@@ -395,6 +397,18 @@ time.sleep(float(sys.argv[1]))'
     note "chunks devices ($DEV): rc=$?"
     timeout "$(tmo 150)" $B/bench_chunks long --backend cuda --devices all --long "$LONG" --config live > "$S/chunks_long.md" 2>&1
     note "chunks long ($LONG frames): rc=$?"; grep -E '^\||^backend' "$S"/chunks_*.md | cut -c1-200 ;;
+  scaling)
+    # One device against two (or all listed), the same code and lease: NLM R-live and offline at
+    # 1080p and 2160p, BM3D normal (spatial, and 1 past + 1 future) at 1080p.
+    if [ "$GPUS" -ge 2 ]; then DEV=0,1; else DEV=0; fi
+    for size in 1920x1080 3840x2160; do
+      n=$([ "$size" = 1920x1080 ] && echo 1200 || echo 400)
+      timeout "$(tmo 150)" $B/bench_chunks devices --backend cuda --devices $DEV --size $size --frames $n >> "$S/scaling.md" 2>&1
+    done
+    for cfg in bm3d bm3d-offline; do
+      timeout "$(tmo 150)" $B/bench_chunks devices --backend cuda --devices $DEV --config $cfg --frames 300 >> "$S/scaling.md" 2>&1
+    done
+    grep -E '^\| (R-|offline|BM3D|V-BM3D)|^###' "$S/scaling.md" | cut -c1-220; note "scaling ($DEV): $(grep -c '^| ' "$S/scaling.md") rows" ;;
   ncu_bm3d)
     # Where one 1080p frame of the normal profile spends its time: the first hard and Wiener
     # launches of the luma plane after warm-up.

@@ -49,9 +49,13 @@ struct Args {
     chunks: Vec<String>,
     #[arg(long, value_delimiter = ',', default_value = "1280x720,1920x1080")]
     sizes: Vec<String>,
-    /// live or offline (default both).
+    /// live, offline, bm3d or bm3d-offline (default: live and offline). bm3d: BM3D `normal`,
+    /// sigma 20, spatial two steps; bm3d-offline: the same over 1 past + 1 future frame.
     #[arg(long)]
     config: Option<String>,
+    /// Frame size of the devices table.
+    #[arg(long, default_value = "1920x1080")]
+    size: String,
     /// Devices of the devices table and the long run (all or a comma list).
     #[arg(long, default_value = "all")]
     devices: String,
@@ -130,9 +134,12 @@ struct Config {
 fn configs(args: &Args) -> Vec<Config> {
     let live = Params { search_radius: args.search_radius, patch_radius: args.patch_radius, temporal_past: 2, temporal_future: 0, ..Params::default() };
     let all = vec![Config { name: "R-live", params: live }, Config { name: "offline p2 f2", params: Params { temporal_future: 2, ..live } }];
+    let bm3d = Params { algorithm: nlmdenoise::Algorithm::Bm3d, sigma: Some(20.0), temporal_past: 0, temporal_future: 0, ..Params::default() };
     match args.config.as_deref() {
         Some("live") => all.into_iter().take(1).collect(),
         Some("offline") => all.into_iter().skip(1).collect(),
+        Some("bm3d") => vec![Config { name: "BM3D normal spatial", params: bm3d }],
+        Some("bm3d-offline") => vec![Config { name: "V-BM3D normal p1 f1", params: Params { temporal_past: 1, temporal_future: 1, ..bm3d } }],
         _ => all,
     }
 }
@@ -358,8 +365,12 @@ fn devices_table(args: &Args) {
         }
     };
     let chunk = chunk_arg(args);
-    let info = VideoInfo::new(PixelFormat::I420, 1920, 1080).expect("1080p");
-    println!("\n### Scaling over devices, 1920x1080 I420, chunk {chunk} ({} backend, {} frames per run)\n", args.backend, args.frames);
+    let (w, h) = args.size.split_once('x').and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?))).unwrap_or_else(|| {
+        eprintln!("bench_chunks: --size: expected WxH, got {}", args.size);
+        std::process::exit(2)
+    });
+    let info = VideoInfo::new(PixelFormat::I420, w, h).expect("a valid size");
+    println!("\n### Scaling over devices, {w}x{h} I420, chunk {chunk} ({} backend, {} frames per run)\n", args.backend, args.frames);
     println!("Per output frame, ms. Caller's thread: push (unpack + copy in + dispatch + waiting + copy out), of which copy in (into pooled input frames), wait (for a worker) and copy out (output planes into the engine's frame), and pop (pack). Workers (summed over workers): upload (host staging or DMA enqueue), launch (enqueue kernels), finish (waiting for kernels + download into a pooled output frame), write (output planes into the engine's frame), idle (waiting for a chunk). Pool: pooled host frames (allocated during the measured run).\n");
     println!("| config | devices | frames/s | speed-up | latency | push | copy in | wait | copy out | pop | upload | launch | finish | write | idle | pool |");
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
