@@ -114,10 +114,10 @@ fn input_with_video_meta_strides_is_read_correctly() {
         let strides: Vec<usize> = (0..n).map(|p| fi.memory_plane_row_bytes(p, 11) + 13).collect();
         let mut offsets = Vec::new();
         let mut size = 0;
-        for p in 0..n {
+        for (p, stride) in strides.iter().enumerate() {
             size += 64;
             offsets.push(size);
-            size += strides[p] * fi.memory_plane_rows(p, 7);
+            size += stride * fi.memory_plane_rows(p, 7);
         }
         let mut h = harness(&params);
         h.set_src_caps(caps);
