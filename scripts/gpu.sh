@@ -32,7 +32,8 @@
 #              on the host (bench_cuda --format, NLMDENOISE_CUDA_DEVICE_LAYOUT), I420 beside
 #              them; NV12 and P010 through appsrc ! nlmdenoise ! fakesink, lent and copied
 #   scaling    one GPU against two (bench_chunks devices): NLM R-live and offline at 1080p and
-#              2160p, BM3D normal spatial and 1 + 1 at 1080p
+#              2160p, BM3D normal spatial and 1 + 1 at 1080p, super-resolution x2 (2 + 2) from
+#              960x540 and from 1080p
 #   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
 #              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
 #   cli        the command-line tool on a 600-frame 1080p y4m file in the page cache, R-live with
@@ -408,7 +409,10 @@ time.sleep(float(sys.argv[1]))'
     for cfg in bm3d bm3d-offline; do
       timeout "$(tmo 150)" $B/bench_chunks devices --backend cuda --devices $DEV --config $cfg --frames 300 >> "$S/scaling.md" 2>&1
     done
-    grep -E '^\| (R-|offline|BM3D|V-BM3D)|^###' "$S/scaling.md" | cut -c1-220; note "scaling ($DEV): $(grep -c '^| ' "$S/scaling.md") rows" ;;
+    for size in 960x540 1920x1080; do
+      timeout "$(tmo 150)" $B/bench_chunks devices --backend cuda --devices $DEV --config sr --size $size --frames 300 >> "$S/scaling.md" 2>&1
+    done
+    grep -E '^\| (R-|offline|BM3D|V-BM3D|SR)|^###' "$S/scaling.md" | cut -c1-220; note "scaling ($DEV): $(grep -c '^| ' "$S/scaling.md") rows" ;;
   ncu_bm3d)
     # Where one 1080p frame of the normal profile spends its time: the first hard and Wiener
     # launches of the luma plane after warm-up.

@@ -613,7 +613,9 @@ impl<T> Denoiser<T> {
 
     /// Changes parameters. Strengths, wref, weighting and sigma apply from the next launched job;
     /// structural changes (radii, temporal window, chroma mode, planes) first finish the pending
-    /// frames (they become ready) and then reconfigure the backend.
+    /// frames (they become ready) and then reconfigure the backend. A change of the output size
+    /// (super-resolution's scale) needs an empty engine (`finish_stream`, then pop every frame):
+    /// otherwise it is refused and nothing changes.
     pub fn set_params(&mut self, params: Params) -> Result<()> {
         params.validate()?;
         let user = params;
@@ -628,8 +630,19 @@ impl<T> Denoiser<T> {
             self.plan = plan;
             return Ok(());
         }
-        self.finish_stream()?;
         let (out_info, out_geometry) = output_of(&self.info, &self.geometry, &plan)?;
+        if out_info != self.out_info && self.queued() > 0 {
+            // Frames held now would come out at the old size after the change.
+            return Err(Error::State(format!(
+                "changing the output size from {}x{} to {}x{} with {} frame(s) held: finish the stream and pop them first",
+                self.out_info.width,
+                self.out_info.height,
+                out_info.width,
+                out_info.height,
+                self.queued()
+            )));
+        }
+        self.finish_stream()?;
         let stored_on_backend = offer_stored_frames(self.backend.as_mut(), &self.info, &out_info);
         let window = match configure_backend(self.backend.as_mut(), &self.geometry, &plan, &params) {
             Ok(w) => w,

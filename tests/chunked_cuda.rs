@@ -147,3 +147,31 @@ fn chunks_are_sized_from_device_memory() {
     eprintln!("auto at 4K 16-bit: {} (latency {})", auto.backend_description(), auto.latency_frames());
     assert!(auto.latency_frames() > 2);
 }
+
+/// Super-resolution in chunks and on two devices gives the bytes of a frame at a time: output
+/// frames of another size come back through the chunked pools (device outputs poisoned).
+#[test]
+fn upscaling_in_chunks_and_on_two_devices_matches_a_frame_at_a_time() {
+    use common::sr::{sr, upscale};
+    if !gpu_or_skip("upscaling_in_chunks_and_on_two_devices_matches_a_frame_at_a_time") {
+        return;
+    }
+    let devices = cuda_device_count().unwrap_or(0);
+    let mut rng = SmallRng::seed_from_u64(seed());
+    for format in [PixelFormat::I420, PixelFormat::NV12, PixelFormat::P010_10LE] {
+        let inputs = inputs(format, 48, 32, 13, &mut rng);
+        let info = inputs[0].info;
+        let params = sr(2, 1, 1, 1);
+        let go = |b: Box<dyn Backend>| upscale(Denoiser::with_backend(info, params, b).unwrap(), &inputs, POISON);
+        let plain = go(unchunked_cuda());
+        for chunk in [ChunkFrames::Frames(1), ChunkFrames::Frames(4), ChunkFrames::Auto] {
+            assert!(go(chunked_cuda(chunk, &[0])) == plain, "{format}: upscaling in chunks of {chunk} differs");
+        }
+        if devices >= 2 {
+            assert!(go(chunked_cuda(ChunkFrames::Frames(3), &[0, 1])) == plain, "{format}: upscaling on two devices differs");
+        } else {
+            common::skip("upscaling on two devices", &format!("{devices} CUDA device(s)"));
+        }
+        eprintln!("{format}: upscaling chunked (and on {} device(s)) == a frame at a time", devices.min(2));
+    }
+}

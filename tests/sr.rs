@@ -148,9 +148,6 @@ fn bad_settings_are_refused() {
     }
     assert!(Denoiser::<()>::new(info, Params { sr: SrParams { iterations: 3, ..SrParams::default() }, ..sr(2, 1, 0, 0) }, &cpu).is_err());
     assert!(Denoiser::<()>::new(info, Params { sr: SrParams { fusion: -0.5, ..SrParams::default() }, ..sr(2, 1, 0, 0) }, &cpu).is_err());
-    let chunked = BackendOptions { chunk_frames: ChunkFrames::Frames(4), ..cpu.clone() };
-    let e = Denoiser::<()>::new(info, sr(2, 1, 0, 0), &chunked).err().expect("refused");
-    assert!(e.to_string().contains("chunks"), "{e}");
     // Output frames of the input's size are refused with a clear error, nothing lost.
     let mut d = Denoiser::<usize>::new(info, sr(2, 1, 0, 0), &cpu).unwrap();
     let f = OwnedFrame::new(info);
@@ -159,4 +156,58 @@ fn bad_settings_are_refused() {
     assert!(d.pop(&mut small.as_mut()).is_err());
     let mut right = OwnedFrame::new(d.output_info());
     assert_eq!(d.pop(&mut right.as_mut()).unwrap(), Some(0));
+}
+
+/// Upscaling in chunks along time and on several workers (the shared chunked plumbing) gives the
+/// same bytes as a frame at a time, whatever the chunk size, also across a change of the factor
+/// mid-stream (output frames of a new size: the chunked pools are replaced).
+#[test]
+fn chunked_and_multi_worker_upscaling_match_a_frame_at_a_time() {
+    use nlmdenoise::device::Devices;
+    let mut rng = SmallRng::seed_from_u64(seed());
+    for format in [PixelFormat::I420, PixelFormat::NV12] {
+        let info = VideoInfo::new(format, 27, 17).unwrap();
+        let inputs = random_frames(info, 9, &mut rng);
+        let params = sr(2, 1, 1, 1);
+        let tripled = Params { sr: SrParams { scale: 3, ..params.sr }, ..params };
+        let go = |opts: BackendOptions| -> Vec<Vec<u8>> {
+            let mut d: Denoiser<usize> = Denoiser::new(info, params, &opts).unwrap();
+            let mut outs = Vec::new();
+            let pop = |d: &mut Denoiser<usize>, outs: &mut Vec<Vec<u8>>| {
+                let mut o = OwnedFrame::new(d.output_info());
+                while let Some(tag) = d.pop(&mut o.as_mut()).unwrap() {
+                    assert_eq!(tag, outs.len(), "frames out of order");
+                    outs.push(o.planes.concat());
+                }
+            };
+            for (i, f) in inputs.iter().enumerate() {
+                if i == 5 {
+                    // A new output size needs the held frames out first.
+                    assert!(matches!(d.set_params(tripled), Err(nlmdenoise::Error::State(_))), "changing the size with frames held");
+                    d.finish_stream().unwrap();
+                    pop(&mut d, &mut outs);
+                    d.set_params(tripled).unwrap();
+                }
+                d.push(&f.as_ref(), i).unwrap();
+                pop(&mut d, &mut outs);
+            }
+            d.finish_stream().unwrap();
+            pop(&mut d, &mut outs);
+            assert_eq!(outs.len(), inputs.len(), "frames lost");
+            outs
+        };
+        let cpu = BackendOptions { kind: BackendKind::Cpu, threads: 2, ..Default::default() };
+        let single = go(cpu.clone());
+        let bytes = |w: usize, h: usize| OwnedFrame::new(VideoInfo::new(format, w, h).unwrap()).planes.concat().len();
+        assert_eq!((single[4].len(), single[5].len()), (bytes(54, 34), bytes(81, 51)), "{format}: x2 then x3");
+        for (what, opts) in [
+            ("chunks of 1", BackendOptions { chunk_frames: ChunkFrames::Frames(1), ..cpu.clone() }),
+            ("chunks of 3", BackendOptions { chunk_frames: ChunkFrames::Frames(3), ..cpu.clone() }),
+            ("automatic chunks", BackendOptions { chunk_frames: ChunkFrames::Auto, ..cpu.clone() }),
+            ("two workers", BackendOptions { devices: Devices::List(vec![0, 1]), chunk_frames: ChunkFrames::Frames(2), ..cpu.clone() }),
+        ] {
+            let got = go(opts);
+            assert!(got == single, "{format} {what}: differs from a frame at a time");
+        }
+    }
 }

@@ -172,9 +172,6 @@ fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
     let p = cli.params();
     p.validate()?;
     let options = cli.backend_options()?;
-    if options.chunked() {
-        bail!("--scale runs on one device without chunks (drop --chunk-frames and --devices)");
-    }
     let backend = match cli.backend {
         BackendKind::Auto => "auto",
         BackendKind::Cpu => "cpu",
@@ -182,7 +179,8 @@ fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
         BackendKind::Reference => bail!("--backend reference is only available for y4m input and output"),
     };
     up.set_property_from_str("backend", backend);
-    up.set_property("device-id", options.device_id.to_string());
+    up.set_property("device-id", gstnlmdenoise::nlmdenoise::devices_to_string(&options));
+    up.set_property("chunk-frames", cli.chunk_frames);
     up.set_property("threads", cli.threads.min(1024) as u32);
     up.set_property("pipeline-depth", cli.pipeline_depth.min(4) as u32);
     up.set_property("scale", p.sr.scale);

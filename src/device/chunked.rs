@@ -26,6 +26,10 @@
 //! waits only when a worker is behind. A worker uploads and launches a chunk as soon as it
 //! arrives and finishes jobs whenever no message waits, at most two chunks in flight per worker.
 //!
+//! Output frames larger than the input (super-resolution, `Plan::resizes`) come back in pooled
+//! frames of the output geometry and are always copied out at `finish` (they cannot go into the
+//! caller's input frame).
+//!
 //! Output is bit-identical to unchunked processing whatever the chunk size or the number of
 //! workers: every job is the engine's own (its references come from the same `TemporalWindow`,
 //! start and end of the sequence included) and carries the plan it was launched with.
@@ -308,6 +312,8 @@ pub struct ChunkedBackend {
     /// A worker failed since its last configure.
     dirty: bool,
     geometry: Option<Geometry>,
+    /// Planes of output frames: `geometry`, or larger (super-resolution, `Plan::resizes`).
+    out_geometry: Option<Geometry>,
     host: Vec<Option<HostSlot>>,
     next_id: FrameId,
     /// Launched jobs not yet sent to a worker, with the frame uploaded into the target's slot.
@@ -399,6 +405,7 @@ impl ChunkedBackend {
             key: None,
             dirty: false,
             geometry: None,
+            out_geometry: None,
             host: Vec::new(),
             next_id: 0,
             pending: Vec::new(),
@@ -541,7 +548,7 @@ impl ChunkedBackend {
                 return self.pool_out[i].clone();
             }
         }
-        let g = self.geometry.as_ref().expect("configured");
+        let g = self.out_geometry.as_ref().expect("configured");
         let f = Arc::new(Mutex::new(PlanarFrame::zeroed(g)));
         self.pool_out.push(f.clone());
         self.stats.pool_frames.fetch_add(1, Ordering::Relaxed);
@@ -573,7 +580,10 @@ impl ChunkedBackend {
             let refs = job.references.iter().map(|r| Ok((resolve(r.slot, r.dt)?, r.dt))).collect::<Result<Vec<_>>>()?;
             keep_from = (job.seq as i64 + job.references.first().map(|r| r.dt.min(0)).unwrap_or(0) as i64) as u64;
             let output = self.free_output();
-            jobs.push(ChunkJob { epoch: job.epoch, seq: job.seq, target, refs, plan: plan.clone(), output, write_to: write_to.clone(), whole: *whole });
+            // Output frames of another size (super-resolution) never go into the caller's input
+            // frame: `finish` copies them out of the pooled frame.
+            let write_to = if plan.resizes() { HostTarget(Vec::new()) } else { write_to.clone() };
+            jobs.push(ChunkJob { epoch: job.epoch, seq: job.seq, target, refs, plan: plan.clone(), output, write_to, whole: *whole && !plan.resizes() });
         }
         let outputs: VecDeque<_> = jobs.iter().map(|j| (j.output.clone(), j.plan.clone(), j.write_to.clone())).collect();
         let first_input = jobs.first().filter(|j| j.whole).and_then(|j| frames.get(&j.target).cloned());
@@ -628,23 +638,22 @@ impl Backend for ChunkedBackend {
     }
 
     fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
-        if plan.resizes() {
-            return Err(Error::Unsupported(format!("{} does not run in chunks or on several devices yet; use chunk-frames=off and one device", plan.algorithm())));
-        }
         self.drain_outstanding();
         self.pending.clear();
         self.host.clear();
         self.filling = None;
         let key = format!("{geometry:?} {} {} {}", self.past, self.future, plan.structure_key());
+        let out_geometry = plan.output_geometry(geometry);
         if self.dirty || self.key.as_deref() != Some(key.as_str()) {
             self.key = None;
-            let new_geometry = self.geometry.as_ref() != Some(geometry);
+            let new_geometry = self.geometry.as_ref() != Some(geometry) || self.out_geometry.as_ref() != Some(&out_geometry);
             if new_geometry && self.pool_frames() > 0 {
                 // The old frames live on until every worker's backend is a new one (a backend may
                 // hold them page-locked by address).
                 self.retired.push((std::mem::take(&mut self.pool_in), std::mem::take(&mut self.pool_out)));
             }
             self.geometry = Some(geometry.clone());
+            self.out_geometry = Some(out_geometry);
             self.resolve_and_configure(geometry, plan, !self.retired.is_empty())?;
             self.retired.clear();
             self.dirty = false;
@@ -753,7 +762,8 @@ impl Backend for ChunkedBackend {
                 Ok(FromWorker::Chunk(Ok(()))) => t.received = true,
                 Ok(FromWorker::Chunk(Err(e))) => {
                     if let Some(input) = self.outstanding.pop_front().and_then(|t| t.first_input) {
-                        // As on other backends, the frame whose job failed holds its input.
+                        // As on other backends, the frame whose job failed holds its input
+                        // (where it has the input's planes).
                         if self.geometry.as_ref().map(|g| out.matches(g)).unwrap_or(false) {
                             copy_planar(out, &input);
                         }
@@ -777,10 +787,10 @@ impl Backend for ChunkedBackend {
         if t.outputs.is_empty() {
             self.outstanding.pop_front();
         }
-        if !self.geometry.as_ref().map(|g| out.matches(g)).unwrap_or(false) {
+        if !self.out_geometry.as_ref().map(|g| out.matches(g)).unwrap_or(false) {
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
         }
-        if HostTarget::of(out) == written {
+        if !written.0.is_empty() && HostTarget::of(out) == written {
             // The engine finishes into the frame it uploaded: the worker wrote the output planes
             // there already, and the others are the input's.
             return Ok(());

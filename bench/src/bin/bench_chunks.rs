@@ -49,8 +49,9 @@ struct Args {
     chunks: Vec<String>,
     #[arg(long, value_delimiter = ',', default_value = "1280x720,1920x1080")]
     sizes: Vec<String>,
-    /// live, offline, bm3d or bm3d-offline (default: live and offline). bm3d: BM3D `normal`,
-    /// sigma 20, spatial two steps; bm3d-offline: the same over 1 past + 1 future frame.
+    /// live, offline, bm3d, bm3d-offline or sr (default: live and offline). bm3d: BM3D `normal`,
+    /// sigma 20, spatial two steps; bm3d-offline: the same over 1 past + 1 future frame; sr: NLM
+    /// super-resolution x2 over 2 past + 2 future frames (`--size` is the input's).
     #[arg(long)]
     config: Option<String>,
     /// Frame size of the devices table.
@@ -140,6 +141,10 @@ fn configs(args: &Args) -> Vec<Config> {
         Some("offline") => all.into_iter().skip(1).collect(),
         Some("bm3d") => vec![Config { name: "BM3D normal spatial", params: bm3d }],
         Some("bm3d-offline") => vec![Config { name: "V-BM3D normal p1 f1", params: Params { temporal_past: 1, temporal_future: 1, ..bm3d } }],
+        Some("sr") => vec![Config {
+            name: "SR x2 p2 f2",
+            params: Params { algorithm: nlmdenoise::Algorithm::NlmSr, temporal_past: 2, temporal_future: 2, sr: nlmdenoise::SrParams { scale: 2, ..Default::default() }, ..Params::default() },
+        }],
         _ => all,
     }
 }
@@ -229,7 +234,7 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u6
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, backend)?;
     let latency = d.latency_frames();
     let inputs: Vec<OwnedFrame> = (0..8).map(|n| frame(info, n, 11)).collect();
-    let mut out = OwnedFrame::new(info);
+    let mut out = OwnedFrame::new(d.output_info());
     // Warm-up: kernels compiled, buffers allocated, two chunks through.
     let warm = (latency + 8).max(16);
     for i in 0..warm {

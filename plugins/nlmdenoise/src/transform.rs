@@ -23,7 +23,7 @@ use gst_base::prelude::*;
 use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_video::prelude::*;
 
-use nlmdenoise::device::{BackendKind, BackendOptions};
+use nlmdenoise::device::{BackendKind, BackendOptions, ChunkFrames};
 use nlmdenoise::planar::{exchange_layout, PlanarFrame};
 use nlmdenoise::{Denoiser, FrameMut, FrameRef, Params};
 
@@ -701,6 +701,34 @@ impl Core {
 
 
 /// The `zero-copy` property of every element of the plugin (`Settings::zero_copy`).
+/// The `chunk-frames` property of both elements.
+pub fn chunk_frames_property() -> glib::ParamSpec {
+    glib::ParamSpecUInt::builder("chunk-frames")
+        .nick("Chunk frames")
+        .blurb("Frames per batched launch (chunk along time): 1 = a frame at a time (no added latency), 0 = automatic from free device memory, N = N frames; chunks of N frames on D devices add (D+1)*N-1 frames of latency (D+1 chunks in flight). Several devices imply chunks (automatic when left at 1)")
+        .maximum(nlmdenoise::device::chunked::MAX_CHUNK_FRAMES as u32)
+        .default_value(1)
+        .mutable_ready()
+        .build()
+}
+
+/// `chunk-frames` as the engine's option, and back.
+pub fn chunk_frames_from_property(v: u32) -> ChunkFrames {
+    match v {
+        0 => ChunkFrames::Auto,
+        1 => ChunkFrames::Off,
+        n => ChunkFrames::Frames(n as usize),
+    }
+}
+
+pub fn chunk_frames_to_property(c: ChunkFrames) -> u32 {
+    match c {
+        ChunkFrames::Auto => 0,
+        ChunkFrames::Off => 1,
+        ChunkFrames::Frames(n) => n as u32,
+    }
+}
+
 pub fn zero_copy_property() -> glib::ParamSpec {
     glib::ParamSpecBoolean::builder("zero-copy")
         .nick("Zero-copy frames")

@@ -9,8 +9,7 @@ use gst::subclass::prelude::*;
 use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::device::chunked::MAX_CHUNK_FRAMES;
-use nlmdenoise::device::{BackendOptions, ChunkFrames, Devices, GpuKernel, Intermediate as EngineIntermediate};
+use nlmdenoise::device::{BackendOptions, Devices, GpuKernel, Intermediate as EngineIntermediate};
 use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEED_RADIUS, BM3D_MAX_SEEDS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
@@ -117,13 +116,7 @@ impl ObjectImpl for NlmDenoise {
                     .default_value(Some("0"))
                     .mutable_ready()
                     .build(),
-                glib::ParamSpecUInt::builder("chunk-frames")
-                    .nick("Chunk frames")
-                    .blurb("Frames per batched launch (chunk along time): 1 = a frame at a time (no added latency), 0 = automatic from free device memory, N = N frames; chunks of N frames on D devices add (D+1)*N-1 frames of latency (D+1 chunks in flight). Several devices imply chunks (automatic when left at 1)")
-                    .maximum(MAX_CHUNK_FRAMES as u32)
-                    .default_value(1)
-                    .mutable_ready()
-                    .build(),
+                crate::transform::chunk_frames_property(),
                 glib::ParamSpecUInt::builder("threads")
                     .nick("CPU threads")
                     .blurb("Worker threads of the CPU backend (0 = all cores)")
@@ -384,13 +377,7 @@ impl ObjectImpl for NlmDenoise {
                     }
                 }
             }
-            "chunk-frames" => {
-                s.options.chunk_frames = match value.get::<u32>().unwrap_or(1) {
-                    0 => ChunkFrames::Auto,
-                    1 => ChunkFrames::Off,
-                    n => ChunkFrames::Frames(n as usize),
-                }
-            }
+            "chunk-frames" => s.options.chunk_frames = crate::transform::chunk_frames_from_property(value.get::<u32>().unwrap_or(1)),
             "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
             "kernel" => {
                 s.options.gpu_kernel = match value.get::<Kernel>().unwrap_or_default() {
@@ -504,12 +491,7 @@ impl ObjectImpl for NlmDenoise {
         match pspec.name() {
             "backend" => Backend::from_engine(o.kind).to_value(),
             "device-id" => devices_to_string(o).to_value(),
-            "chunk-frames" => match o.chunk_frames {
-                ChunkFrames::Auto => 0u32,
-                ChunkFrames::Off => 1,
-                ChunkFrames::Frames(n) => n as u32,
-            }
-            .to_value(),
+            "chunk-frames" => crate::transform::chunk_frames_to_property(o.chunk_frames).to_value(),
             "threads" => (o.threads as u32).to_value(),
             "kernel" => match o.gpu_kernel {
                 GpuKernel::Auto => Kernel::Auto,

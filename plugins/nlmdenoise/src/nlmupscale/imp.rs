@@ -10,7 +10,6 @@ use gst::subclass::prelude::*;
 use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::device::BackendOptions;
 use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, SR_BASE_STRENGTH, SR_MAX_DEBLUR, SR_MAX_SCALE, SR_STRENGTH_PER_SIGMA};
 use nlmdenoise::{Algorithm, Params, SrParams};
 
@@ -66,11 +65,12 @@ impl ObjectImpl for NlmUpscale {
                     .mutable_ready()
                     .build(),
                 glib::ParamSpecString::builder("device-id")
-                    .nick("CUDA device")
-                    .blurb("CUDA device ordinal (one device: the upscaler does not run on several yet)")
+                    .nick("CUDA device(s)")
+                    .blurb("CUDA device ordinal, a comma-separated list of ordinals (chunks spread over those devices), or 'all'")
                     .default_value(Some("0"))
                     .mutable_ready()
                     .build(),
+                crate::transform::chunk_frames_property(),
                 glib::ParamSpecUInt::builder("threads")
                     .nick("CPU threads")
                     .blurb("Worker threads of the CPU backend (0 = all cores)")
@@ -188,13 +188,8 @@ impl ObjectImpl for NlmUpscale {
             }
             "device-id" => {
                 let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
-                let mut options = BackendOptions::default();
-                match apply_devices(&mut options, &text) {
-                    Ok(()) if !options.chunked() => {
-                        s.options.device_id = options.device_id;
-                        s.bad_device_id = None;
-                    }
-                    Ok(()) => s.bad_device_id = Some(format!("device-id '{text}': the upscaler runs on one device")),
+                match apply_devices(&mut s.options, &text) {
+                    Ok(()) => s.bad_device_id = None,
                     Err(e) => s.bad_device_id = Some(format!("device-id '{text}': {e}")),
                 }
                 if let Some(bad) = &s.bad_device_id {
@@ -202,6 +197,7 @@ impl ObjectImpl for NlmUpscale {
                     return;
                 }
             }
+            "chunk-frames" => s.options.chunk_frames = crate::transform::chunk_frames_from_property(value.get::<u32>().unwrap_or(1)),
             "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
             "pipeline-depth" => s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize,
             "zero-copy" => s.zero_copy = value.get().unwrap_or(true),
@@ -257,6 +253,7 @@ impl ObjectImpl for NlmUpscale {
             "scale" => p.sr.scale.to_value(),
             "backend" => Backend::from_engine(o.kind).to_value(),
             "device-id" => devices_to_string(o).to_value(),
+            "chunk-frames" => crate::transform::chunk_frames_to_property(o.chunk_frames).to_value(),
             "threads" => (o.threads as u32).to_value(),
             "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
             "zero-copy" => s.zero_copy.to_value(),
