@@ -109,18 +109,41 @@ fn sigma_sets_the_strengths_unless_they_are_set() {
     assert_eq!(e.property::<f32>("strength"), 5.0, "a set strength stays");
 }
 
+/// Several devices and chunks along time (`device-id` list, `chunk-frames`; here two CPU
+/// workers) upscale to the same bytes as the engine a frame at a time, every frame out, in order.
 #[test]
-fn several_devices_are_refused() {
-    init();
-    let e = gst::ElementFactory::make("nlmupscale").build().unwrap();
-    e.set_property("device-id", "0,1");
-    let bus = gst::Bus::new();
-    e.set_bus(Some(&bus));
-    assert!(e.set_state(gst::State::Paused).is_err(), "two devices are refused at start");
-    let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
-    let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
-    assert!(err.error().to_string().contains("one device"), "{}", err.error());
-    let _ = e.set_state(gst::State::Null);
+fn chunks_and_several_devices_give_the_engine_output() {
+    let p = upscale_params(2, 1, 1);
+    let format = PixelFormat::I420;
+    for (devices, chunk) in [("0", 3u32), ("0,1", 1), ("0,1", 2)] {
+        let mut harness = upscaler(&p);
+        {
+            let e = harness.element().unwrap();
+            e.set_state(gst::State::Null).unwrap();
+            e.set_property("device-id", devices);
+            e.set_property("chunk-frames", chunk);
+            assert_eq!(e.property::<String>("device-id"), devices);
+            assert_eq!(e.property::<u32>("chunk-frames"), chunk);
+        }
+        harness.play();
+        let incaps = caps(format, 14, 10, (30, 1));
+        let info = video_info(&incaps);
+        harness.set_src_caps(incaps);
+        let inputs: Vec<gst::Buffer> = (0..7).map(|i| with_meta(make_buffer(&info, format, 40 + i), i, gst::BufferFlags::empty())).collect();
+        for b in &inputs {
+            harness.push(b.clone()).unwrap();
+        }
+        harness.push_event(gst::event::Eos::new());
+        let outs = pull_all(&mut harness);
+        let what = format!("devices {devices}, chunk {chunk}");
+        assert_eq!(outs.len(), inputs.len(), "{what}: every frame out");
+        let out_info = video_info(&harness.sinkpad().and_then(|p| p.current_caps()).expect("output caps"));
+        let expected = engine_run(format, &info, &p, &inputs);
+        for (i, (o, e)) in outs.iter().zip(&expected).enumerate() {
+            assert_eq!(o.pts(), inputs[i].pts(), "{what}: frame {i} in order");
+            assert_matches_engine(o, &out_info, format, e, &format!("{what} frame {i}"));
+        }
+    }
 }
 
 /// `scale` changed while frames flow takes effect through renegotiation: every frame comes out
