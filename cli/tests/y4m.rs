@@ -202,7 +202,16 @@ fn cli_scale_upscales_y4m() {
         assert_eq!(out.len(), header.len() + 1 + frames * (6 + frame), "{cs}: {frames} frames of {sw}x{sh}");
         assert!(String::from_utf8_lossy(&r.stderr).contains(&format!("-> {sw}x{sh}")), "{cs}: summary names the output size");
     }
+    // In chunks along time and on two host workers: the same bytes.
     let input = tmp("scale-in-420mpeg2.y4m");
+    let plain = tmp("scale-plain.y4m");
+    let chunked = tmp("scale-chunked.y4m");
+    let common = ["--backend", "cpu", "--scale", "2", "--search-radius", "1", "--patch-radius", "1", "--temporal-future", "1"];
+    let r = cli().arg(&input).arg(&plain).args(common).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = cli().arg(&input).arg(&chunked).args(common).args(["--chunk-frames", "3", "--device-id", "0,1"]).output().unwrap();
+    assert!(r.status.success(), "chunked: {}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(&plain).unwrap(), std::fs::read(&chunked).unwrap(), "--scale in chunks on two workers");
     for (args, says) in [
         (vec!["--scale", "5"], "scale 5 out of range"),
         (vec!["--scale", "2", "--algorithm", "bm3d"], "does not combine with --algorithm bm3d"),
