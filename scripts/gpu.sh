@@ -328,6 +328,14 @@ time.sleep(float(sys.argv[1]))'
               timeout 120 $B/fault_pipeline $size backend=$be pipeline-depth=2 temporal-past=2 temporal-future=1 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
           done
         done
+        # Stored frames (NV12 written into the element's pool and lent out, converted on the GPU)
+        # through a GPU trap: cuda names the lost frames, auto goes on on the CPU with them.
+        for be in cuda auto; do
+          if [ $be = cuda ]; then size="1920 1080 400"; else size="640 360 400"; fi
+          echo "== injected: trap at kernel launch 120, backend=$be, NV12 from the pool ($size)" >> "$S/faults.txt"
+          LD_LIBRARY_PATH="$PWD/$B/faultcuda:${LD_LIBRARY_PATH:-}" CUDA_FAULT=trap CUDA_FAULT_AT=120 GST_DEBUG=nlmdenoise:2 GST_DEBUG_NO_COLOR=1 \
+            timeout 120 $B/fault_pipeline $size format=NV12 source=pool backend=$be pipeline-depth=2 temporal-past=2 temporal-future=1 >> "$S/faults.txt" 2>&1; echo "exit $?" >> "$S/faults.txt"
+        done
         # Device memory running out at a reconfiguration: 640x360 runs, the source pauses, a hog
         # takes all but 40 MB, then 1920x1080 caps need a new engine.
         for be in cuda auto; do
