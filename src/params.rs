@@ -139,6 +139,11 @@ pub struct Bm3dParams {
     pub seeds: Option<u32>,
     /// ... within this radius of each.
     pub seed_radius: Option<u32>,
+    /// V-BM3D: reference patches in every frame of the window, not only the target, each
+    /// grouped over the window; the members of each group that lie in the target are aggregated
+    /// into it (as full V-BM3D aggregates every group into every frame). Cost: one step per
+    /// frame of the window.
+    pub window_references: Option<bool>,
     /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
     pub chroma_sigma: Option<f32>,
 }
@@ -157,6 +162,7 @@ pub struct Bm3dSettings {
     pub lambda: f32,
     pub seeds: u32,
     pub seed_radius: u32,
+    pub window_references: bool,
 }
 
 pub const BM3D_MAX_GROUP: u32 = 32;
@@ -179,11 +185,12 @@ impl Bm3dProfile {
             lambda: 2.7,
             seeds: 2,
             seed_radius: 3,
+            window_references: false,
         };
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
             Bm3dProfile::Normal => base,
-            Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, ..base },
+            Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, window_references: true, ..base },
         }
     }
 }
@@ -204,6 +211,7 @@ impl Bm3dParams {
             lambda: self.lambda.unwrap_or(p.lambda),
             seeds: self.seeds.unwrap_or(p.seeds),
             seed_radius: self.seed_radius.unwrap_or(p.seed_radius),
+            window_references: self.window_references.unwrap_or(p.window_references),
         };
         // An explicit patch size smaller than the profile's step brings the step down with it.
         let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };

@@ -80,6 +80,26 @@ fn cpu_matches_reference_gray_and_i420() {
     }
 }
 
+/// Reference patches in every frame of the window (`window_references`, the high profile's):
+/// the CPU implementation agrees with the reference, and on moving content the estimates of the
+/// neighbours' groups make the target cleaner than its own groups alone.
+#[test]
+fn window_references_match_the_reference_and_help() {
+    let mut rng = SmallRng::seed_from_u64(seed());
+    for (format, w, h, frames, past, future, steps) in [(PixelFormat::I420, 30, 22, 4, 1, 1, 2), (PixelFormat::GRAY8, 33, 25, 3, 2, 0, 1), (PixelFormat::RGB, 20, 18, 3, 0, 2, 2)] {
+        let c = clip(format, w, h, frames, 15.0, &mut rng);
+        let p = bm3d(15.0, Bm3dParams { window_references: Some(true), ..small(steps) }, past, future);
+        let r = run(BackendKind::Reference, BackendOptions::default(), p, &c.noisy);
+        let o = run(BackendKind::Cpu, BackendOptions { threads: 3, ..Default::default() }, p, &c.noisy);
+        agree(&format!("window references {format:?} {w}x{h} past {past} future {future} steps {steps}"), &c, &r, &o);
+    }
+    let c = clip(PixelFormat::I420, 64, 48, 6, 20.0, &mut rng);
+    let target_only = psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, small(2), 1, 1), &c.noisy));
+    let window = psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, Bm3dParams { window_references: Some(true), ..small(2) }, 1, 1), &c.noisy));
+    eprintln!("references in the target: {target_only:.2} dB, in every frame of the window: {window:.2} dB");
+    assert!(window > target_only, "window references {window:.2} dB, target only {target_only:.2} dB");
+}
+
 #[test]
 fn cpu_matches_reference_deep_rgb_and_tiny() {
     let mut rng = SmallRng::seed_from_u64(seed());

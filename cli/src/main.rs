@@ -231,6 +231,12 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, value_name = "R")]
     bm3d_seed_radius: Option<u32>,
 
+    /// V-BM3D: reference patches in every frame of the temporal window (true), each group's
+    /// patches in the current frame aggregated into it (cleaner, one step per window frame), or in
+    /// the current frame only (false). Default: the profile's (true for high).
+    #[arg(long, value_name = "BOOL")]
+    bm3d_window_references: Option<bool>,
+
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
@@ -439,6 +445,7 @@ impl Cli {
                 lambda: self.bm3d_lambda,
                 seeds: self.bm3d_seeds,
                 seed_radius: self.bm3d_seed_radius,
+                window_references: self.bm3d_window_references,
                 chroma_sigma: self.chroma_sigma,
             },
             ..Params::default()

@@ -42,4 +42,6 @@ struct Bm3dArgs {
     float inv_scale;                 // 1 / (stored units per 8-bit code value)
     float scale;                     // stored units per 8-bit code value
     unsigned max_value;              // largest stored sample
+    int ref_code;                    // frame code of the reference patches (the target's: 7)
+    int target_code;                 // frame code whose group members are aggregated (7)
 };

@@ -1,19 +1,21 @@
-// One BM3D step for the reference patches of one plane group of the target frame (dt 0): one warp
-// per reference patch does the block matching, the collaborative filtering and the aggregation
-// (src/bm3d/mod.rs has the definition; src/bm3d/cpu.rs computes the same on the host).
+// One BM3D step for the reference patches of one plane group in one frame of the window (code
+// `ref_code`: the target's, or with window references each frame's in turn, one launch each):
+// one warp per reference patch does the block matching, the collaborative filtering and the
+// aggregation into the target (`target_code`) (src/bm3d/mod.rs has the definition;
+// src/bm3d/cpu.rs computes the same on the host).
 //
 //   1. The reference patch goes to shared memory. Every lane scores its share of the candidates
 //      (sums of squared differences over the group's planes, read through the cache from the
 //      ring frames in step 1 and from the basic estimates in step 2) and keeps the best keys in
 //      two register lists: the group list (distances within tau) and the seed list of the frame.
-//   2. Frame 0 is searched exhaustively; the other frames of the window around the seeds taken
-//      from the frame one step closer to frame 0 (predictive search), each position once.
+//   2. The reference's frame is searched exhaustively; the other frames of the window around the
+//      seeds taken from the frame one step closer to it (predictive search), each position once.
 //   3. The warp takes the best NMAX - 1 keys of all lanes' group lists: the group is the
 //      reference patch and those, cut to a power of two.
 //   4. Per plane: the group's patches (and in step 2 the basic estimate's) go to shared memory,
 //      through the 2D transform (bior1.5 in step 1, DCT in step 2), the Haar transform along the
 //      group, hard thresholding (step 1) or Wiener
-//      shrinkage (step 2), back; the patches that lie in frame 0 are added to the fixed-point
+//      shrinkage (step 2), back; the patches that lie in the target are added to the fixed-point
 //      numerators with the group's weight and the Kaiser window, and the weight to the patch's
 //      corner in `wimg` (bm3d_finish.cu turns those into the denominators).
 //
@@ -175,7 +177,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     // 1. The reference patch.
     for (int e = lane; e < a.n_planes * PP; e += 32) {
         const int j = e / PP, p = e % PP;
-        ref[e] = match_at<WIENER>(a, BM3D_CODE_BIAS, j, x0 + p % PATCH, y0 + p / PATCH);
+        ref[e] = match_at<WIENER>(a, a.ref_code, j, x0 + p % PATCH, y0 + p / PATCH);
     }
     __syncwarp();
 
@@ -184,7 +186,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     u64 seed_list[SEEDS];
     list_clear(seed_list);
 
-    // 2a. Frame 0, exhaustively.
+    // 2a. The reference's frame, exhaustively.
     {
         const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
         const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
@@ -192,13 +194,13 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         for (int c = lane; c < count; c += 32) {
             const int x = xa + c % cols, y = ya + c / cols;
             if (x == x0 && y == y0) continue;
-            const float d = patch_ssd<WIENER, MIRROR>(a, ref, BM3D_CODE_BIAS, x, y);
-            const u64 k = make_key(d, BM3D_CODE_BIAS, y, x);
+            const float d = patch_ssd<WIENER, MIRROR>(a, ref, a.ref_code, x, y);
+            const u64 k = make_key(d, a.ref_code, y, x);
             if (NMAX > 1 && d <= tau) list_insert(group, k);
             list_insert(seed_list, k);
         }
     }
-    // Seeds of frame 0's neighbours: R, then the best others.
+    // Seeds of the reference frame's neighbours: R, then the best others.
     if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
     for (int s = 1; s < a.n_seeds; ++s) {
         const u64 k = warp_take_best(seed_list);
@@ -221,7 +223,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             for (int s = 0; s < 2 * SEEDS; ++s) if (lane == 0) seeds[s] = first[s];
             __syncwarp();
         }
-        for (int code = BM3D_CODE_BIAS + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
+        for (int code = a.ref_code + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
             list_clear(seed_list);
             const int per_seed = side * side;
             for (int c = lane; c < a.n_seeds * per_seed; c += 32) {
@@ -255,7 +257,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 
     // 3. The group: R, then the best of every lane's list, cut to a power of two.
     int count = 1;
-    if (lane == 0) { members[0] = BM3D_CODE_BIAS; members[1] = y0; members[2] = x0; }
+    if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; }
     for (int m = 1; m < NMAX; ++m) {
         if (NMAX == 1) break;
         const u64 k = warp_take_best(group);
@@ -308,12 +310,12 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         long long* wimg = a.wimg + j * extent;
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
-            if (members[3 * m] != BM3D_CODE_BIAS) continue;
+            if (members[3 * m] != a.target_code) continue;
             const int y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
             const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[e] * BM3D_FIXED_ONE);
             atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
         }
-        if (lane < n && members[3 * lane] == BM3D_CODE_BIAS) {
+        if (lane < n && members[3 * lane] == a.target_code) {
             const long long wv = __float2ll_rn(weight * BM3D_FIXED_ONE);
             atomicAdd((unsigned long long*)(wimg + (u64)members[3 * lane + 1] * a.ew + members[3 * lane + 2]), (unsigned long long)wv);
         }

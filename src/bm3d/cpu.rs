@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use rayon::prelude::*;
 
-use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -90,7 +90,7 @@ fn ssd(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, 
 
 /// The group of the reference patch at (`x0`, `y0`) of frame 0 (keys, R's first): `matching`
 /// holds the matching planes of the step's frames, dt ascending.
-fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool, x0: usize, y0: usize) -> Vec<u64> {
+fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool, x0: usize, y0: usize, rdt: i32) -> Vec<u64> {
     let s = &plan.settings;
     let k = s.patch_size as usize;
     let m = matching[0].1.len();
@@ -98,10 +98,10 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     let norm = (m * k * k) as f32;
     let (tau, cap) = if wiener { (s.wiener_threshold, s.wiener_group_size as usize) } else { (s.threshold, s.group_size as usize) };
     let tau_ssd = tau * norm;
-    let frame0 = &matching.iter().find(|f| f.0 == 0).expect("target frame").1;
+    let frame0 = &matching.iter().find(|f| f.0 == rdt).expect("target frame").1;
     let mut group = TopList::new(cap - 1);
     let seeds_n = s.seeds as usize;
-    // Frame 0: exhaustive; seeds: R, then the best others.
+    // The reference's frame: exhaustive; seeds: R, then the best others.
     let (r, sr) = (s.search_radius as usize, s.seed_radius as usize);
     let mut seeds0 = TopList::new(seeds_n.saturating_sub(1));
     for y in y0.saturating_sub(r)..=(y0 + r).min(max_y) {
@@ -110,7 +110,7 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
                 continue;
             }
             let d = ssd(frame0, frame0, k, x0, y0, x, y);
-            let key0 = key(d, 0, y, x);
+            let key0 = key(d, rdt, y, x);
             if d <= tau_ssd {
                 group.insert(key0);
             }
@@ -124,7 +124,7 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     }));
     for dir in [-1i32, 1] {
         let mut seeds = first.clone();
-        let mut dt = dir;
+        let mut dt = rdt + dir;
         while let Some(f) = matching.iter().find(|f| f.0 == dt) {
             let mut next = TopList::new(seeds_n);
             for (si, &(sy, sx)) in seeds.iter().enumerate() {
@@ -150,7 +150,7 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
             dt += dir;
         }
     }
-    let mut keys = vec![key(0.0, 0, y0, x0)];
+    let mut keys = vec![key(0.0, rdt, y0, x0)];
     keys.extend(group.keys);
     keys.truncate(pow2_floor(keys.len()));
     keys
@@ -223,6 +223,8 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
     let xs = reference_corners(ew, k, s.block_step as usize);
     let ys = reference_corners(eh, k, s.block_step as usize);
     let lambda = if wiener { 0.0 } else { s.lambda };
+    let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
+    let rdts = reference_dts(&dts, s);
     pool.install(|| {
         ys.par_iter().for_each(|&y0| {
             let cap = if wiener { s.wiener_group_size } else { s.group_size } as usize;
@@ -231,8 +233,9 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
             let mut tmp = vec![0.0f32; k * k];
             let mut col = vec![0.0f32; cap];
             let mut bcol = vec![0.0f32; cap];
+            for &rdt in &rdts {
             for &x0 in &xs {
-                let members = select_group(plan, matching, wiener, x0, y0);
+                let members = select_group(plan, matching, wiener, x0, y0, rdt);
                 let n = members.len();
                 for (j, sj) in sums.iter().enumerate() {
                     let sigma = g.sigmas[j];
@@ -299,6 +302,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                         }
                     }
                 }
+            }
             }
         });
     });

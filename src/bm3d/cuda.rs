@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaFunction};
 
-use super::{basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
@@ -74,6 +74,8 @@ pub struct Bm3dArgs {
     pub inv_scale: f32,
     pub scale: f32,
     pub max_value: u32,
+    pub ref_code: i32,
+    pub target_code: i32,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -252,6 +254,8 @@ impl CudaBm3d {
             inv_scale: 1.0 / plan.scale_to_8bit,
             scale: plan.scale_to_8bit,
             max_value: plan.max_value,
+            ref_code: FRAME_CODE_BIAS,
+            target_code: FRAME_CODE_BIAS,
             ..Default::default()
         };
         for (j, &p) in g.planes.iter().enumerate() {
@@ -274,10 +278,15 @@ impl CudaBm3d {
         let smem = v.smem_bytes(wiener);
         let grid = ((args.refs_x * args.refs_y) as u32).div_ceil(WARPS);
         let grid = (grid, 1, 1);
-        // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
-        // address in it lies in the ring, the basic ring, the sums or the output frame, and the
-        // kernels read planes within (w, h) and sums within the extent.
-        unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
+        let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
+        for rdt in reference_dts(&relative, s) {
+            args.ref_code = rdt + FRAME_CODE_BIAS;
+            // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
+            // address in it lies in the ring, the basic ring, the sums or the output frame, and
+            // the kernels read planes within (w, h) and sums within the extent; `ref_code` names
+            // a frame of the window (its slot is set).
+            unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
+        }
         let grid = ((w as u32).div_ceil(FINISH_W), (h as u32).div_ceil(FINISH_H), m as u32);
         // SAFETY: as above.
         unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d finish: {e}")))?;

@@ -40,10 +40,18 @@
 //! * **Step 2 (Wiener)**: `omega = B^2 / (B^2 + sigma_j^2)` from the transformed basic-estimate
 //!   group `B` (1 where `sigma_j = 0`); the estimate is `T^-1(omega * Y)` of the transformed noisy
 //!   group; weight `w_j = 1 / max(sum omega^2, 1)`.
-//! * **Aggregation**: every patch of the group that lies in the target frame adds
+//! * **Reference frames** ([`reference_dts`]): the reference patches lie in the target frame, or
+//!   with `window_references` (the `high` profile) in every frame of the step's window, each
+//!   grouped with its own frame searched exhaustively and the others predictively from it (the
+//!   candidates above with t = the reference's frame, within the step's window).
+//! * **Aggregation**: every patch of a group that lies in the target frame adds
 //!   `w_j * kaiser(i, k) * estimate` to the numerator and `w_j * kaiser(i, k)` to the denominator
 //!   of each of its samples (Kaiser window, beta [`KAISER_BETA`]); the estimate of a sample is
-//!   numerator / denominator.
+//!   numerator / denominator. With references in every frame, the target receives the estimates
+//!   of the groups of its neighbours' reference patches too, as V-BM3D aggregates every group
+//!   into every frame: more estimates per sample, of patches matched from other starting points
+//!   (+0.55 dB PSNR-YUV for `normal` offline at sigma 20 in the experiment of 2026-11-26, at one
+//!   step per window frame).
 //! * **Steps and frames.** Step 1 of frame u uses the noisy frames `u-past ..= u+future` that
 //!   exist and gives the basic estimate of u. With two steps, step 2 of frame t groups on the basic
 //!   estimates of `t-past ..= t+future` (each from its own window) and filters the noisy frames;
@@ -380,6 +388,17 @@ pub fn step_window(dts: &[i32], center: i32, past: u32, future: u32) -> Vec<i32>
 /// `seq + dt`), in this order, before step 2.
 pub fn basics_to_compute(dts: &[i32], plan: &Bm3dPlan) -> Vec<i32> {
     step_window(dts, 0, plan.past, plan.future)
+}
+
+/// The frames (dt relative to the step's target, ascending) whose reference patches a step
+/// groups: every frame of the step's `window` (relative dts) with `window_references`, else the
+/// target alone.
+pub fn reference_dts(window: &[i32], settings: &Bm3dSettings) -> Vec<i32> {
+    if settings.window_references {
+        window.to_vec()
+    } else {
+        vec![0]
+    }
 }
 
 /// Rounds an estimate in 8-bit units to stored units (half up) and clamps it.

@@ -1,7 +1,7 @@
 //! The BM3D reference: the definition of [`crate::bm3d`] written plainly, in f64, one reference
 //! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
 
-use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -60,18 +60,19 @@ fn distance(images: &[(i32, Vec<&Image>)], k: usize, a: (i32, usize, usize), b: 
     sum / (fa.len() * k * k) as f64
 }
 
-/// The candidates of the reference patch at (`x0`, `y0`) of frame 0 (see the module doc of
+/// The candidates of the reference patch at (`x0`, `y0`) of frame `rdt` (see the module doc of
 /// [`crate::bm3d`]): `matching` holds the matching images of the window's frames (dt ascending).
-pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, x0: usize, y0: usize, radius: usize, seeds: usize, seed_radius: usize) -> Vec<Candidate> {
+#[allow(clippy::too_many_arguments)]
+pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, rdt: i32, x0: usize, y0: usize, radius: usize, seeds: usize, seed_radius: usize) -> Vec<Candidate> {
     let (ew, eh) = (matching[0].1[0].w, matching[0].1[0].h);
     let (max_x, max_y) = (ew - k, eh - k);
     let mut out = Vec::new();
-    // Frame 0: exhaustive.
+    // The reference's frame: exhaustive.
     let mut frame0 = Vec::new();
     for y in y0.saturating_sub(radius)..=(y0 + radius).min(max_y) {
         for x in x0.saturating_sub(radius)..=(x0 + radius).min(max_x) {
             if (x, y) != (x0, y0) {
-                frame0.push(Candidate { d: distance(matching, k, (0, y0, x0), (0, y, x)), dt: 0, y, x });
+                frame0.push(Candidate { d: distance(matching, k, (rdt, y0, x0), (rdt, y, x)), dt: rdt, y, x });
             }
         }
     }
@@ -85,7 +86,7 @@ pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, x0: usize, y0: usiz
     first_seeds.truncate(seeds);
     for dir in [-1i32, 1] {
         let mut seed_list = first_seeds.clone();
-        let mut dt = dir;
+        let mut dt = rdt + dir;
         while matching.iter().any(|f| f.0 == dt) {
             let mut here = Vec::new();
             for (si, &(sy, sx)) in seed_list.iter().enumerate() {
@@ -93,7 +94,7 @@ pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, x0: usize, y0: usiz
                     for x in sx.saturating_sub(seed_radius)..=(sx + seed_radius).min(max_x) {
                         let claimed = seed_list[..si].iter().any(|&(py, px)| py.abs_diff(y) <= seed_radius && px.abs_diff(x) <= seed_radius);
                         if !claimed {
-                            here.push(Candidate { d: distance(matching, k, (0, y0, x0), (dt, y, x)), dt, y, x });
+                            here.push(Candidate { d: distance(matching, k, (rdt, y0, x0), (dt, y, x)), dt, y, x });
                         }
                     }
                 }
@@ -158,10 +159,12 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
     fn frame_of<'a>(set: &[(i32, Vec<&'a Image>)], dt: i32, j: usize) -> &'a Image {
         set.iter().find(|f| f.0 == dt).expect("window frame").1[j]
     }
+    let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
+    for rdt in reference_dts(&dts, s) {
     for &y0 in &reference_corners(eh, k, s.block_step as usize) {
         for &x0 in &reference_corners(ew, k, s.block_step as usize) {
-            let cands = candidates(matching, k, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
-            let members = group(Candidate { d: 0.0, dt: 0, y: y0, x: x0 }, &cands, tau, max);
+            let cands = candidates(matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
+            let members = group(Candidate { d: 0.0, dt: rdt, y: y0, x: x0 }, &cands, tau, max);
             let n = members.len();
             for (j, sj) in sums.iter_mut().enumerate() {
                 let sigma = g.sigmas[j] as f64;
@@ -234,6 +237,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                 }
             }
         }
+    }
     }
     sums.iter()
         .map(|sj| {

@@ -198,6 +198,14 @@ impl ObjectImpl for NlmDenoise {
                     .default_value(-1)
                     .mutable_playing()
                     .build(),
+                glib::ParamSpecInt::builder("bm3d-window-references")
+                    .nick("BM3D window references")
+                    .blurb("V-BM3D: 1 = reference patches in every frame of the temporal window, each group's patches in the current frame aggregated into it (cleaner, one step per window frame); 0 = in the current frame only; -1: the profile's (1 for high)")
+                    .minimum(-1)
+                    .maximum(1)
+                    .default_value(-1)
+                    .mutable_playing()
+                    .build(),
                 glib::ParamSpecFloat::builder("bm3d-threshold")
                     .nick("BM3D grouping threshold")
                     .blurb("Hard-thresholding step: largest mean squared distance (8-bit units squared) of a grouped patch; -1: the profile's (2500)")
@@ -409,6 +417,7 @@ impl ObjectImpl for NlmDenoise {
                     "bm3d-wiener-group-size" => p.bm3d.wiener_group_size = profile_value(value),
                     "bm3d-seeds" => p.bm3d.seeds = profile_value(value),
                     "bm3d-seed-radius" => p.bm3d.seed_radius = profile_value(value),
+                    "bm3d-window-references" => p.bm3d.window_references = profile_value(value).map(|v| v == 1),
                     "bm3d-threshold" => p.bm3d.threshold = profile_float(value),
                     "bm3d-wiener-threshold" => p.bm3d.wiener_threshold = profile_float(value),
                     "bm3d-lambda" => p.bm3d.lambda = profile_float(value),
@@ -518,6 +527,7 @@ impl ObjectImpl for NlmDenoise {
             "bm3d-wiener-group-size" => profile_property(p.bm3d.wiener_group_size),
             "bm3d-seeds" => profile_property(p.bm3d.seeds),
             "bm3d-seed-radius" => profile_property(p.bm3d.seed_radius),
+            "bm3d-window-references" => profile_property(p.bm3d.window_references.map(u32::from)),
             "bm3d-threshold" => p.bm3d.threshold.unwrap_or(-1.0).to_value(),
             "bm3d-wiener-threshold" => p.bm3d.wiener_threshold.unwrap_or(-1.0).to_value(),
             "bm3d-lambda" => p.bm3d.lambda.unwrap_or(-1.0).to_value(),
