@@ -17,7 +17,7 @@ const COPY_CHUNK: usize = 256 << 10;
 
 /// Copies `src` into `dst` (same length), in parallel when it is large.
 pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
-        if src.len() >= PARALLEL_COPY_BYTES {
+    if src.len() >= PARALLEL_COPY_BYTES {
         dst.par_chunks_mut(COPY_CHUNK).zip(src.par_chunks(COPY_CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
     } else {
         dst.copy_from_slice(src);

@@ -352,10 +352,7 @@ impl<T> Denoiser<T> {
             count_ns(UNPACK, t);
             let update = filled.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, false, own));
             if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
-                self.recycle(planar);
-                if let Some(t) = target {
-                    self.recycle(t);
-                }
+                self.recycle_pending(planar, target);
                 return Err(e);
             }
             let slot = self.window.push();
@@ -373,10 +370,7 @@ impl<T> Denoiser<T> {
             let stored = self.stored_on_backend;
             let update = unpacked.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, stored, &planar));
             if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
-                self.recycle(planar);
-                if let Some(t) = target {
-                    self.recycle(t);
-                }
+                self.recycle_pending(planar, target);
                 return Err(e);
             }
             let slot = self.window.push();
@@ -384,10 +378,7 @@ impl<T> Denoiser<T> {
         };
         if let Err(e) = uploaded {
             // The window counted a frame the ring does not hold: start over from the next frame.
-            self.recycle(planar);
-            if let Some(t) = target {
-                    self.recycle(t);
-                }
+            self.recycle_pending(planar, target);
             self.recover_from_backend_error();
             self.lost.push(tag);
             return Err(e);
@@ -528,6 +519,7 @@ impl<T> Denoiser<T> {
         }
     }
 
+    /// [`Self::recycle`] of a pending frame and of its caller's stored frame, if any.
     fn recycle_pending(&mut self, frame: PlanarFrame, target: Option<PlanarFrame>) {
         self.recycle(frame);
         if let Some(t) = target {
@@ -698,10 +690,8 @@ impl NoiseState {
         let observed = if !stored {
             self.estimator.observe(frame, geometry)
         } else if self.estimator.due() {
+            // The engine's geometry never changes: one scratch frame for the stream.
             let planar = self.scratch.get_or_insert_with(|| PlanarFrame::zeroed(geometry));
-            if !planar.matches(geometry) {
-                *planar = PlanarFrame::zeroed(geometry);
-            }
             convert::unpack(&convert::stored_ref(info, frame)?, planar)?;
             self.estimator.observe(planar, geometry)
         } else {

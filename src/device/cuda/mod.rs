@@ -207,12 +207,20 @@ impl Configured {
         self.stored.as_ref().map_or(&self.geometry, |s| &s.in_geometry)
     }
 
-    /// Planes of the host frames `finish` writes, where they lie in what is copied back, and
-    /// which of them a job writes (`computed`: the plan's output planes).
-    fn download(&self, computed: &[usize]) -> (&Geometry, &FrameLayout, Vec<usize>) {
+    /// Planes of the host frames `finish` writes, and where they lie in what is copied back.
+    fn copy_back(&self) -> (&Geometry, &FrameLayout) {
         match &self.stored {
-            Some(s) => (&s.out_geometry, &s.out_layout, (0..s.out_geometry.planes.len()).collect()),
-            None => (&self.out_geometry, &self.out_layout, computed.to_vec()),
+            Some(s) => (&s.out_geometry, &s.out_layout),
+            None => (&self.out_geometry, &self.out_layout),
+        }
+    }
+
+    /// Which of those planes a job writes (`computed`: the plan's output planes): all of a
+    /// stored frame (its pass-through components are packed in on the device).
+    fn copied_planes(&self, computed: Vec<usize>) -> Vec<usize> {
+        match &self.stored {
+            Some(s) => (0..s.out_geometry.planes.len()).collect(),
+            None => computed,
         }
     }
 
@@ -431,8 +439,8 @@ impl CudaBackend {
         }
         self.enqueue_into(jobs, plan, outs)?;
         let state = self.state.as_mut().expect("configured");
-        let (_, layout, planes) = state.download(&plan.output_planes());
-        let layout = layout.clone();
+        let planes = state.copied_planes(plan.output_planes());
+        let layout = state.copy_back().1.clone();
         for (job, &o) in jobs.iter().zip(outs) {
             for s in job.slots() {
                 state.ring.last_reader[s] = Some(o);
@@ -516,7 +524,9 @@ impl CudaBackend {
         let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
         let (o, planes) = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
         state.free.push(o);
-        if !out.matches(state.download(&planes).0) {
+        let (out_geometry, layout) = state.copy_back();
+        let layout = layout.clone();
+        if !out.matches(out_geometry) {
             // The output frame is free again: its queued copy back must be done first.
             state.outputs[o].abandon_download().map_err(backend_err)?;
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
@@ -528,7 +538,6 @@ impl CudaBackend {
             }
             self.finish_targets.insert(r.clone());
         }
-        let layout = state.download(&planes).1.clone();
         if state.outputs[o].download_queued() {
             // Staged, or direct into the target's host frame: waits, and copies only when `out`
             // is not the frame the planes went to.

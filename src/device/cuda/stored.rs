@@ -24,7 +24,7 @@ use super::raw::{self, CuResult, DeviceBuffer, Stream};
 use super::{module, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::frame::VideoInfo;
-use crate::planar::Geometry;
+use crate::planar::{Geometry, PlaneGeometry};
 
 pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/stored.cu"];
 pub const PROGRAM_NAME: &str = "stored.cu";
@@ -85,12 +85,12 @@ fn direct_planes(info: &VideoInfo) -> Vec<Option<usize>> {
 /// The moves of the components `moved` selects of frames of `info` between a stored frame at
 /// `stored` (planes at `stored_layout`) and planes at `plane(c)` for component `c`; with the grid
 /// that covers them. None when no component is selected.
-fn moves(info: &VideoInfo, stored: u64, stored_layout: &FrameLayout, plane: impl Fn(usize) -> u64, moved: impl Fn(usize) -> bool) -> Option<(StoredArgs, (u32, u32, u32))> {
+/// `planes`: the component planes of `info` (`Geometry::from_video_info`).
+fn moves(info: &VideoInfo, planes: &[PlaneGeometry], stored: u64, stored_layout: &FrameLayout, plane: impl Fn(usize) -> u64, moved: impl Fn(usize) -> bool) -> Option<(StoredArgs, (u32, u32, u32))> {
     let fi = info.format.info();
-    let planes = Geometry::from_video_info(info).planes;
     let mut args = StoredArgs::default();
     let (mut w, mut h, mut n) = (1u32, 1u32, 0usize);
-    for (c, (comp, g)) in fi.components.iter().zip(&planes).enumerate() {
+    for (c, (comp, g)) in fi.components.iter().zip(planes).enumerate() {
         if !moved(c) {
             continue;
         }
@@ -117,6 +117,9 @@ pub struct StoredIo {
     pack: CudaFunction,
     in_info: VideoInfo,
     out_info: VideoInfo,
+    /// The component planes of input and output frames.
+    in_planes: Vec<PlaneGeometry>,
+    out_planes: Vec<PlaneGeometry>,
     /// Planes of the stored frames, input and output, and where they lie in device buffers.
     pub in_geometry: Geometry,
     pub out_geometry: Geometry,
@@ -141,7 +144,8 @@ impl StoredIo {
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
         let input = DeviceBuffer::new(&device.ctx, in_layout.frame_bytes).map_err(Error::Backend)?;
         let (in_direct, out_direct) = (direct_planes(&in_info), direct_planes(&out_info));
-        Ok(StoredIo { unpack: load("stored_unpack")?, pack: load("stored_pack")?, in_info, out_info, in_geometry, out_geometry, in_layout, out_layout, in_direct, out_direct, input })
+        let (in_planes, out_planes) = (Geometry::from_video_info(&in_info).planes, Geometry::from_video_info(&out_info).planes);
+        Ok(StoredIo { unpack: load("stored_unpack")?, pack: load("stored_pack")?, in_info, out_info, in_planes, out_planes, in_geometry, out_geometry, in_layout, out_layout, in_direct, out_direct, input })
     }
 
     /// Device bytes of the stored buffer each output frame carries.
@@ -169,7 +173,7 @@ impl StoredIo {
         }
         let fi = self.in_info.format.info();
         let interleaved = |c: usize| self.in_direct[fi.components[c].memory_plane].is_none();
-        let Some((mut args, grid)) = moves(&self.in_info, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64, interleaved) else { return Ok(()) };
+        let Some((mut args, grid)) = moves(&self.in_info, &self.in_planes, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64, interleaved) else { return Ok(()) };
         // SAFETY: every address lies in `input` or the ring frame, within the sizes the block
         // states (the layouts were made from the same formats and sizes).
         unsafe { raw::launch(&self.unpack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_unpack: {e}"))
@@ -192,7 +196,7 @@ impl StoredIo {
                 _ => stored + self.out_layout.offsets[p] as u64,
             })
             .collect();
-        if let Some((mut args, grid)) = moves(&self.out_info, stored, &self.out_layout, plane, |c| !in_place(c)) {
+        if let Some((mut args, grid)) = moves(&self.out_info, &self.out_planes, stored, &self.out_layout, plane, |c| !in_place(c)) {
             // SAFETY: as in `upload`; `stored` is an output frame's stored buffer of `out_layout`.
             unsafe { raw::launch(&self.pack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_pack: {e}"))?;
         }
