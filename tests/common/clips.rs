@@ -113,8 +113,10 @@ pub fn agree(what: &str, clip: &Clip, reference: &[OwnedFrame], other: &[OwnedFr
     eprintln!("{what}: {beyond} of {total} samples beyond one code value (max {max} stored units); PSNR reference {pr:.3} dB, {po:.3} dB");
     // 0.5% of the samples (f32 against f64 flips a few block-matching decisions, each moving the
     // samples of one group: 0.18% seen on 96x64 I420, H100 run 59); on the small test frames
-    // one such group can move more than that, so never fewer than 16.
-    assert!(beyond <= (total / 200).max(16), "{what}: {beyond} of {total} samples differ by more than one code value");
+    // one such group can move more than that, so never fewer than one 8x8 patch (64 samples):
+    // NLM_TEST_SEED=1795700415817562786 flips one on I420 30x22 (1 + 1, two steps), 33 samples,
+    // the same before and after 2026-11-26's changes. The PSNR rule below stays as it was.
+    assert!(beyond <= (total / 200).max(64), "{what}: {beyond} of {total} samples differ by more than one code value");
     assert!((pr - po).abs() <= 0.02, "{what}: PSNR {po:.3} against the reference's {pr:.3} dB");
 }
 
