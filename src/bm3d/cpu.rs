@@ -233,8 +233,8 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
             let mut tmp = vec![0.0f32; k * k];
             let mut col = vec![0.0f32; cap];
             let mut bcol = vec![0.0f32; cap];
-            for &rdt in &rdts {
-            for &x0 in &xs {
+            // Every reference frame's patches of this row (the target's alone by default).
+            for (&rdt, &x0) in rdts.iter().flat_map(|r| xs.iter().map(move |x| (r, x))) {
                 let members = select_group(plan, matching, wiener, x0, y0, rdt);
                 let n = members.len();
                 for (j, sj) in sums.iter().enumerate() {
@@ -302,7 +302,6 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                         }
                     }
                 }
-            }
             }
         });
     });

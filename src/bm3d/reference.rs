@@ -160,9 +160,10 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
         set.iter().find(|f| f.0 == dt).expect("window frame").1[j]
     }
     let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
+    let (ys, xs) = (reference_corners(eh, k, s.block_step as usize), reference_corners(ew, k, s.block_step as usize));
+    let corners: Vec<(usize, usize)> = ys.iter().flat_map(|&y| xs.iter().map(move |&x| (y, x))).collect();
     for rdt in reference_dts(&dts, s) {
-    for &y0 in &reference_corners(eh, k, s.block_step as usize) {
-        for &x0 in &reference_corners(ew, k, s.block_step as usize) {
+        for &(y0, x0) in &corners {
             let cands = candidates(matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
             let members = group(Candidate { d: 0.0, dt: rdt, y: y0, x: x0 }, &cands, tau, max);
             let n = members.len();
@@ -237,7 +238,6 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                 }
             }
         }
-    }
     }
     sums.iter()
         .map(|sj| {
