@@ -77,7 +77,7 @@ pub struct SrParams {
 
 impl Default for SrParams {
     fn default() -> Self {
-        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 0.5, novelty_gate: true }
+        SrParams { scale: 2, iterations: 1, deblur: 2, fusion: 1.0, novelty_gate: true }
     }
 }
 

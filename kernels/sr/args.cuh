@@ -20,7 +20,8 @@ struct SrArgs {
     u64 out_plane_offset;            // byte offset of the plane in an output frame
     const float* estimate;           // E: the current high-resolution estimate (8-bit units)
     const float* degraded;           // B = D(E)
-    float* next;                     // the next estimate (initial: E itself)
+    float* next;                     // the kernel's output plane
+    const float* gated;              // sr_correct: R = g (F - B) of sr_fuse
     float* residual;                 // sr_initial: a low-resolution float plane (w x h) to
                                      // interpolate instead of the ring's target, or null
     const float* lr_target;          // sr_residual: the denoised target (w x h), or null: the ring's

@@ -1,7 +1,7 @@
-// Steps 3 and 4 of super-resolution (src/sr/mod.rs): for each high-resolution sample, weights
-// from the distance between its degraded patch (B at steps of s) and the low-resolution patches
-// within the search radius of its cell, over every frame of the window; the estimate plus
-// `fusion` times the fused correction (F - B).
+// Step 4 and the gate of step 5 of super-resolution (src/sr/mod.rs): for each high-resolution
+// sample, weights from the distance between its degraded patch (B at steps of s) and the
+// low-resolution patches within the search radius of its cell, over every frame of the window;
+// writes the gated residual R = g (F - B) to `next` (sr_correct applies it).
 //
 // Compile-time: PATCH (patch radius p) and RADIUS (search radius r); PD = 2p + 1. Each thread
 // keeps its degraded patch in registers and slides a low-resolution patch along each row of
@@ -99,12 +99,9 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE) sr_fuse(const SrArgs a
         }
     }
     if (x >= a.out_w || y >= a.out_h) return;
-    const int o = y * a.out_w + x;
     const float b = btile[(ty + bh) * bw + tx + bh];
     float g = 1.0f;
     if (a.novelty_gain > 0.0f)
         g = a.n_frames > 1 ? 1.0f - __expf(-a.novelty_gain * fmaxf(best_other - best_target, 0.0f)) : 0.0f;
-    const float v = a.estimate[o] + a.fusion * g * (num / den - b);
-    if (a.out) store_sample(a.out + a.out_plane_offset, o, v, a);
-    else a.next[o] = v;
+    a.next[y * a.out_w + x] = g * (num / den - b);
 }

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{box_taps, cubic_position, cubic_taps, novelty_gate, SrPlan};
+use super::{box_start, cubic_position, cubic_taps, novelty_gate, SrPlan};
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -108,44 +108,60 @@ impl CpuSr {
         }
     }
 
-    /// `e` through the degradation box, padded by `pad` for the patch reads.
-    fn degrade(e: &Plane32, s: usize, pad: usize, pool: &rayon::ThreadPool) -> Padded {
-        let taps: Vec<f32> = box_taps(s).iter().map(|&t| t as f32).collect();
-        let half = (taps.len() / 2) as isize;
-        let (w, h) = (e.w, e.h);
+    /// The separable `s x s` box mean of a plane whose box at `x` starts at `x + start`, border
+    /// rule outside (step 3 with `start = box_start(s)`, its adjoint with the reversed box).
+    fn box_mean(src: &[f32], w: usize, h: usize, s: usize, start: isize, pool: &rayon::ThreadPool) -> Vec<f32> {
+        let inv = 1.0 / s as f32;
         let mut horizontal = vec![0.0f32; w * h];
         pool.install(|| {
             horizontal.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
-                let src = &e.data[y * w..(y + 1) * w];
+                let src = &src[y * w..(y + 1) * w];
                 for (x, v) in row.iter_mut().enumerate() {
-                    *v = taps.iter().enumerate().map(|(a, t)| t * src[mirror(x as isize + a as isize - half, w)]).sum();
+                    *v = (0..s as isize).map(|a| src[mirror(x as isize + start + a, w)]).sum::<f32>() * inv;
                 }
             })
         });
         let mut both = vec![0.0f32; w * h];
         pool.install(|| {
             both.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
-                for (b, t) in taps.iter().enumerate() {
-                    let src = &horizontal[mirror(y as isize + b as isize - half, h) * w..][..w];
+                for b in 0..s as isize {
+                    let src = &horizontal[mirror(y as isize + start + b, h) * w..][..w];
                     for (v, x) in row.iter_mut().zip(src) {
-                        *v += t * x;
+                        *v += x;
                     }
+                }
+                for v in row.iter_mut() {
+                    *v *= inv;
                 }
             })
         });
-        Padded::new(w, h, pad, |x, y| both[y * w + x])
+        both
     }
 
-    /// Steps 4 and 5; `target`: the target's index in `frames` (the novelty gate), None for none.
-    fn fuse(plan: &SrPlan, e: &Plane32, b: &Padded, frames: &[&Padded], h: f32, pool: &rayon::ThreadPool, target: Option<usize>) -> Plane32 {
+    /// Step 3: `e` through the degradation box, padded by `pad` for the patch reads.
+    fn degrade(e: &Plane32, s: usize, pad: usize, pool: &rayon::ThreadPool) -> Padded {
+        let both = Self::box_mean(&e.data, e.w, e.h, s, box_start(s), pool);
+        Padded::new(e.w, e.h, pad, |x, y| both[y * e.w + x])
+    }
+
+    /// Step 5: `e + fusion * D^T(r)`, the gated residual spread back over the samples each box
+    /// read (the adjoint box starts at `-box_start(s) - (s - 1)`).
+    fn correct(e: &mut Plane32, r: &Plane32, s: usize, fusion: f32, pool: &rayon::ThreadPool) {
+        let spread = Self::box_mean(&r.data, r.w, r.h, s, -box_start(s) - (s as isize - 1), pool);
+        for (a, c) in e.data.iter_mut().zip(&spread) {
+            *a += fusion * c;
+        }
+    }
+
+    /// Step 4 and the gate of step 5: `R = g (F - B)`; `target`: the target's index in `frames`
+    /// (the novelty gate), None for none.
+    fn fuse(plan: &SrPlan, (w, height): (usize, usize), b: &Padded, frames: &[&Padded], h: f32, pool: &rayon::ThreadPool, target: Option<usize>) -> Plane32 {
         let (s, r, p) = (plan.scale as isize, plan.search_radius as isize, plan.patch_radius as isize);
         let side = (2 * p + 1) as usize;
         let inv_n = 1.0 / (side * side) as f32;
         let sigma2 = plan.sigma * plan.sigma;
         let inv_h2 = 1.0 / (h * h);
-        let fusion = plan.fusion;
-        let w = e.w;
-        let mut data = vec![0.0f32; w * e.h];
+        let mut data = vec![0.0f32; w * height];
         pool.install(|| {
             data.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
                 let y = y as isize;
@@ -192,13 +208,12 @@ impl CpuSr {
                             }
                         }
                     }
-                    let i = y as usize * w + x as usize;
                     let g = if target.is_some() && plan.novelty_gate { novelty_gate(mt as f64, mo as f64) as f32 } else { 1.0 };
-                    *v = e.data[i] + fusion * g * (num / den - b.at(x, y));
+                    *v = g * (num / den - b.at(x, y));
                 }
             })
         });
-        Plane32 { w, h: e.h, data }
+        Plane32 { w, h: height, data }
     }
 }
 
@@ -239,7 +254,11 @@ impl HostAlgorithm for CpuSr {
             let denoised = (plan.fused[p] && plan.denoises()).then(|| {
                 let noisy = &self.ring[target][p];
                 let own = Plane32 { w: ig.width, h: ig.height, data: (0..ig.width * ig.height).map(|i| noisy.at((i % ig.width) as isize, (i / ig.width) as isize)).collect() };
-                let d = Self::fuse(&plan.denoise_plan(), &own, noisy, &refs, plan.strength[p], pool, None);
+                // At factor 1 with all of the correction: E' = F.
+                let mut d = Self::fuse(&plan.denoise_plan(), (ig.width, ig.height), noisy, &refs, plan.strength[p], pool, None);
+                for (v, o) in d.data.iter_mut().zip(&own.data) {
+                    *v += o;
+                }
                 Padded::new(ig.width, ig.height, self.pad, |x, y| d.data[y * ig.width + x])
             });
             let lr = denoised.as_ref().unwrap_or(&self.ring[target][p]);
@@ -251,7 +270,8 @@ impl HostAlgorithm for CpuSr {
             if plan.fused[p] && plan.fuses(window.len()) {
                 for _ in 0..plan.iterations {
                     let b = Self::degrade(&e, plan.scale, plan.scale * plan.patch_radius, pool);
-                    e = Self::fuse(plan, &e, &b, &refs, plan.strength[p], pool, window.iter().position(|f| f.0 == 0));
+                    let r = Self::fuse(plan, (e.w, e.h), &b, &refs, plan.strength[p], pool, window.iter().position(|f| f.0 == 0));
+                    Self::correct(&mut e, &r, plan.scale, plan.fusion, pool);
                 }
             }
             let dst = &mut out.planes[p];

@@ -2,13 +2,14 @@
 //! (`sr_initial`: cubic interpolation of the target or of a deblur residual; `sr_residual`: the
 //! residual of the target against the estimate's cell means; `sr_degrade`: the degradation box;
 //! `sr_fuse`: the weighted fusion over the window with shared-memory tiles, as in the paper, and
-//! the correction).
+//! the gate; `sr_correct`: the gated residual spread back into the estimate).
 //!
 //! Per job and plane, on the compute stream: `sr_initial` into the estimate, per deblur step
-//! `sr_residual` and `sr_initial` (adding), then per iteration `sr_degrade` and `sr_fuse`; the
-//! last kernel of a plane writes the output frame. Working memory: three f32 planes of the
-//! largest output plane (estimate, degraded, next) and one of the largest input plane (residual),
-//! owned by the algorithm: every job runs on the one compute stream, in order.
+//! `sr_residual` and `sr_initial` (adding), then per iteration `sr_degrade`, `sr_fuse` and
+//! `sr_correct`; the last kernel of a plane writes the output frame. Working memory: three f32
+//! planes of the largest output plane (estimate; degraded, then the next estimate; the gated
+//! residual) and three of the largest input plane (deblur residual, the target as floats, the
+//! denoised target), owned by the algorithm: every job runs on the one compute stream, in order.
 
 use std::collections::HashMap;
 
@@ -23,13 +24,13 @@ use crate::planar::Geometry;
 use crate::window::Job;
 
 /// The kernel sources, in the order they are concatenated.
-pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/border.cuh", "sr/args.cuh", "sr/initial.cu", "sr/degrade.cu", "sr/fuse.cu"];
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/border.cuh", "sr/args.cuh", "sr/initial.cu", "sr/degrade.cu", "sr/fuse.cu", "sr/correct.cu"];
 
 pub const PROGRAM_NAME: &str = "sr.cu";
 
 /// High-resolution samples per block side of `sr_fuse`.
 pub const TILE: u32 = 16;
-/// Block of the per-sample kernels (`sr_initial`, `sr_degrade`), across and down.
+/// Block of the per-sample kernels (`sr_initial`, `sr_degrade`, `sr_correct`), across and down.
 pub const SAMPLE_BLOCK: (u32, u32) = (32, 8);
 /// Frames of a window at most (kernels/sr/args.cuh, SR_MAX_FRAMES).
 pub const MAX_FRAMES: usize = 15;
@@ -46,6 +47,7 @@ pub struct SrArgs {
     pub estimate: u64,
     pub degraded: u64,
     pub next: u64,
+    pub gated: u64,
     pub residual: u64,
     pub lr_target: u64,
     pub slot: [i32; MAX_FRAMES],
@@ -119,6 +121,7 @@ struct Kernels {
     residual: CudaFunction,
     degrade: CudaFunction,
     fuse: CudaFunction,
+    correct: CudaFunction,
 }
 
 /// NLM super-resolution as a CUDA algorithm.
@@ -149,7 +152,7 @@ impl CudaSr {
         }
         let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &program_source(), &v.defines()).map_err(|e| Error::Backend(format!("super-resolution kernels {v:?}: {e}")))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
-        let k = Kernels { initial: load("sr_initial")?, residual: load("sr_residual")?, degrade: load("sr_degrade")?, fuse: load("sr_fuse")? };
+        let k = Kernels { initial: load("sr_initial")?, residual: load("sr_residual")?, degrade: load("sr_degrade")?, fuse: load("sr_fuse")?, correct: load("sr_correct")? };
         self.kernels.insert(v, k.clone());
         Ok(k)
     }
@@ -225,6 +228,7 @@ impl CudaAlgorithm for CudaSr {
                     estimate: bufs[0],
                     degraded: bufs[1],
                     next: bufs[0],
+                    gated: 0,
                     residual: 0,
                     lr_target: 0,
                     slot,
@@ -256,13 +260,14 @@ impl CudaAlgorithm for CudaSr {
                 let per_input = ((ig.width as u32).div_ceil(SAMPLE_BLOCK.0), (ig.height as u32).div_ceil(SAMPLE_BLOCK.1), 1);
                 if plan.fused[p] && plan.denoises() {
                     // Step 0 at factor 1: a float copy of the target (cubic taps at factor 1
-                    // are the identity), then its NLM estimate over the window.
+                    // are the identity), its gated residual over the window (the deblur
+                    // residual's plane is free until step 2) and all of the correction (E' = F).
                     let d = plan.denoise_plan();
                     let mut a0 = SrArgs { scale: 1, out_w: ig.width as i32, out_h: ig.height as i32, out: 0, next: lr_copy, ..args };
                     launch_2d(&k.initial, per_input, &mut a0, "sr_initial (denoise)")?;
                     a0.estimate = lr_copy;
                     a0.degraded = lr_copy;
-                    a0.next = lr_denoised;
+                    a0.next = residual;
                     a0.sigma2 = d.sigma * d.sigma;
                     a0.fusion = d.fusion;
                     a0.novelty_gain = 0.0;
@@ -270,6 +275,9 @@ impl CudaAlgorithm for CudaSr {
                     let smem = fuse_shared_bytes(1, plan.search_radius, plan.patch_radius) as u32;
                     // SAFETY: as below; the shared memory is the size fuse.cu lays out at factor 1.
                     unsafe { raw::launch(&k.fuse, grid, TILE * TILE, smem, stream, &mut a0) }.map_err(|e| Error::Backend(format!("sr_fuse (denoise): {e}")))?;
+                    a0.gated = residual;
+                    a0.next = lr_denoised;
+                    launch_2d(&k.correct, per_input, &mut a0, "sr_correct (denoise)")?;
                     // Steps 1 and 2 start from the denoised target.
                     args.residual = lr_denoised;
                     args.lr_target = lr_denoised;
@@ -294,15 +302,19 @@ impl CudaAlgorithm for CudaSr {
                     let last = it + 1 == plan.iterations;
                     args.estimate = bufs[0];
                     args.next = bufs[1];
+                    args.out = 0;
                     launch_2d(&k.degrade, per_sample, &mut args, "sr_degrade")?;
                     args.degraded = bufs[1];
                     args.next = bufs[2];
-                    args.out = if last { out.frame } else { 0 };
                     let grid = ((og.width as u32).div_ceil(TILE), (og.height as u32).div_ceil(TILE), 1);
                     // SAFETY: as above; the shared memory is the size fuse.cu lays out.
                     unsafe { raw::launch(&k.fuse, grid, TILE * TILE, self.shared_limit as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("sr_fuse: {e}")))?;
-                    // The next estimate becomes the estimate.
-                    bufs.swap(0, 2);
+                    // The degraded plane is read; the next estimate takes its place.
+                    args.gated = bufs[2];
+                    args.next = bufs[1];
+                    args.out = if last { out.frame } else { 0 };
+                    launch_2d(&k.correct, per_sample, &mut args, "sr_correct")?;
+                    bufs.swap(0, 1);
                 }
             }
         }

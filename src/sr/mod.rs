@@ -26,10 +26,14 @@
 //!    each low-resolution sample, `y_0(i, j) - A(E)(i, j)` with `A` the mean of `E` over the
 //!    cell's `s x s` samples (those inside the plane), interpolated as in step 1 and added to
 //!    `E`. This undoes the area filter of the downscale where the target frame alone can.
-//! 3. **Degraded estimate** `B = D(E)`: `E` filtered with the `s`-wide box of the downscale,
-//!    centred on each sample ([`box_taps`]: `s` taps of `1/s` for odd `s`; `s + 1` taps, the
-//!    outer two halved, for even `s`; separable). `B(X, Y)` is what a low-resolution sample
-//!    centred on `(X, Y)` would read.
+//! 3. **Degraded estimate** `B = D(E)`: the mean of `E` over the `s x s` samples
+//!    `X - o .. X - o + s - 1` by `Y - o .. Y - o + s - 1`, `o = (s - 1) / 2` (integer division,
+//!    [`box_start`]): what a low-resolution sample whose cell starts at `(X - o, Y - o)` would
+//!    read. Where `X % s = Y % s = o` that is exactly the target's cell, whose mean step 2 made
+//!    agree with `y_0`; elsewhere it is a cell at an offset of whole high-resolution samples,
+//!    which is what the other frames hold where the content moved by such an offset. (A box
+//!    centred on each sample, `s + 1` taps with halved ends for even `s`, matches no cell of any
+//!    frame at even factors; it measured 0.19 dB lower at x2, docs/quality.md.)
 //! 4. **Fusion.** For every frame `t` of the temporal window (those that exist) and every
 //!    low-resolution sample `(i, j)` within the search radius `r` (Chebyshev) of the cell of
 //!    `(X, Y)`: the distance `d` is the mean over `a, b` in `-p..=p` of
@@ -37,16 +41,18 @@
 //!    the low-resolution patch, `p` = patch radius); its weight is
 //!    `exp(-max(d - sigma^2, 0) / h^2)` (`h` the plane's strength, `sigma` the noise level or 0).
 //!    `F(X, Y) = sum(w y_t(i, j)) / sum(w)` (computed with the weights relative to the largest,
-//!    [`log_weight`]): the window's estimate of what a low-resolution sample centred on `(X, Y)`
-//!    reads, denoised by the averaging.
-//! 5. **Correction.** `E' = E + fusion * g * (F - B)`: the estimate moved towards what the
-//!    window's samples say about it, as far as they say something new. The gate
+//!    [`log_weight`]): the window's estimate of `B(X, Y)` as the frames saw it, denoised by the
+//!    averaging.
+//! 5. **Correction** (a back-projection step against the fused samples):
+//!    `R = g (F - B)`, `E' = E + fusion * D^T(R)`, with `D^T` the adjoint of the box of step 3:
+//!    each sample takes the mean of `R` over the `s x s` cells that contain it,
+//!    `X + o - s + 1 .. X + o` by `Y + o - s + 1 .. Y + o`. The gate
 //!    `g = 1 - exp(-NOVELTY_GAIN * max(m_o - m_t, 0))` compares the best log weight among the other
 //!    frames' candidates (`m_o`) with the best among the target's (`m_t`): only where another frame
 //!    holds a sample that matches better than any of the target's (a sample between the target's,
 //!    brought by motion) is there detail the deblurred target lacks. Static content and a window
 //!    without other frames leave `E` as it is ([`novelty_gate`]). With the gate off
-//!    (`SrParams::novelty_gate`), `g` = 1.
+//!    (`SrParams::novelty_gate`), `g` = 1. At factor 1 (step 0) `D` and `D^T` are the identity.
 //! 6. With two iterations, steps 3-5 run again with `E'` as the estimate.
 //!
 //! The output is the last estimate, rounded half up to stored units and clamped. Planes that are
@@ -180,17 +186,11 @@ pub fn cubic_position(x: usize, scale: usize) -> (isize, f64) {
     (i as isize, u - i)
 }
 
-/// Taps of the degradation box of factor `s`, offsets `-(len / 2) ..= len / 2`.
-pub fn box_taps(scale: usize) -> Vec<f64> {
-    let s = scale as f64;
-    if scale % 2 == 1 {
-        vec![1.0 / s; scale]
-    } else {
-        let mut t = vec![1.0 / s; scale + 1];
-        t[0] = 0.5 / s;
-        t[scale] = 0.5 / s;
-        t
-    }
+/// Where the degradation box of factor `s` starts relative to the sample it belongs to: the box
+/// of `X` covers `X + box_start(s) .. X + box_start(s) + s - 1` (step 3; `-o` of the definition).
+#[inline]
+pub fn box_start(scale: usize) -> isize {
+    -(((scale - 1) / 2) as isize)
 }
 
 /// The logarithm of the weight of a distance `d` (8-bit units squared) for strength `h` and

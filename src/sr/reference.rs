@@ -1,7 +1,7 @@
 //! The f64 reference of NLM super-resolution: the definition in [`crate::sr`], written plainly,
 //! one sample at a time (the oracle of the CPU and CUDA implementations).
 
-use super::{box_taps, cubic_position, cubic_taps, log_weight, novelty_gate, SrPlan};
+use super::{box_start, cubic_position, cubic_taps, log_weight, novelty_gate, SrPlan};
 use crate::bm3d::to_stored;
 use crate::device::host::{FrameCopies, HostAlgorithm};
 use crate::error::{Error, Result};
@@ -75,32 +75,32 @@ pub fn back_project(e: &mut Image, lr: &Image, s: usize) {
 
 /// Step 3: `e` through the degradation box of factor `s`.
 pub fn degrade(e: &Image, s: usize) -> Image {
-    let taps = box_taps(s);
-    let half = (taps.len() / 2) as isize;
+    let o = box_start(s);
+    let n = (s * s) as f64;
     let mut data = vec![0.0; e.w * e.h];
-    for y in 0..e.h {
-        for x in 0..e.w {
+    for y in 0..e.h as isize {
+        for x in 0..e.w as isize {
             let mut v = 0.0;
-            for (b, wy) in taps.iter().enumerate() {
-                for (a, wx) in taps.iter().enumerate() {
-                    v += wy * wx * e.at(x as isize + a as isize - half, y as isize + b as isize - half);
+            for b in 0..s as isize {
+                for a in 0..s as isize {
+                    v += e.at(x + o + a, y + o + b);
                 }
             }
-            data[y * e.w + x] = v;
+            data[y as usize * e.w + x as usize] = v / n;
         }
     }
     Image { w: e.w, h: e.h, data }
 }
 
-/// Steps 4 and 5 for one plane: the next estimate from `e`, its degraded `b` and the window's
-/// low-resolution planes; `target`: the index of the target among them (the novelty gate), or
-/// None for no gate (step 0).
-pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64, target: Option<usize>) -> Image {
+/// Step 4 and the gate of step 5 for one plane: `R = g (F - B)` from the degraded estimate `b`
+/// and the window's low-resolution planes; `target`: the index of the target among them (the
+/// novelty gate), or None for no gate (step 0).
+pub fn fuse(plan: &SrPlan, b: &Image, frames: &[&Image], h: f64, target: Option<usize>) -> Image {
     let (s, r, p) = (plan.scale as isize, plan.search_radius as isize, plan.patch_radius as isize);
     let n = ((2 * p + 1) * (2 * p + 1)) as f64;
-    let mut data = vec![0.0; e.w * e.h];
-    for y in 0..e.h as isize {
-        for x in 0..e.w as isize {
+    let mut data = vec![0.0; b.w * b.h];
+    for y in 0..b.h as isize {
+        for x in 0..b.w as isize {
             let (cx, cy) = (x / s, y / s);
             // (log weight, value) of every candidate; the weights are taken relative to the
             // largest, which leaves F unchanged and keeps it defined where all would underflow.
@@ -131,9 +131,28 @@ pub fn fuse(plan: &SrPlan, e: &Image, b: &Image, frames: &[&Image], h: f64, targ
                 let w = (lw - m).exp();
                 (n + w * v, d + w)
             });
-            let i = (y as usize) * e.w + x as usize;
+            let i = (y as usize) * b.w + x as usize;
             let g = if target.is_some() && plan.novelty_gate { novelty_gate(best_target, best_other) } else { 1.0 };
-            data[i] = e.data[i] + plan.fusion as f64 * g * (num / den - b.data[i]);
+            data[i] = g * (num / den - b.data[i]);
+        }
+    }
+    Image { w: b.w, h: b.h, data }
+}
+
+/// Step 5: `e + fusion * D^T(r)`, the gated residual spread back over the samples each box read.
+pub fn correct(e: &Image, r: &Image, s: usize, fusion: f64) -> Image {
+    let o = box_start(s);
+    let n = (s * s) as f64;
+    let mut data = e.data.clone();
+    for y in 0..e.h as isize {
+        for x in 0..e.w as isize {
+            let mut v = 0.0;
+            for b in 0..s as isize {
+                for a in 0..s as isize {
+                    v += r.at(x - o - a, y - o - b);
+                }
+            }
+            data[y as usize * e.w + x as usize] += fusion * v / n;
         }
     }
     Image { w: e.w, h: e.h, data }
@@ -148,7 +167,9 @@ pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFr
         let window: Vec<Image> = frames.iter().map(|(_, f)| Image::of_plane(f, p, scale)).collect();
         let refs: Vec<&Image> = window.iter().collect();
         if plan.fused[p] && plan.denoises() {
-            lr = fuse(&plan.denoise_plan(), &lr, &lr, &refs, plan.strength[p] as f64, None);
+            // At factor 1 with all of the correction: E' = F.
+            let r = fuse(&plan.denoise_plan(), &lr, &refs, plan.strength[p] as f64, None);
+            lr = correct(&lr, &r, 1, 1.0);
         }
         let mut e = initial_estimate(&lr, og.width, og.height, plan.scale);
         for _ in 0..plan.deblur {
@@ -158,7 +179,8 @@ pub fn upscale(plan: &SrPlan, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFr
         if plan.fused[p] && plan.fuses(frames.len()) {
             for _ in 0..plan.iterations {
                 let b = degrade(&e, plan.scale);
-                e = fuse(plan, &e, &b, &refs, plan.strength[p] as f64, frames.iter().position(|f| f.0 == 0));
+                let r = fuse(plan, &b, &refs, plan.strength[p] as f64, frames.iter().position(|f| f.0 == 0));
+                e = correct(&e, &r, plan.scale, plan.fusion as f64);
             }
         }
         let dst = &mut out.planes[p];
