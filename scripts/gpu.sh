@@ -379,12 +379,12 @@ time.sleep(float(sys.argv[1]))'
     note "memcheck (sr): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_sr.txt" | sort | uniq -c | paste -sd' ' -)"
     timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_sr --test-threads=2 sanitizer_smoke_sr > "$S/racecheck_sr.txt" 2>&1
     note "racecheck (sr): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_sr.txt" | sort | uniq -c | paste -sd' ' -)"
-    timeout "$(tmo 200)" $B/bench_sr --frames ${SR_FRAMES:-200} --sizes ${SR_SIZES:-960x540,1920x1080} --iterations ${SR_ITERATIONS:-1,2} > "$S/sr.md" 2>&1
+    timeout "$(tmo 200)" $B/bench_sr --frames ${SR_FRAMES:-200} --sizes ${SR_SIZES:-960x540,1920x1080} --iterations ${SR_ITERATIONS:-1,2} --radii ${SR_RADII:-p3r2,p2r3} > "$S/sr.md" 2>&1
     note "bench_sr: rc=$?"; grep -E '^\||backend' "$S/sr.md"
     if [ -f .gst-debs/activate.sh ]; then
       (
         source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
-        for cfg in "960 540 1000 temporal-past=2 temporal-future=2" "960 540 1000 temporal-past=2" "1920 1080 300 temporal-past=2 temporal-future=2"; do
+        for cfg in "960 540 1000 temporal-past=2 temporal-future=2" "960 540 1000 temporal-past=2 temporal-future=2 patch-radius=2 search-radius=3" "960 540 1000 temporal-past=2" "1920 1080 300 temporal-past=2 temporal-future=2"; do
           timeout "$(tmo 90)" $B/pipeline_bench $cfg element=nlmupscale backend=cuda pipeline-depth=2 scale=2 >> "$S/gst_sr.txt" 2>&1 || echo "exit $? for $cfg" >> "$S/gst_sr.txt"
         done
       )

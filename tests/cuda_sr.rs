@@ -75,6 +75,14 @@ fn cuda_matches_the_reference() {
             agree(&format!("{format:?} {w}x{h} x{scale} it {iterations} past {past} future {future} depth {depth} {what}"), &hr, &r, &g);
         }
     }
+    // The upscaler's default radii (patch 3, search 2) and the largest the quality grid tried,
+    // 2 + 2 frames.
+    for (patch_radius, search_radius) in [(3, 2), (3, 3)] {
+        let (hr, lr) = moving_clip(PixelFormat::I420, 34, 26, 2, 5, rng.random_range(0.0..6.0));
+        let lr: Vec<OwnedFrame> = lr.iter().map(|f| noisy(f, 3.0, &mut rng)).collect();
+        let params = Params { patch_radius, search_radius, ..sr(2, 1, 2, 2) };
+        agree(&format!("I420 34x26 x2 patch radius {patch_radius} search radius {search_radius} past 2 future 2"), &hr, &reference(params, &lr), &cuda(params, &lr, 2));
+    }
 }
 
 /// A short case for compute-sanitizer (memcheck, racecheck): every kernel, a temporal window,

@@ -266,13 +266,14 @@ pub struct Cli {
     #[arg(long)]
     no_novelty_gate: bool,
 
-    /// Search window radius a: offsets -a..=a in x and y (0..=12).
-    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().search_radius)]
-    search_radius: u32,
+    /// Search window radius a: offsets -a..=a in x and y (0..=12). Default: 3; with --scale, 2
+    /// (low-resolution samples).
+    #[arg(allow_negative_numbers = true, long)]
+    search_radius: Option<u32>,
 
-    /// Patch radius s: (2s+1)^2 samples compared (0..=7).
-    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().patch_radius)]
-    patch_radius: u32,
+    /// Patch radius s: (2s+1)^2 samples compared (0..=7). Default: 2; with --scale, 3.
+    #[arg(allow_negative_numbers = true, long)]
+    patch_radius: Option<u32>,
 
     /// Past frames searched (0..=7).
     #[arg(allow_negative_numbers = true, long, default_value_t = OFFLINE_TEMPORAL_PAST)]
@@ -421,11 +422,12 @@ impl Cli {
             (_, 1) => (self.algorithm, nlmdenoise::SrParams::default().scale),
             (_, s) => (Algorithm::NlmSr, s),
         };
+        let radii = if algorithm == Algorithm::NlmSr { Params::upscaling(scale) } else { Params::default() };
         let base = Params {
             algorithm,
             sr: nlmdenoise::SrParams { scale, iterations: self.sr_iterations, deblur: self.deblur, fusion: self.fusion, novelty_gate: !self.no_novelty_gate },
-            search_radius: self.search_radius,
-            patch_radius: self.patch_radius,
+            search_radius: self.search_radius.unwrap_or(radii.search_radius),
+            patch_radius: self.patch_radius.unwrap_or(radii.patch_radius),
             temporal_past: self.temporal_past,
             temporal_future: self.temporal_future,
             weighting: self.weighting,

@@ -143,7 +143,7 @@ fn configs(args: &Args) -> Vec<Config> {
         Some("bm3d-offline") => vec![Config { name: "V-BM3D normal p1 f1", params: Params { temporal_past: 1, temporal_future: 1, ..bm3d } }],
         Some("sr") => vec![Config {
             name: "SR x2 p2 f2",
-            params: Params { algorithm: nlmdenoise::Algorithm::NlmSr, temporal_past: 2, temporal_future: 2, sr: nlmdenoise::SrParams { scale: 2, ..Default::default() }, ..Params::default() },
+            params: Params { temporal_past: 2, temporal_future: 2, ..Params::upscaling(2) },
         }],
         _ => all,
     }

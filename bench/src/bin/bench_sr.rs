@@ -9,13 +9,13 @@
 //!
 //! Windows: `spatial` (past 0, future 0), `live` (2 past), `offline` (2 past + 2 future). Input:
 //! I420 frames of a moving pattern (bench_frames), 8 distinct frames cycled after 8 warm-up frames.
-//! Default settings otherwise (search radius 3, patch radius 2, deblur 2).
+//! The upscaler's defaults otherwise (`Params::upscaling`: patch radius 3, search radius 2, deblur 2).
 
 
 use clap::Parser;
 use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::BackendOptions;
-use nlmdenoise::{Algorithm, BackendKind, Params, PixelFormat, SrParams, VideoInfo};
+use nlmdenoise::{BackendKind, Params, PixelFormat, SrParams, VideoInfo};
 use nlmdenoise_bench::bench_frames::{engine_fps, uploaded_jobs};
 
 #[derive(Parser)]
@@ -29,6 +29,10 @@ struct Args {
     windows: String,
     #[arg(long, default_value = "1")]
     iterations: String,
+    /// Patch and search radii, comma separated `pPrR` (p3r2: the upscaler's default; p2r3: the
+    /// default before 2026-11-26).
+    #[arg(long, default_value = "p3r2")]
+    radii: String,
     /// Frames timed per end-to-end row.
     #[arg(long, default_value_t = 200)]
     frames: usize,
@@ -36,6 +40,12 @@ struct Args {
     backend: String,
     #[arg(long, default_value_t = 2)]
     depth: usize,
+}
+
+/// `pPrR`: patch radius P, search radius R.
+fn radii(text: &str) -> Option<(u32, u32)> {
+    let (p, r) = text.strip_prefix('p')?.split_once('r')?;
+    Some((p.parse().ok()?, r.parse().ok()?))
 }
 
 fn window(name: &str) -> Option<(u32, u32)> {
@@ -64,8 +74,8 @@ fn main() {
         std::process::exit(2)
     });
     let options = BackendOptions { kind, pipeline_depth: args.depth, ..Default::default() };
-    println!("| input | scale | output | window | past | future | iterations | kernel frames/s | kernel ms | end-to-end frames/s |");
-    println!("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| input | scale | output | window | past | future | iterations | patch, search radius | kernel frames/s | kernel ms | end-to-end frames/s |");
+    println!("| --- | ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |");
     let mut described = None;
     for size in args.sizes.split(',') {
         let Some((w, h)) = size.split_once('x').and_then(|(w, h)| Some((w.parse::<usize>().ok()?, h.parse::<usize>().ok()?))) else {
@@ -79,8 +89,9 @@ fn main() {
                     eprintln!("bench_sr: unknown window {win}");
                     continue;
                 };
-                for iterations in args.iterations.split(',').filter_map(|s| s.parse::<u32>().ok()) {
-                    let params = Params { algorithm: Algorithm::NlmSr, temporal_past: past, temporal_future: future, sr: SrParams { scale, iterations, ..SrParams::default() }, ..Params::default() }.with_noise_sigma(0.0);
+                for (iterations, (patch_radius, search_radius)) in args.iterations.split(',').filter_map(|s| s.parse::<u32>().ok()).flat_map(|i| args.radii.split(',').filter_map(radii).map(move |r| (i, r))) {
+                    let up = Params::upscaling(scale);
+                    let params = Params { temporal_past: past, temporal_future: future, patch_radius, search_radius, sr: SrParams { iterations, ..up.sr }, ..up }.with_noise_sigma(0.0);
                     let kernel = if kind == BackendKind::Cuda { kernel_ms(info, &params).map(Some) } else { Ok(None) };
                     let e2e = engine_fps(info, params, &options, args.frames);
                     let cell = |r: &nlmdenoise::Result<Option<f64>>| match r {
@@ -96,7 +107,7 @@ fn main() {
                         }
                         Err(e) => format!("error: {e}"),
                     };
-                    println!("| {w}x{h} | {scale} | {}x{} | {win} | {past} | {future} | {iterations} | {kf} | {kms} | {e} |", w * scale as usize, h * scale as usize);
+                    println!("| {w}x{h} | {scale} | {}x{} | {win} | {past} | {future} | {iterations} | {patch_radius}, {search_radius} | {kf} | {kms} | {e} |", w * scale as usize, h * scale as usize);
                 }
             }
         }

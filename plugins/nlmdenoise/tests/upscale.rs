@@ -193,3 +193,21 @@ fn scale_changed_while_playing_renegotiates() {
     assert_eq!(widths.last(), Some(&96), "the new factor applies: {widths:?}");
     assert!(widths.windows(2).all(|w| w[0] <= w[1]), "one switch, old factor first: {widths:?}");
 }
+
+#[test]
+fn defaults_are_the_upscalers_not_the_denoisers() {
+    // The upscaler compares 7 x 7 patches over 5 x 5 candidates (docs/quality.md); nlmdenoise keeps
+    // its own radii.
+    init();
+    let up = gst::ElementFactory::make("nlmupscale").build().expect("nlmupscale");
+    let den = gst::ElementFactory::make("nlmdenoise").build().expect("nlmdenoise");
+    let radii = |e: &gst::Element| (e.property::<u32>("patch-radius"), e.property::<u32>("search-radius"));
+    let sr = Params::upscaling(2);
+    assert_eq!(radii(&up), (sr.patch_radius, sr.search_radius));
+    assert_eq!(radii(&up), (nlmdenoise::params::SR_PATCH_RADIUS, nlmdenoise::params::SR_SEARCH_RADIUS));
+    assert_eq!(radii(&den), (Params::default().patch_radius, Params::default().search_radius));
+    assert_ne!(radii(&up), radii(&den));
+    let spec = up.find_property("patch-radius").expect("patch-radius");
+    assert_eq!(spec.default_value().get::<u32>().unwrap(), nlmdenoise::params::SR_PATCH_RADIUS);
+    assert_eq!(up.property::<f32>("fusion"), 1.0);
+}

@@ -11,7 +11,7 @@ use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
 use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, SR_BASE_STRENGTH, SR_MAX_DEBLUR, SR_MAX_SCALE, SR_STRENGTH_PER_SIGMA};
-use nlmdenoise::{Algorithm, Params, SrParams};
+use nlmdenoise::{Params, SrParams};
 
 use crate::nlmdenoise::imp::{MAX_PIPELINE_DEPTH, MAX_SIDE, MAX_THREADS, SIGMA_UNSET};
 use crate::nlmdenoise::{apply_devices, devices_to_string, Backend};
@@ -26,7 +26,7 @@ pub struct NlmUpscale {
 impl Default for NlmUpscale {
     fn default() -> Self {
         let core = Core::new("upscaler", "upscaling");
-        let p = Params { algorithm: Algorithm::NlmSr, strength: SR_BASE_STRENGTH, chroma_strength: SR_BASE_STRENGTH, sigma_auto: false, ..Params::default() };
+        let p = Params::upscaling(SrParams::default().scale);
         *lock(&core.settings) = Settings { params: p, estimate: false, base_strength: SR_BASE_STRENGTH, ..Settings::default() };
         NlmUpscale { core }
     }
@@ -48,8 +48,8 @@ impl ObjectSubclass for NlmUpscale {
 impl ObjectImpl for NlmUpscale {
     fn properties() -> &'static [glib::ParamSpec] {
         static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> = LazyLock::new(|| {
-            let p = Params::default();
-            let sr = SrParams::default();
+            let p = Params::upscaling(SrParams::default().scale);
+            let sr = p.sr;
             vec![
                 glib::ParamSpecUInt::builder("scale")
                     .nick("Scale")
