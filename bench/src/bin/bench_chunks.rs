@@ -54,6 +54,11 @@ struct Args {
     /// super-resolution x2 over 2 past + 2 future frames (`--size` is the input's).
     #[arg(long)]
     config: Option<String>,
+    /// Frames lent both ways (`take_spare`, `push_planar`, `pop_planar`, `recycle`), as the
+    /// element runs the engine: no unpack or pack on the caller's thread. Default: the copying API
+    /// (`push` / `pop`).
+    #[arg(long)]
+    lent: bool,
     /// Frame size of the devices table.
     #[arg(long, default_value = "1920x1080")]
     size: String,
@@ -187,6 +192,22 @@ struct Run {
     pool_frames: u64,
 }
 
+/// Pops every finished frame (copied out, or lent and recycled); how many.
+fn drain(d: &mut Denoiser<usize>, out: &mut OwnedFrame, lent: bool) -> nlmdenoise::Result<usize> {
+    let mut n = 0;
+    if lent {
+        while let Some((_, f)) = d.pop_planar() {
+            d.recycle(f);
+            n += 1;
+        }
+    } else {
+        while d.pop(&mut out.as_mut())?.is_some() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 fn ms(ns: &AtomicU64, frames: usize) -> f64 {
     ns.load(Ordering::Relaxed) as f64 / 1e6 / frames as f64
 }
@@ -208,7 +229,7 @@ fn options(args: &Args, chunk: ChunkFrames, devices: Devices) -> BackendOptions 
 
 /// Pushes `frames` frames (8 distinct ones cycled) through a denoiser on `opts` and pops
 /// everything; `tick` runs after every push (memory sampling).
-fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u64>, frames: usize, mut tick: impl FnMut(usize)) -> nlmdenoise::Result<Run> {
+fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u64>, frames: usize, lent: bool, mut tick: impl FnMut(usize)) -> nlmdenoise::Result<Run> {
     let (backend, stats): (Box<dyn Backend>, Option<Arc<ChunkStats>>) = if let Some(us) = sim_us {
         let make = move |depth: usize| Box::new(Sim { us, depth, done_at: VecDeque::new() }) as Box<dyn Backend>;
         if opts.chunked() {
@@ -252,11 +273,15 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u6
     let mut popped = 0;
     for i in 0..frames {
         let t0 = Instant::now();
-        d.push(&inputs[i % 8].as_ref(), i)?;
-        let t1 = Instant::now();
-        while d.pop(&mut out.as_mut())?.is_some() {
-            popped += 1;
+        if lent {
+            // The spare frames keep an earlier output: what a source would overwrite.
+            let f = d.take_spare();
+            d.push_planar(f, i)?;
+        } else {
+            d.push(&inputs[i % 8].as_ref(), i)?;
         }
+        let t1 = Instant::now();
+        popped += drain(&mut d, &mut out, lent)?;
         pop += t1.elapsed();
         push += t1 - t0;
         tick(i);
@@ -265,9 +290,7 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u6
     d.finish_stream()?;
     push += t0.elapsed();
     let t1 = Instant::now();
-    while d.pop(&mut out.as_mut())?.is_some() {
-        popped += 1;
-    }
+    popped += drain(&mut d, &mut out, lent)?;
     pop += t1.elapsed();
     let secs = t.elapsed().as_secs_f64();
     let n = popped.max(1);
@@ -343,7 +366,7 @@ fn sizes_table(args: &Args) {
                     }
                 };
                 let label = if spec == ChunkFrames::Off { format!("off (depth {})", args.depth) } else { chunk.clone() };
-                match run(info, c.params, &options(args, spec, Devices::Default), sim(args), args.frames, |_| {}) {
+                match run(info, c.params, &options(args, spec, Devices::Default), sim(args), args.frames, args.lent, |_| {}) {
                     Ok(r) => println!(
                         "| {size} | {} | {label} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} (+{}) | {} |",
                         c.name, r.latency, r.fps, r.push_ms, r.pop_ms, r.copy_ms, r.copy_out_ms, r.wait_ms, r.idle_ms, r.uploads_per_frame, r.pool_frames, r.pool_growth, r.describe
@@ -375,7 +398,8 @@ fn devices_table(args: &Args) {
         std::process::exit(2)
     });
     let info = VideoInfo::new(PixelFormat::I420, w, h).expect("a valid size");
-    println!("\n### Scaling over devices, {w}x{h} I420, chunk {chunk} ({} backend, {} frames per run)\n", args.backend, args.frames);
+    let api = if args.lent { "frames lent both ways" } else { "the copying API" };
+    println!("\n### Scaling over devices, {w}x{h} I420, chunk {chunk} ({} backend, {} frames per run, {api})\n", args.backend, args.frames);
     println!("Per output frame, ms. Caller's thread: push (unpack + copy in + dispatch + waiting + copy out), of which copy in (into pooled input frames), wait (for a worker) and copy out (output planes into the engine's frame), and pop (pack). Workers (summed over workers): upload (host staging or DMA enqueue), launch (enqueue kernels), finish (waiting for kernels + download into a pooled output frame), write (output planes into the engine's frame), idle (waiting for a chunk). Pool: pooled host frames (allocated during the measured run).\n");
     println!("| config | devices | frames/s | speed-up | latency | push | copy in | wait | copy out | pop | upload | launch | finish | write | idle | pool |");
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
@@ -397,7 +421,7 @@ fn devices_table(args: &Args) {
                     o.chunk_frames = ChunkFrames::Auto;
                 }
             }
-            match run(info, c.params, &o, sim(args), args.frames, |_| {}) {
+            match run(info, c.params, &o, sim(args), args.frames, args.lent, |_| {}) {
                 Ok(r) => {
                     let b = *base.get_or_insert(r.fps);
                     println!(
@@ -462,7 +486,7 @@ fn long_run(args: &Args) {
     let o = if devices.len() > 1 { options(args, chunk, Devices::List(devices.clone())) } else { BackendOptions { device_id: devices[0], ..options(args, chunk, Devices::Default) } };
     let mut hwm_at = Vec::new();
     let total = args.long;
-    let r = run(info, c.params, &o, sim(args), total, |i| {
+    let r = run(info, c.params, &o, sim(args), total, args.lent, |i| {
         if (i + 1) % (total / 4).max(1) == 0 {
             hwm_at.push((i + 1, vm_hwm_kib().unwrap_or(0)));
         }
