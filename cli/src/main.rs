@@ -266,12 +266,13 @@ pub struct Cli {
     #[arg(long)]
     no_novelty_gate: bool,
 
-    /// Search window radius a: offsets -a..=a in x and y (0..=12). Default: 3; with --scale, 2
-    /// (low-resolution samples).
+    /// Search window radius a: offsets -a..=a in x and y (0..=12). Default: 3; with --scale (or
+    /// --algorithm nlm-sr), 2 (low-resolution samples).
     #[arg(allow_negative_numbers = true, long)]
     search_radius: Option<u32>,
 
-    /// Patch radius s: (2s+1)^2 samples compared (0..=7). Default: 2; with --scale, 3.
+    /// Patch radius s: (2s+1)^2 samples compared (0..=7). Default: 2; with --scale (or --algorithm
+    /// nlm-sr), 3.
     #[arg(allow_negative_numbers = true, long)]
     patch_radius: Option<u32>,
 

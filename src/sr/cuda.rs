@@ -131,10 +131,11 @@ pub struct CudaSr {
     variant: Option<SrVariant>,
     layout: Option<FrameLayout>,
     out_layout: Option<FrameLayout>,
-    /// Estimate, degraded estimate and next estimate: f32 planes of the largest output plane.
+    /// The estimate; the degraded estimate, then the next estimate; the gated residual: f32
+    /// planes of the largest output plane.
     buffers: Vec<DeviceBuffer>,
-    /// The deblur residual, a float copy of the target and the denoised target (step 0): f32
-    /// planes of the largest input plane.
+    /// The deblur residual (in step 0 first the gated residual), a float copy of the target and
+    /// the denoised target (step 0): f32 planes of the largest input plane.
     residual: Option<DeviceBuffer>,
     lr_copy: Option<DeviceBuffer>,
     lr_denoised: Option<DeviceBuffer>,

@@ -45,8 +45,9 @@
 //!    averaging.
 //! 5. **Correction** (a back-projection step against the fused samples):
 //!    `R = g (F - B)`, `E' = E + fusion * D^T(R)`, with `D^T` the adjoint of the box of step 3:
-//!    each sample takes the mean of `R` over the `s x s` cells that contain it,
-//!    `X + o - s + 1 .. X + o` by `Y + o - s + 1 .. Y + o`. The gate
+//!    each sample takes the mean of `R` over the `s x s` boxes of step 3 that contain it, those of
+//!    `X + o - s + 1 .. X + o` by `Y + o - s + 1 .. Y + o` (read by the border rule like every
+//!    other index, so at the plane's edges this is the adjoint only approximately). The gate
 //!    `g = 1 - exp(-NOVELTY_GAIN * max(m_o - m_t, 0))` compares the best log weight among the other
 //!    frames' candidates (`m_o`) with the best among the target's (`m_t`): only where another frame
 //!    holds a sample that matches better than any of the target's (a sample between the target's,
