@@ -128,11 +128,14 @@ fn run(params: Params, inputs: &[OwnedFrame]) -> (Vec<OwnedFrame>, Option<nlmden
 }
 
 /// Denoising with the estimate is within 0.2 dB of denoising with the true sigma: NLM with the
-/// live and the offline window, BM3D.
+/// live and the offline window, BM3D. 640 x 480: at 160 x 120 the PSNR of six frames alone moves
+/// by +-0.2 dB with the noise drawn, so the check failed on about one seed in twenty (CI run of
+/// 2026-11-26: BM3D -0.202 with an estimate of 14.43); at 640 x 480 the largest difference over
+/// 12 noise draws (36 comparisons) was 0.061.
 #[test]
 fn auto_sigma_denoises_like_the_true_sigma() {
     let mut rng = SmallRng::seed_from_u64(seed());
-    let info = VideoInfo::new(PixelFormat::I420, 160, 120).unwrap();
+    let info = VideoInfo::new(PixelFormat::I420, 640, 480).unwrap();
     let sigma = 15.0f32;
     let clean: Vec<OwnedFrame> = (0..6).map(|t| clean_frame(info, t, 0.5)).collect();
     let inputs: Vec<OwnedFrame> = clean.iter().map(|c| noisy(c, sigma as f64, &mut rng)).collect();
