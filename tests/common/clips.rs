@@ -90,19 +90,23 @@ pub fn clip(format: PixelFormat, w: usize, h: usize, frames: usize, sigma: f64, 
     Clip { clean, noisy }
 }
 
-/// The agreement rule of this file's doc.
+/// The agreement rule of this file's doc: an implementation agrees with the reference when few
+/// samples move by more than one code value (decisions flipped by rounding move whole groups, but
+/// only a few), few move at all (more than half a code value: a systematic error moves most
+/// samples a little), and the PSNR against the clean clip is the same.
 pub fn agree(what: &str, clip: &Clip, reference: &[OwnedFrame], other: &[OwnedFrame]) {
     let tol = {
         let fi = clip.clean[0].info.format.info();
         let shift = if clip.clean[0].info.format == PixelFormat::P010_10LE { 6 } else { 0 };
         ((1u32 << fi.bits) / 256).max(1) << shift
     };
-    let (mut total, mut beyond, mut max) = (0usize, 0usize, 0u32);
+    let (mut total, mut beyond, mut max, mut moved) = (0usize, 0usize, 0u32, 0usize);
     for (r, o) in reference.iter().zip(other) {
         for (a, b) in samples(r).iter().zip(samples(o)) {
             for (&x, &y) in a.iter().zip(&b) {
                 total += 1;
                 max = max.max(x.abs_diff(y));
+                moved += usize::from(x.abs_diff(y) > tol / 2);
                 if x.abs_diff(y) > tol {
                     beyond += 1;
                 }
@@ -110,13 +114,18 @@ pub fn agree(what: &str, clip: &Clip, reference: &[OwnedFrame], other: &[OwnedFr
         }
     }
     let (pr, po) = (psnr(&clip.clean, reference), psnr(&clip.clean, other));
-    eprintln!("{what}: {beyond} of {total} samples beyond one code value (max {max} stored units); PSNR reference {pr:.3} dB, {po:.3} dB");
-    // 0.5% of the samples (f32 against f64 flips a few block-matching decisions, each moving the
-    // samples of one group: 0.18% seen on 96x64 I420, H100 run 59); on the small test frames
-    // one such group can move more than that, so never fewer than one 8x8 patch (64 samples):
-    // NLM_TEST_SEED=1795700415817562786 flips one on I420 30x22 (1 + 1, two steps), 33 samples,
-    // the same before and after 2026-11-26's changes. The PSNR rule below stays as it was.
-    assert!(beyond <= (total / 200).max(64), "{what}: {beyond} of {total} samples differ by more than one code value");
-    assert!((pr - po).abs() <= 0.02, "{what}: PSNR {po:.3} against the reference's {pr:.3} dB");
+    eprintln!("{what}: {beyond} of {total} samples beyond one code value, {moved} beyond half of one (max {max} stored units); PSNR reference {pr:.3} dB, {po:.3} dB");
+    // f32 against f64 flips a few block-matching decisions, each moving the samples of one group
+    // (0.18% of them on 96x64 I420, H100 run 59). On the small test frames one flip can move a
+    // larger share: over 2,200 seeds of tests/bm3d.rs (2026-11-26) the worst were 86 of 3978
+    // samples (NLM_TEST_SEED=1795707435098221072, I420 34x26) and a PSNR 0.029 dB apart
+    // (NLM_TEST_SEED=1795707542029807728, same clip), against a 99.9th percentile of 39 samples
+    // and 0.018 dB. Hence 1% or two 8x8 patches (128 samples), and 0.04 dB. Over 300 seeds at
+    // most 5.5% of the samples moved at all; the Wiener shrinkage computed with 1.1 sigma^2 (a
+    // bug that moves the PSNR by only 0.01-0.07 dB) moved 20-25% on every 8-bit clip: hence 10%
+    // (16 samples on the tiniest frames).
+    assert!(beyond <= (total / 100).max(128), "{what}: {beyond} of {total} samples differ by more than one code value");
+    assert!(moved <= (total / 10).max(16), "{what}: {moved} of {total} samples moved by more than half a code value");
+    assert!((pr - po).abs() <= 0.04, "{what}: PSNR {po:.3} against the reference's {pr:.3} dB");
 }
 
