@@ -20,13 +20,15 @@ fn clean_frame(info: VideoInfo, t: usize, phase: f64) -> OwnedFrame {
     let maxv = (1u32 << fi.bits) - 1;
     let scale = (maxv + 1) as f64 / 256.0;
     let mut f = OwnedFrame::new(info);
+    // The shading spans the same range of values at every frame size (96 across, 48 down).
+    let (gx, gy) = (96.0 / info.width as f64, 48.0 / info.height as f64);
     for (ci, c) in fi.components.iter().enumerate() {
         let (w, h) = (info.width.div_ceil(c.sub_x), info.height.div_ceil(c.sub_y));
         for y in 0..h {
             for x in 0..w {
                 let (xs, ys) = ((x + t) as f64 * c.sub_x as f64, y as f64 * c.sub_y as f64);
                 let rect = if (60.0..180.0).contains(&xs) && (40.0..150.0).contains(&ys) { 50.0 } else { 0.0 };
-                let v = 60.0 + 0.3 * xs + 0.2 * ys + rect + 15.0 * ((xs * 0.15 + phase + ci as f64).sin() * (ys * 0.11).cos()) + 8.0 * ((xs + ys) * 0.3).sin();
+                let v = 60.0 + gx * xs + gy * ys + rect + 15.0 * ((xs * 0.15 + phase + ci as f64).sin() * (ys * 0.11).cos()) + 8.0 * ((xs + ys) * 0.3).sin();
                 write(&mut f, c, x, y, (v * scale).round().clamp(0.0, maxv as f64) as u32);
             }
         }
@@ -42,12 +44,16 @@ fn planar(f: &OwnedFrame) -> (PlanarFrame, Geometry) {
 }
 
 /// Within 10% of the true sigma (0.5 at sigma <= 5), for luma and chroma, 8-, 10- and 16-bit,
-/// subsampled, full-resolution and grey.
+/// subsampled, full-resolution and grey. One frame of 640 x 480: over 300 seeds (2026-11-26) the
+/// largest error was 56% of the tolerance (8-bit luma at sigma 40, where blocks touching 0 or 255
+/// are left out) and every case's mean lay at least 6 standard deviations inside it; on 320 x 240
+/// the I420 chroma planes hold 63 blocks, a few of them unclipped at sigma 40, and the check
+/// failed on 10 seeds of 300.
 #[test]
 fn estimates_follow_the_true_sigma() {
     let mut rng = SmallRng::seed_from_u64(seed());
     for format in [PixelFormat::I420, PixelFormat::I420_10LE, PixelFormat::Y444_16LE, PixelFormat::GRAY8] {
-        let info = VideoInfo::new(format, 320, 240).unwrap();
+        let info = VideoInfo::new(format, 640, 480).unwrap();
         let clean = clean_frame(info, 0, 0.7);
         for sigma in [2.0, 5.0, 10.0, 20.0, 30.0, 40.0] {
             let (p, g) = planar(&noisy(&clean, sigma, &mut rng));
@@ -131,7 +137,7 @@ fn run(params: Params, inputs: &[OwnedFrame]) -> (Vec<OwnedFrame>, Option<nlmden
 /// live and the offline window, BM3D. 640 x 480: at 160 x 120 the PSNR of six frames alone moves
 /// by +-0.2 dB with the noise drawn, so the check failed on about one seed in twenty (CI run of
 /// 2026-11-26: BM3D -0.202 with an estimate of 14.43); at 640 x 480 the largest difference over
-/// 12 noise draws (36 comparisons) was 0.061.
+/// 15 noise draws (45 comparisons) was 0.094.
 #[test]
 fn auto_sigma_denoises_like_the_true_sigma() {
     let mut rng = SmallRng::seed_from_u64(seed());
