@@ -25,9 +25,9 @@ fn main() {
     println!("| size | content | ms per estimate | ms per frame (1 in {INTERVAL}) | estimate (luma, chroma) |");
     println!("| --- | --- | ---: | ---: | --- |");
     for (w, h) in [(1280, 720), (1920, 1080), (3840, 2160)] {
+        let info = VideoInfo::new(PixelFormat::I420, w, h).expect("size");
+        let g = Geometry::from_video_info(&info);
         for (content, change) in CONTENTS {
-            let info = VideoInfo::new(PixelFormat::I420, w, h).expect("size");
-            let g = Geometry::from_video_info(&info);
             // Distinct frames, more than the last-level cache holds: each estimate reads a frame
             // from memory, as in a stream (a frame the caller just unpacked may still be cached).
             let frames: Vec<PlanarFrame> = (0..COLD_FRAMES)
