@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::device::{self, Backend, BackendOptions};
 use crate::convert;
+use crate::device::{self, Backend, BackendOptions};
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};

@@ -40,13 +40,7 @@ impl VideoInfo {
     fn check_planes(&self, lens: &[usize], strides: &[usize]) -> Result<()> {
         let info = self.format.info();
         if lens.len() != info.memory_planes || strides.len() != info.memory_planes {
-            return Err(Error::InvalidFrame(format!(
-                "{} needs {} memory planes, got {} planes and {} strides",
-                self.format,
-                info.memory_planes,
-                lens.len(),
-                strides.len()
-            )));
+            return Err(Error::InvalidFrame(format!("{} needs {} memory planes, got {} planes and {} strides", self.format, info.memory_planes, lens.len(), strides.len())));
         }
         for p in 0..info.memory_planes {
             let row = info.memory_plane_row_bytes(p, self.width);

@@ -165,8 +165,7 @@ pub fn estimate_frame(frame: &PlanarFrame, geometry: &Geometry) -> Option<NoiseE
     let scale = geometry.scale_to_8bit();
     let max = geometry.max_value();
     // Every plane at once (in parallel), then grouped by kind in plane order.
-    let per_plane: Vec<(ComponentKind, Option<f64>)> =
-        geometry.planes.par_iter().zip(frame.planes.par_iter()).map(|(g, p)| (g.kind, estimate_plane(g, &p.samples, scale, max))).collect();
+    let per_plane: Vec<(ComponentKind, Option<f64>)> = geometry.planes.par_iter().zip(frame.planes.par_iter()).map(|(g, p)| (g.kind, estimate_plane(g, &p.samples, scale, max))).collect();
     let of = |kind: ComponentKind| -> Vec<f64> { per_plane.iter().filter(|(k, _)| *k == kind).filter_map(|(_, e)| *e).collect() };
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| (v.iter().map(|s| s * s).sum::<f64>() / v.len() as f64).sqrt() as f32);
     let luma = mean(of(ComponentKind::Luma)).or_else(|| mean(of(ComponentKind::Color)))?;
@@ -227,10 +226,13 @@ impl NoiseEstimator {
                     (l, c)
                 } else {
                     let mix = |new: f64, old: f64| SMOOTHING * new + (1.0 - SMOOTHING) * old;
-                    (mix(l, sl), match (c, sc) {
-                        (Some(c), Some(sc)) => Some(mix(c, sc)),
-                        (c, _) => c,
-                    })
+                    (
+                        mix(l, sl),
+                        match (c, sc) {
+                            (Some(c), Some(sc)) => Some(mix(c, sc)),
+                            (c, _) => c,
+                        },
+                    )
                 }
             }
         });

@@ -478,10 +478,9 @@ impl Params {
         if self.algorithm == Algorithm::NlmSr {
             self.sr.validate()?;
         }
-        if self.algorithm == Algorithm::Bm3d
-            && self.sigma.is_none() && !self.sigma_auto {
-                return bad("bm3d needs the noise level: set sigma (8-bit code values) or sigma=auto".into());
-            }
+        if self.algorithm == Algorithm::Bm3d && self.sigma.is_none() && !self.sigma_auto {
+            return bad("bm3d needs the noise level: set sigma (8-bit code values) or sigma=auto".into());
+        }
         Ok(())
     }
 

@@ -78,17 +78,7 @@ pub struct Geometry {
 impl Geometry {
     pub fn from_video_info(info: &VideoInfo) -> Self {
         let fi: &FormatInfo = info.format.info();
-        let planes = fi
-            .components
-            .iter()
-            .map(|c| PlaneGeometry {
-                width: info.width.div_ceil(c.sub_x),
-                height: info.height.div_ceil(c.sub_y),
-                kind: c.kind,
-                sub_x: c.sub_x,
-                sub_y: c.sub_y,
-            })
-            .collect();
+        let planes = fi.components.iter().map(|c| PlaneGeometry { width: info.width.div_ceil(c.sub_x), height: info.height.div_ceil(c.sub_y), kind: c.kind, sub_x: c.sub_x, sub_y: c.sub_y }).collect();
         Geometry { planes, bytes_per_sample: fi.bytes_per_sample, bits: fi.bits }
     }
 
@@ -205,10 +195,7 @@ impl PlanarFrame {
     pub fn matches(&self, geometry: &Geometry) -> bool {
         self.planes.len() == geometry.planes.len()
             && self.planes.iter().zip(&geometry.planes).all(|(p, g)| {
-                p.width == g.width
-                    && p.height == g.height
-                    && p.samples.len() == g.width * g.height
-                    && matches!((&p.samples, geometry.bytes_per_sample), (Samples::U8(_), 1) | (Samples::U16(_), 2))
+                p.width == g.width && p.height == g.height && p.samples.len() == g.width * g.height && matches!((&p.samples, geometry.bytes_per_sample), (Samples::U8(_), 1) | (Samples::U16(_), 2))
             })
     }
 }

@@ -93,10 +93,7 @@ impl TemporalWindow {
         self.next_job += 1;
         let first = seq.saturating_sub(self.past as u64);
         let last = (seq + self.future as u64).min(self.next_seq - 1);
-        let references = (first..=last)
-            .filter(|&s| s != seq)
-            .map(|s| Reference { slot: (s % self.slots as u64) as usize, dt: (s as i64 - seq as i64) as i32 })
-            .collect();
+        let references = (first..=last).filter(|&s| s != seq).map(|s| Reference { slot: (s % self.slots as u64) as usize, dt: (s as i64 - seq as i64) as i32 }).collect();
         Some(Job { epoch: self.epoch, seq, slot: (seq % self.slots as u64) as usize, references })
     }
 

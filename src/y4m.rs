@@ -51,9 +51,7 @@ impl Y4mLayout {
         let unsupported = || Error::Unsupported(format!("y4m colour space C{tag} (supported: 420jpeg, 420mpeg2, 420paldv, 420, 422, 444, mono, 420p9, 420p10, 444p9..444p16, mono9..mono16)"));
         let (family, bits) = match tag.split_once('p') {
             // "420paldv" also contains a 'p': only digits after it make a bit depth.
-            Some((family, digits)) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                (family, digits.parse::<u32>().map_err(|_| unsupported())?)
-            }
+            Some((family, digits)) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => (family, digits.parse::<u32>().map_err(|_| unsupported())?),
             _ => match tag {
                 "420jpeg" | "420mpeg2" | "420paldv" | "420" => ("420", 8),
                 "422" => ("422", 8),
@@ -215,11 +213,7 @@ fn read_line<R: BufRead>(r: &mut R, what: &str) -> Result<Option<String>> {
         return Ok(None);
     }
     if buf.last() != Some(&b'\n') {
-        return Err(if n > MAX_LINE {
-            Error::InvalidFrame(format!("y4m {what} line longer than {MAX_LINE} bytes"))
-        } else {
-            Error::InvalidFrame(format!("y4m stream ends inside a {what} line"))
-        });
+        return Err(if n > MAX_LINE { Error::InvalidFrame(format!("y4m {what} line longer than {MAX_LINE} bytes")) } else { Error::InvalidFrame(format!("y4m stream ends inside a {what} line")) });
     }
     buf.pop();
     String::from_utf8(buf).map(Some).map_err(|_| Error::InvalidFrame(format!("y4m {what} line is not text")))

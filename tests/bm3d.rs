@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::clips::{clip, psnr, agree};
+use common::clips::{agree, clip, psnr};
 use common::{samples, seed};
 use nlmdenoise::device::{BackendOptions, ChunkFrames};
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};

@@ -71,9 +71,9 @@ fn compare(c: &Case, inter: Intermediate, rng: &mut SmallRng) -> (f64, f64, usiz
     let fi = c.format.info();
     let (maxv, shift) = depth(c.format);
     let unit = (((maxv + 1) / 256) << shift).max(1) as f64; // stored units per 8-bit code value
-    // Counted as differing: any difference for 8- and 10-bit formats; for 16-bit formats (f32 carries
-    // about 1e-6 relative error, about 0.1 stored units) more than 1/32 of a code value, as in
-    // tests/cpu_vs_reference.rs. `worst` and `mean` still include every difference.
+                                                            // Counted as differing: any difference for 8- and 10-bit formats; for 16-bit formats (f32 carries
+                                                            // about 1e-6 relative error, about 0.1 stored units) more than 1/32 of a code value, as in
+                                                            // tests/cpu_vs_reference.rs. `worst` and `mean` still include every difference.
     let notable = if unit <= 4.0 { 0 } else { (unit / 32.0) as u32 };
     let (mut total, mut differing, mut worst, mut sum) = (0usize, 0usize, 0f64, 0f64);
     for (i, ((r, g), input)) in reference.iter().zip(&gpu).zip(&inputs).enumerate() {
@@ -274,7 +274,10 @@ fn reduced_precision_intermediates_are_bounded() {
             for per_pass in [1, 3, 4] {
                 let c = Case { per_pass, ..c.clone() };
                 let (worst, mean, differing, total) = compare(&c, inter, &mut rng);
-                let line = format!("{inter:?} {:?} {}x{} p={per_pass} a={} s={}: {differing}/{total} differ, max {worst:.3}, mean {mean:.5} (bound max {max_b}, mean {mean_b})", c.format, c.width, c.height, c.params.search_radius, c.params.patch_radius);
+                let line = format!(
+                    "{inter:?} {:?} {}x{} p={per_pass} a={} s={}: {differing}/{total} differ, max {worst:.3}, mean {mean:.5} (bound max {max_b}, mean {mean_b})",
+                    c.format, c.width, c.height, c.params.search_radius, c.params.patch_radius
+                );
                 assert!(worst <= max_b && mean <= mean_b, "FAIL {line}");
                 println!("PASS {line}");
             }

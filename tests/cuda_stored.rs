@@ -89,7 +89,20 @@ fn cases() -> Vec<(&'static str, Params)> {
         ("nlm luma only", Params { planes: PlaneSelection::Luma, ..nlm }),
         ("nlm auto sigma", Params { sigma_auto: true, ..nlm }),
         ("bm3d", Params { algorithm: Algorithm::Bm3d, sigma: Some(20.0), temporal_past: 1, bm3d, ..Params::default() }),
-        ("sr x2", Params { algorithm: Algorithm::NlmSr, search_radius: 2, patch_radius: 1, temporal_past: 1, temporal_future: 1, strength: 3.0, chroma_strength: 4.0, sr: SrParams { scale: 2, ..SrParams::default() }, ..Params::default() }),
+        (
+            "sr x2",
+            Params {
+                algorithm: Algorithm::NlmSr,
+                search_radius: 2,
+                patch_radius: 1,
+                temporal_past: 1,
+                temporal_future: 1,
+                strength: 3.0,
+                chroma_strength: 4.0,
+                sr: SrParams { scale: 2, ..SrParams::default() },
+                ..Params::default()
+            },
+        ),
     ]
 }
 

@@ -193,8 +193,8 @@ fn benchmark_parameters_and_large_radii() {
 /// Runs `jobs` on a fresh backend either one launch per job or as one `launch_batch`, and returns
 /// the finished frames (host frames filled with `fill` first, device outputs poisoned).
 fn run_jobs(c: &Case, frames: &[nlmdenoise::planar::PlanarFrame], jobs: &[nlmdenoise::window::Job], slots: usize, batched: bool, fill: u8) -> Vec<nlmdenoise::planar::PlanarFrame> {
-    use nlmdenoise::planar::Geometry;
     use nlmdenoise::plan::Plan;
+    use nlmdenoise::planar::Geometry;
     let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
     let geometry = Geometry::from_video_info(&info);
     let plan = Plan::new(&geometry, &c.params).unwrap();

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use nlmdenoise::device::{self, Backend, BackendKind, BackendOptions, DeviceMemory};
-use nlmdenoise::window::Job;
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::window::Job;
 use nlmdenoise::{Denoiser, Error, OwnedFrame, Params, PixelFormat, Result, VideoInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,13 +6,13 @@
 
 mod common;
 
-use nlmdenoise::nlm::cuda::launch;
 use nlmdenoise::device::cuda::loader;
-use nlmdenoise::nlm::cuda::variant::{compile_ptx, KernelVariant};
 use nlmdenoise::format::PixelFormat;
 use nlmdenoise::frame::VideoInfo;
-use nlmdenoise::params::{ChromaMode, Params, PlaneSelection, Weighting};
+use nlmdenoise::nlm::cuda::launch;
+use nlmdenoise::nlm::cuda::variant::{compile_ptx, KernelVariant};
 use nlmdenoise::nlm::NlmPlan;
+use nlmdenoise::params::{ChromaMode, Params, PlaneSelection, Weighting};
 use nlmdenoise::planar::Geometry;
 
 fn nvrtc_or_skip(test: &str) -> bool {
@@ -32,10 +32,7 @@ fn nvrtc_or_skip(test: &str) -> bool {
 fn variants(format: PixelFormat, params: &Params) -> Vec<KernelVariant> {
     let g = Geometry::from_video_info(&VideoInfo::new(format, 64, 48).unwrap());
     let plan = NlmPlan::new(&g, params).unwrap();
-    launch::batches(&g, &plan)
-        .iter()
-        .map(|b| KernelVariant::for_batch(&plan, b, g.bytes_per_sample, true, None, launch::SHARED_PER_SM_H100))
-        .collect()
+    launch::batches(&g, &plan).iter().map(|b| KernelVariant::for_batch(&plan, b, g.bytes_per_sample, true, None, launch::SHARED_PER_SM_H100)).collect()
 }
 
 /// Formats and parameters whose kernel variants both GPU paths must compile: every weight-group
@@ -135,8 +132,8 @@ fn a_broken_variant_reports_nvrtc_log() {
 /// offsets-per-pass (1..=4) and intermediate (f32, f16, unorm10), with all four entry points.
 #[test]
 fn every_multipass_variant_compiles() {
-    use nlmdenoise::nlm::cuda::multipass::{self, MpVariant};
     use nlmdenoise::device::Intermediate;
+    use nlmdenoise::nlm::cuda::multipass::{self, MpVariant};
     if !nvrtc_or_skip("every_multipass_variant_compiles") {
         return;
     }
@@ -175,7 +172,10 @@ fn every_multipass_variant_compiles() {
                 assert!(ptx.contains(&format!(".target sm_{}", &arch[8..])), "PTX of {v:?} is not for {arch}");
                 if let (Some(dir), "compute_90", true) = (&dump, arch, i % 8 == 0) {
                     std::fs::create_dir_all(dir).unwrap();
-                    let name = format!("mp{i:03}_p{}_{:?}_s{}_g{}_o{}_st{}{}_b{}_{:?}.ptx", v.offsets_per_pass, v.intermediate, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y, v.sample_bytes, v.weighting);
+                    let name = format!(
+                        "mp{i:03}_p{}_{:?}_s{}_g{}_o{}_st{}{}_b{}_{:?}.ptx",
+                        v.offsets_per_pass, v.intermediate, v.patch_radius, v.guides, v.outputs, v.step_x, v.step_y, v.sample_bytes, v.weighting
+                    );
                     std::fs::write(dir.join(name), ptx.as_str()).unwrap();
                 }
             });

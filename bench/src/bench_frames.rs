@@ -60,7 +60,12 @@ pub fn push_pop_fps(d: &mut nlmdenoise::Denoiser<usize>, frames: usize, warmed_u
 /// returns the plan and up to 8 jobs with a full window (for kernel-only timing). Every uploaded
 /// frame is pushed to `held`: it must stay alive and unchanged while the backend may still copy
 /// from it (`Backend::upload`).
-pub fn uploaded_jobs(b: &mut dyn nlmdenoise::device::Backend, info: VideoInfo, params: &nlmdenoise::Params, held: &mut Vec<nlmdenoise::planar::PlanarFrame>) -> nlmdenoise::Result<(nlmdenoise::Plan, Vec<nlmdenoise::window::Job>)> {
+pub fn uploaded_jobs(
+    b: &mut dyn nlmdenoise::device::Backend,
+    info: VideoInfo,
+    params: &nlmdenoise::Params,
+    held: &mut Vec<nlmdenoise::planar::PlanarFrame>,
+) -> nlmdenoise::Result<(nlmdenoise::Plan, Vec<nlmdenoise::window::Job>)> {
     use nlmdenoise::planar::{Geometry, PlanarFrame};
     let geometry = Geometry::from_video_info(&info);
     let plan = nlmdenoise::Plan::new(&geometry, params)?;

@@ -513,12 +513,7 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
             .fps(gst::Fraction::new(num.min(i32::MAX as u64) as i32, den_.clamp(1, i32::MAX as u64) as i32))
             .build()
             .context("y4m header")?;
-        let appsrc = gst_app::AppSrc::builder()
-            .caps(&vinfo.to_caps().context("y4m caps")?)
-            .format(gst::Format::Time)
-            .block(true)
-            .max_bytes((vinfo.size() * 4) as u64)
-            .build();
+        let appsrc = gst_app::AppSrc::builder().caps(&vinfo.to_caps().context("y4m caps")?).format(gst::Format::Time).block(true).max_bytes((vinfo.size() * 4) as u64).build();
         format_filter.set_property("caps", gst::Caps::builder("video/x-raw").field("format", format.to_str()).build());
         if let Some(f) = &encoder_filter {
             let (enc_format, note) = encoder_format(&gst_video::VideoFormatInfo::from_format(format), cli.bit_depth);
@@ -658,11 +653,10 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
                         bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
                     }
                 }
-                gst::MessageView::Warning(w)
-                    if !cli.quiet => {
-                        let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
-                        bar.suspend(|| eprintln!("nlmdenoise: warning ({src}): {}", w.error()));
-                    }
+                gst::MessageView::Warning(w) if !cli.quiet => {
+                    let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
+                    bar.suspend(|| eprintln!("nlmdenoise: warning ({src}): {}", w.error()));
+                }
                 _ => {}
             }
         }
@@ -718,10 +712,7 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
         let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
         let encoding = lock(&shared.encoding).clone();
-        eprintln!(
-            "  output: {out} ({})",
-            describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0))
-        );
+        eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
         if let Some((_, Some(note))) = encoding {
             eprintln!("  note: {note}");
         }
@@ -733,10 +724,9 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         return Err(crate::exit_code::Incomplete(format!("{d}; the {frames} complete frames before it were denoised and written")).into());
     }
     if let Some(t) = short {
-        return Err(crate::exit_code::Incomplete(format!(
-            "the input ended after {frames} of the {t} frames it announced (truncated or damaged); the output holds every frame that could be decoded"
-        ))
-        .into());
+        return Err(
+            crate::exit_code::Incomplete(format!("the input ended after {frames} of the {t} frames it announced (truncated or damaged); the output holds every frame that could be decoded")).into()
+        );
     }
     Ok(())
 }
@@ -748,7 +738,13 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
 fn encoder_format(input: &gst_video::VideoFormatInfo, depth: BitDepthArg) -> (gst_video::VideoFormat, Option<String>) {
     use gst_video::VideoFormat as F;
     let bits = input.depth().first().copied().unwrap_or(8);
-    let sub = if input.is_yuv() && input.n_components() >= 3 { (input.w_sub()[1], input.h_sub()[1]) } else if input.is_rgb() { (0, 0) } else { (1, 1) };
+    let sub = if input.is_yuv() && input.n_components() >= 3 {
+        (input.w_sub()[1], input.h_sub()[1])
+    } else if input.is_rgb() {
+        (0, 0)
+    } else {
+        (1, 1)
+    };
     let ten = match depth {
         BitDepthArg::Auto => bits > 8,
         BitDepthArg::Ten => true,
@@ -847,11 +843,6 @@ fn working_caps(decoded: &gst::CapsRef) -> gst::Caps {
         return gst::Caps::builder("video/x-raw").field("format", format_to_gst(f).to_str()).build();
     }
     let deep = info.as_ref().is_some_and(|i| i.format_info().depth().first().copied().unwrap_or(8) > 8);
-    let formats: Vec<&str> = nlmdenoise::PixelFormat::ALL
-        .into_iter()
-        .filter(|f| (f.info().bytes_per_sample > 1) == deep)
-        .map(|f| format_to_gst(f).to_str())
-        .map(|s| s.as_str())
-        .collect();
+    let formats: Vec<&str> = nlmdenoise::PixelFormat::ALL.into_iter().filter(|f| (f.info().bytes_per_sample > 1) == deep).map(|f| format_to_gst(f).to_str()).map(|s| s.as_str()).collect();
     gst::Caps::builder("video/x-raw").field("format", gst::List::new(formats)).build()
 }

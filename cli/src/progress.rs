@@ -22,9 +22,7 @@ pub fn set_total(bar: &ProgressBar, total: Option<u64>) {
     match total {
         Some(n) => {
             bar.set_length(n);
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} frames ({per_sec}, eta {eta})").expect("valid template"),
-            );
+            bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} frames ({per_sec}, eta {eta})").expect("valid template"));
         }
         None => bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} frames ({per_sec})").expect("valid template")),
     }

@@ -265,23 +265,14 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             let clean = Y4mReader::new(r).with_context(|| format!("reading the y4m header of '{path}'"))?;
             let ch = clean.header();
             if (ch.width, ch.height, ch.layout) != (header.width, header.height, header.layout) {
-                bail!(
-                    "--psnr-ref '{path}' is {}x{} C{}, the input is {}x{} C{}",
-                    ch.width,
-                    ch.height,
-                    ch.colorspace,
-                    header.width,
-                    header.height,
-                    header.colorspace
-                );
+                bail!("--psnr-ref '{path}' is {}x{} C{}, the input is {}x{} C{}", ch.width, ch.height, ch.colorspace, header.width, header.height, header.colorspace);
             }
             Some(PsnrState { reader: clean, waiting: VecDeque::new(), input: ErrorSums::default(), output: ErrorSums::default(), a: Vec::new(), b: Vec::new() })
         }
     };
 
     let options = cli.backend_options()?;
-    let mut denoiser: Denoiser<Tag> = Denoiser::new(info, params, &options)
-        .with_context(|| format!("starting the {} backend for {}x{} {}", options.kind, info.width, info.height, info.format))?;
+    let mut denoiser: Denoiser<Tag> = Denoiser::new(info, params, &options).with_context(|| format!("starting the {} backend for {}x{} {}", options.kind, info.width, info.height, info.format))?;
     let out_info = denoiser.output_info();
     let out_header = if out_info == info { header.clone() } else { header.resized(out_info.width, out_info.height)? };
     let mut writer = match output {
@@ -383,4 +374,3 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     }
     Ok(())
 }
-

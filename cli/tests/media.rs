@@ -103,12 +103,7 @@ fn strip_y4m(data: &[u8]) -> Vec<u8> {
 
 /// Decodes a file's video to raw I420 frames (ffmpeg: independent of the tool under test).
 fn decode_to_i420(file: &Path) -> Vec<u8> {
-    let out = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(file)
-        .args(["-map", "0:v", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"])
-        .output()
-        .expect("ffmpeg runs");
+    let out = Command::new("ffmpeg").args(["-v", "error", "-i"]).arg(file).args(["-map", "0:v", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]).output().expect("ffmpeg runs");
     assert!(out.status.success(), "ffmpeg -i {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
     out.stdout
 }
@@ -129,11 +124,7 @@ fn psnr_y(a: &[u8], b: &[u8]) -> f64 {
 
 /// Codec names of the streams in a file ("h264,aac"), from ffprobe.
 fn streams(file: &Path) -> String {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-show_entries", "stream=codec_type,codec_name", "-of", "csv=p=0"])
-        .arg(file)
-        .output()
-        .expect("ffprobe runs");
+    let out = Command::new("ffprobe").args(["-v", "error", "-show_entries", "stream=codec_type,codec_name", "-of", "csv=p=0"]).arg(file).output().expect("ffprobe runs");
     assert!(out.status.success(), "ffprobe {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(";")
 }
@@ -209,7 +200,22 @@ fn mkv_and_y4m_outputs() {
 fn scale_upscales_an_encoded_file() {
     let c = clips();
     let out = tmp("upscaled.mp4");
-    let result = run(&[c.noisy_mp4.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--scale", "2", "--temporal-future", "0", "--search-radius", "1", "--patch-radius", "1", "--preset", "ultrafast"]);
+    let result = run(&[
+        c.noisy_mp4.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--scale",
+        "2",
+        "--temporal-future",
+        "0",
+        "--search-radius",
+        "1",
+        "--patch-radius",
+        "1",
+        "--preset",
+        "ultrafast",
+    ]);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     assert!(stderr.contains(&format!("{FRAMES} frames {W}x{H} -> {}x{}", 2 * W, 2 * H)), "{stderr}");

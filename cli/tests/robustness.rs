@@ -37,11 +37,7 @@ fn ffmpeg(args: &[&str]) {
 /// "codec_type,frames,duration" per stream, from ffprobe (counting decoded frames); Err when
 /// ffprobe rejects the file.
 fn probe(file: &Path) -> Result<Vec<(String, u64, f64)>, String> {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-show_entries", "stream=codec_type,nb_read_frames,duration", "-of", "csv=p=0"])
-        .arg(file)
-        .output()
-        .expect("ffprobe runs");
+    let out = Command::new("ffprobe").args(["-v", "error", "-count_frames", "-show_entries", "stream=codec_type,nb_read_frames,duration", "-of", "csv=p=0"]).arg(file).output().expect("ffprobe runs");
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
@@ -71,8 +67,27 @@ fn clips() -> &'static Clips {
     C.get_or_init(|| {
         let (mp4, y4m) = (tmp("clip.mp4"), tmp("clip.y4m"));
         ffmpeg(&[
-            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "4",
-            "-c:v", "libx264", "-g", "25", "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", mp4.to_str().unwrap(),
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=160x120:rate=25",
+            "-f",
+            "lavfi",
+            "-i",
+            "sine=frequency=440:sample_rate=48000",
+            "-t",
+            "4",
+            "-c:v",
+            "libx264",
+            "-g",
+            "25",
+            "-pix_fmt",
+            "yuv420p",
+            "-c:a",
+            "aac",
+            "-movflags",
+            "+faststart",
+            mp4.to_str().unwrap(),
         ]);
         ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "100", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
         Clips { mp4, y4m }
@@ -181,8 +196,25 @@ fn an_interrupt_finishes_a_playable_output_and_a_second_aborts() {
     // A long input: 30 s of 160x120 video with audio.
     let long = tmp("long.mkv");
     ffmpeg(&[
-        "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "30",
-        "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "libopus", long.to_str().unwrap(),
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=25",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=440:sample_rate=48000",
+        "-t",
+        "30",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-pix_fmt",
+        "yuv420p",
+        "-c:a",
+        "libopus",
+        long.to_str().unwrap(),
     ]);
     for (signal, ext) in [("-INT", "mp4"), ("-TERM", "mkv")] {
         let out = tmp(&format!("stopped.{ext}"));

@@ -9,7 +9,6 @@ use std::process::{Command, Stdio};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-
 fn tmp(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("formats-cli");
     std::fs::create_dir_all(&dir).unwrap();
@@ -72,15 +71,8 @@ fn cli_round_trips_every_y4m_colour_space() {
         assert!(status.success(), "{cs}");
         assert!(std::fs::read(&out).unwrap() == input, "C{cs}: vanishing strength must return the input file");
         // Real strength: same header and size, different samples, PSNR lines printed.
-        let result = cli()
-            .args(["--backend", "reference", "--strength", "20", "--search-radius", "2", "--patch-radius", "1", "-i"])
-            .arg(&inp)
-            .arg("-o")
-            .arg(&out)
-            .arg("--psnr-ref")
-            .arg(&inp)
-            .output()
-            .unwrap();
+        let result =
+            cli().args(["--backend", "reference", "--strength", "20", "--search-radius", "2", "--patch-radius", "1", "-i"]).arg(&inp).arg("-o").arg(&out).arg("--psnr-ref").arg(&inp).output().unwrap();
         let stderr = String::from_utf8_lossy(&result.stderr);
         assert!(result.status.success(), "{cs}: {stderr}");
         let denoised = std::fs::read(&out).unwrap();
@@ -195,10 +187,11 @@ fn cli_scale_upscales_y4m() {
         assert!(header.contains(&format!(" W{} ", w * scale)) && header.contains(&format!(" H{} ", h * scale)) && header.contains(&format!("C{cs}")), "{cs}: header {header}");
         let (sw, sh) = (w * scale, h * scale);
         let bytes = if bits > 8 { 2 } else { 1 };
-        let frame = bytes * match cs {
-            "mono" => sw * sh,
-            _ => sw * sh + 2 * sw.div_ceil(2) * sh.div_ceil(2),
-        };
+        let frame = bytes
+            * match cs {
+                "mono" => sw * sh,
+                _ => sw * sh + 2 * sw.div_ceil(2) * sh.div_ceil(2),
+            };
         assert_eq!(out.len(), header.len() + 1 + frames * (6 + frame), "{cs}: {frames} frames of {sw}x{sh}");
         assert!(String::from_utf8_lossy(&r.stderr).contains(&format!("-> {sw}x{sh}")), "{cs}: summary names the output size");
     }

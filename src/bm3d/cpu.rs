@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use rayon::prelude::*;
 
-use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{
+    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS,
+    KAISER_BETA,
+};
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -143,10 +146,14 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
                     }
                 }
             }
-            seeds = next.keys.iter().map(|&q| {
-                let (_, y, x) = key_pos(q);
-                (y, x)
-            }).collect();
+            seeds = next
+                .keys
+                .iter()
+                .map(|&q| {
+                    let (_, y, x) = key_pos(q);
+                    (y, x)
+                })
+                .collect();
             dt += dir;
         }
     }
@@ -376,11 +383,7 @@ impl CpuBm3d {
         dts.iter()
             .map(|&dt| {
                 let slot = &self.ring[slot_of(job, dt)];
-                let planes = if basic {
-                    &slot.basic.as_ref().ok_or_else(|| Error::State("basic estimate missing".into()))?.1
-                } else {
-                    &slot.noisy
-                };
+                let planes = if basic { &slot.basic.as_ref().ok_or_else(|| Error::State("basic estimate missing".into()))?.1 } else { &slot.noisy };
                 let imgs = g.planes.iter().map(|&p| planes[p].as_ref().ok_or_else(|| Error::State(format!("ring slot holds no plane {p}")))).collect::<Result<Vec<_>>>()?;
                 Ok((dt, imgs))
             })

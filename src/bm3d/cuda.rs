@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaFunction};
 
-use super::{basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{
+    basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
+};
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
@@ -200,7 +202,12 @@ impl CudaBm3d {
         for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
             let smem = v.smem_bytes(wiener);
             if smem > self.device.max_shared {
-                return Err(Error::Unsupported(format!("bm3d groups of {} need {smem} bytes of shared memory per block; {} has {}", if wiener { v.nmax_wiener } else { v.nmax_hard }, self.device.name, self.device.max_shared)));
+                return Err(Error::Unsupported(format!(
+                    "bm3d groups of {} need {smem} bytes of shared memory per block; {} has {}",
+                    if wiener { v.nmax_wiener } else { v.nmax_hard },
+                    self.device.name,
+                    self.device.max_shared
+                )));
             }
             // SAFETY: f is a live function of a loaded module.
             unsafe { result::function::set_function_attribute(f.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }

@@ -139,15 +139,7 @@ impl Bm3dPlan {
         }
         let processed: Vec<usize> = groups.iter().flat_map(|g| g.planes.iter().copied()).collect();
         let passthrough = (0..planes.len()).filter(|i| !processed.contains(i)).collect();
-        Ok(Bm3dPlan {
-            settings,
-            groups,
-            passthrough,
-            past: params.temporal_past,
-            future: params.temporal_future,
-            scale_to_8bit: geometry.scale_to_8bit() as f32,
-            max_value: geometry.max_value(),
-        })
+        Ok(Bm3dPlan { settings, groups, passthrough, past: params.temporal_past, future: params.temporal_future, scale_to_8bit: geometry.scale_to_8bit() as f32, max_value: geometry.max_value() })
     }
 
     pub fn output_planes(&self) -> Vec<usize> {

@@ -1,7 +1,9 @@
 //! The BM3D reference: the definition of [`crate::bm3d`] written plainly, in f64, one reference
 //! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
 
-use super::{basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{
+    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA,
+};
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
 use crate::plan::Plan;

@@ -107,9 +107,7 @@ pub fn host_threads_per_worker(workers: usize) -> usize {
 /// Number of CUDA devices (never panics: the driver is probed first).
 pub fn cuda_device_count() -> std::result::Result<usize, String> {
     cuda::loader::ensure_driver()?;
-    cuda::loader::guarded("CUDA driver", || {
-        cudarc::driver::CudaContext::device_count().map(|n| n.max(0) as usize).map_err(|e| format!("no usable CUDA driver: {e}"))
-    })
+    cuda::loader::guarded("CUDA driver", || cudarc::driver::CudaContext::device_count().map(|n| n.max(0) as usize).map_err(|e| format!("no usable CUDA driver: {e}")))
 }
 
 /// Where the time goes, in nanoseconds summed over the run (benchmarks read it).
@@ -197,9 +195,18 @@ struct ChunkMsg {
 
 enum ToWorker {
     /// Free memory, bytes per frame and bytes this worker holds now.
-    Query { geometry: Geometry, plan: Plan },
+    Query {
+        geometry: Geometry,
+        plan: Plan,
+    },
     /// `fresh`: create a new backend first (the pools' frames are about to be replaced).
-    Configure { geometry: Geometry, plan: Plan, slots: usize, depth: usize, fresh: bool },
+    Configure {
+        geometry: Geometry,
+        plan: Plan,
+        slots: usize,
+        depth: usize,
+        fresh: bool,
+    },
     Chunk(ChunkMsg),
     /// Finish every chunk in flight (the caller is about to wait for them).
     Flush,
@@ -349,9 +356,7 @@ impl ChunkedBackend {
             base.threads = host_threads_per_worker(ordinals.len());
         }
         let ords = ordinals.clone();
-        let factory: BackendFactory = Arc::new(move |worker, depth| {
-            create_single(&BackendOptions { device_id: ords[worker], pipeline_depth: base.pipeline_depth.max(depth), ..base.clone() })
-        });
+        let factory: BackendFactory = Arc::new(move |worker, depth| create_single(&BackendOptions { device_id: ords[worker], pipeline_depth: base.pipeline_depth.max(depth), ..base.clone() }));
         Self::with_factory(options.chunk_frames, &ordinals, factory)
     }
 
@@ -375,10 +380,8 @@ impl ChunkedBackend {
             let (wtx, rx) = unbounded();
             let st = stats.clone();
             let f = factory.clone();
-            let join = std::thread::Builder::new()
-                .name(format!("nlm-chunk-{i}"))
-                .spawn(move || worker_main(i, f, wrx, wtx, st))
-                .map_err(|e| Error::Backend(format!("starting a chunk worker: {e}")))?;
+            let join =
+                std::thread::Builder::new().name(format!("nlm-chunk-{i}")).spawn(move || worker_main(i, f, wrx, wtx, st)).map_err(|e| Error::Backend(format!("starting a chunk worker: {e}")))?;
             let mut w = WorkerHandle { ordinal, tx: Some(tx), rx, join: Some(join), description: String::new() };
             let init = w.recv();
             match init {
@@ -859,19 +862,7 @@ fn worker_main(index: usize, factory: BackendFactory, rx: Receiver<ToWorker>, tx
         }
     };
     let _ = tx.send(FromWorker::Init(Ok(backend.describe())));
-    let mut w = Worker {
-        index,
-        created_depth: 0,
-        factory,
-        backend,
-        tx,
-        stats,
-        slots: Vec::new(),
-        resident: HashMap::new(),
-        bytes_per_frame: 0,
-        inflight: VecDeque::new(),
-        dirty: true,
-    };
+    let mut w = Worker { index, created_depth: 0, factory, backend, tx, stats, slots: Vec::new(), resident: HashMap::new(), bytes_per_frame: 0, inflight: VecDeque::new(), dirty: true };
     // Finish jobs whenever there is nothing else to do, one at a time, so that a chunk that
     // arrives meanwhile is uploaded and launched (the device computes it) while the older one is
     // still being copied out. At most two chunks are in flight (the ring holds two).
@@ -911,10 +902,9 @@ impl Worker {
         let panicked = move || Error::Backend(format!("chunk worker {index} panicked"));
         match msg {
             ToWorker::Query { geometry, plan } => {
-                let r = catch_unwind(AssertUnwindSafe(|| {
-                    self.backend.device_memory().map(|m| (m, self.backend.device_bytes_per_frame(&geometry, &plan), self.slots.len() as u64 * self.bytes_per_frame))
-                }))
-                .map_err(|_| panicked());
+                let r =
+                    catch_unwind(AssertUnwindSafe(|| self.backend.device_memory().map(|m| (m, self.backend.device_bytes_per_frame(&geometry, &plan), self.slots.len() as u64 * self.bytes_per_frame))))
+                        .map_err(|_| panicked());
                 let _ = self.tx.send(FromWorker::Memory(r));
             }
             ToWorker::Configure { geometry, plan, slots, depth, fresh } => {
@@ -1127,4 +1117,3 @@ impl Worker {
         self.dirty = true;
     }
 }
-

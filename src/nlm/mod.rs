@@ -48,15 +48,6 @@ pub struct NlmTuning {
 
 impl Default for NlmTuning {
     fn default() -> Self {
-        NlmTuning {
-            cuda_tile: None,
-            merge_planes: true,
-            fused_streams: 2,
-            exact_ties: true,
-            cpu_tile: (32, 256),
-            cpu_simd: true,
-            cpu_pair_offsets: true,
-            cpu_stats: false,
-        }
+        NlmTuning { cuda_tile: None, merge_planes: true, fused_streams: 2, exact_ties: true, cpu_tile: (32, 256), cpu_simd: true, cpu_pair_offsets: true, cpu_stats: false }
     }
 }

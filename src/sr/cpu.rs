@@ -59,10 +59,12 @@ pub struct CpuSr {
 
 impl CpuSr {
     fn initial_estimate(lr: &Padded, w: usize, h: usize, s: usize, pool: &rayon::ThreadPool) -> Plane32 {
-        let taps: Vec<(isize, [f32; 4])> = (0..s.max(w).max(h)).map(|x| {
-            let (i, f) = cubic_position(x, s);
-            (i, cubic_taps(f).map(|t| t as f32))
-        }).collect();
+        let taps: Vec<(isize, [f32; 4])> = (0..s.max(w).max(h))
+            .map(|x| {
+                let (i, f) = cubic_position(x, s);
+                (i, cubic_taps(f).map(|t| t as f32))
+            })
+            .collect();
         let mut data = vec![0.0f32; w * h];
         pool.install(|| {
             data.par_chunks_mut(w).enumerate().for_each(|(y, row)| {

@@ -144,7 +144,18 @@ pub struct CudaSr {
 
 impl CudaSr {
     pub fn new(device: &DeviceInfo) -> Result<Self> {
-        Ok(CudaSr { device: device.clone(), kernels: HashMap::new(), variant: None, layout: None, out_layout: None, buffers: Vec::new(), residual: None, lr_copy: None, lr_denoised: None, shared_limit: 0 })
+        Ok(CudaSr {
+            device: device.clone(),
+            kernels: HashMap::new(),
+            variant: None,
+            layout: None,
+            out_layout: None,
+            buffers: Vec::new(),
+            residual: None,
+            lr_copy: None,
+            lr_denoised: None,
+            shared_limit: 0,
+        })
     }
 
     fn kernels(&mut self, v: SrVariant) -> Result<Kernels> {
@@ -173,7 +184,10 @@ impl CudaAlgorithm for CudaSr {
         // The fusion at the plan's factor and, for step 0, at factor 1.
         let smem = fuse_shared_bytes(plan.scale, plan.search_radius, plan.patch_radius).max(fuse_shared_bytes(1, plan.search_radius, plan.patch_radius));
         if smem > device.max_shared {
-            return Err(Error::Unsupported(format!("super-resolution tiles of scale {} with search radius {} and patch radius {} need {smem} bytes of shared memory per block; {} has {}", plan.scale, plan.search_radius, plan.patch_radius, device.name, device.max_shared)));
+            return Err(Error::Unsupported(format!(
+                "super-resolution tiles of scale {} with search radius {} and patch radius {} need {smem} bytes of shared memory per block; {} has {}",
+                plan.scale, plan.search_radius, plan.patch_radius, device.name, device.max_shared
+            )));
         }
         // SAFETY: a live function of a loaded module.
         unsafe { result::function::set_function_attribute(k.fuse.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }

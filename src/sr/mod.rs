@@ -170,12 +170,7 @@ pub fn novelty_gate(best_target: f64, best_other: f64) -> f64 {
 /// second one: taps for offsets -1, 0, 1, 2.
 pub fn cubic_taps(f: f64) -> [f64; 4] {
     let (f2, f3) = (f * f, f * f * f);
-    [
-        0.5 * (-f3 + 2.0 * f2 - f),
-        0.5 * (3.0 * f3 - 5.0 * f2 + 2.0),
-        0.5 * (-3.0 * f3 + 4.0 * f2 + f),
-        0.5 * (f3 - f2),
-    ]
+    [0.5 * (-f3 + 2.0 * f2 - f), 0.5 * (3.0 * f3 - 5.0 * f2 + 2.0), 0.5 * (-3.0 * f3 + 4.0 * f2 + f), 0.5 * (f3 - f2)]
 }
 
 /// Where high-resolution sample `x` samples the low-resolution plane: the index of the second of

@@ -128,4 +128,3 @@ pub fn agree(what: &str, clip: &Clip, reference: &[OwnedFrame], other: &[OwnedFr
     assert!(moved <= (total / 10).max(16), "{what}: {moved} of {total} samples moved by more than half a code value");
     assert!((pr - po).abs() <= 0.04, "{what}: PSNR {po:.3} against the reference's {pr:.3} dB");
 }
-

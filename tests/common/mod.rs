@@ -20,9 +20,7 @@ use rand::Rng;
 /// The seed of this test: `NLM_TEST_SEED` when set, else the clock. Printed (stderr) so that a
 /// failure can be rerun with `NLM_TEST_SEED=<seed>`.
 pub fn seed() -> u64 {
-    let s = std::env::var("NLM_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    });
+    let s = std::env::var("NLM_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
     eprintln!("NLM_TEST_SEED={s}");
     s
 }

@@ -3,8 +3,8 @@
 
 use super::clips::{clean_frame, write};
 use super::samples;
-use nlmdenoise::PixelFormat as Format;
 use nlmdenoise::params::SrParams;
+use nlmdenoise::PixelFormat as Format;
 use nlmdenoise::{Algorithm, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 /// Pushes every input through `d` (tagged with its index), popping into output frames of the

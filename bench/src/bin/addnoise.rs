@@ -53,16 +53,10 @@ fn run(cli: &Cli) -> Result<()> {
     if !(cli.sigma.is_finite() && cli.sigma >= 0.0) {
         bail!("sigma must be a finite number >= 0, got {}", cli.sigma);
     }
-    let input: Box<dyn BufRead> = if cli.input == "-" {
-        Box::new(BufReader::new(io::stdin().lock()))
-    } else {
-        Box::new(BufReader::new(File::open(&cli.input).with_context(|| format!("cannot open '{}'", cli.input))?))
-    };
-    let output: Box<dyn Write> = if cli.output == "-" {
-        Box::new(BufWriter::new(io::stdout().lock()))
-    } else {
-        Box::new(BufWriter::new(File::create(&cli.output).with_context(|| format!("cannot create '{}'", cli.output))?))
-    };
+    let input: Box<dyn BufRead> =
+        if cli.input == "-" { Box::new(BufReader::new(io::stdin().lock())) } else { Box::new(BufReader::new(File::open(&cli.input).with_context(|| format!("cannot open '{}'", cli.input))?)) };
+    let output: Box<dyn Write> =
+        if cli.output == "-" { Box::new(BufWriter::new(io::stdout().lock())) } else { Box::new(BufWriter::new(File::create(&cli.output).with_context(|| format!("cannot create '{}'", cli.output))?)) };
     let mut reader = Y4mReader::new(input).context("reading the y4m header")?;
     let header = reader.header().clone();
     let layout = header.layout;

@@ -9,7 +9,6 @@
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
 //! moving pattern (bench_frames), 8 distinct frames cycled, after 8 warm-up frames.
 
-
 use clap::Parser;
 use nlmdenoise::device::BackendOptions;
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Params, PixelFormat, VideoInfo};

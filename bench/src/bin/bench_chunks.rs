@@ -146,10 +146,7 @@ fn configs(args: &Args) -> Vec<Config> {
         Some("offline") => all.into_iter().skip(1).collect(),
         Some("bm3d") => vec![Config { name: "BM3D normal spatial", params: bm3d }],
         Some("bm3d-offline") => vec![Config { name: "V-BM3D normal p1 f1", params: Params { temporal_past: 1, temporal_future: 1, ..bm3d } }],
-        Some("sr") => vec![Config {
-            name: "SR x2 p2 f2",
-            params: Params { temporal_past: 2, temporal_future: 2, ..Params::upscaling(2) },
-        }],
+        Some("sr") => vec![Config { name: "SR x2 p2 f2", params: Params { temporal_past: 2, temporal_future: 2, ..Params::upscaling(2) } }],
         _ => all,
     }
 }
@@ -426,7 +423,22 @@ fn devices_table(args: &Args) {
                     let b = *base.get_or_insert(r.fps);
                     println!(
                         "| {} | {label} | {:.1} | {:.2}x | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} (+{}) |",
-                        c.name, r.fps, r.fps / b, r.latency, r.push_ms, r.copy_ms, r.wait_ms, r.copy_out_ms, r.pop_ms, r.upload_ms, r.launch_ms, r.finish_ms, r.write_ms, r.idle_ms, r.pool_frames, r.pool_growth
+                        c.name,
+                        r.fps,
+                        r.fps / b,
+                        r.latency,
+                        r.push_ms,
+                        r.copy_ms,
+                        r.wait_ms,
+                        r.copy_out_ms,
+                        r.pop_ms,
+                        r.upload_ms,
+                        r.launch_ms,
+                        r.finish_ms,
+                        r.write_ms,
+                        r.idle_ms,
+                        r.pool_frames,
+                        r.pool_growth
                     );
                 }
                 Err(e) => println!("| {} | {label} | error: {e} | | | | | | | | | | | | | |", c.name),
@@ -465,7 +477,13 @@ fn long_run(args: &Args) {
         std::thread::spawn(move || {
             let probes: Vec<Option<Box<dyn Backend>>> = devs
                 .iter()
-                .map(|&d| if k == BackendKind::Cpu || k == BackendKind::Reference { None } else { backend::create_single(&BackendOptions { kind: BackendKind::Cuda, device_id: d, ..Default::default() }).ok() })
+                .map(|&d| {
+                    if k == BackendKind::Cpu || k == BackendKind::Reference {
+                        None
+                    } else {
+                        backend::create_single(&BackendOptions { kind: BackendKind::Cuda, device_id: d, ..Default::default() }).ok()
+                    }
+                })
                 .collect();
             let mut base = vec![u64::MAX; devs.len()];
             while !stop.load(Ordering::Relaxed) {

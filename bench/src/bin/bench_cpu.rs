@@ -17,8 +17,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use nlmdenoise_bench::gaussian::SplitMix64;
 use nlmdenoise::{BackendKind, BackendOptions, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo, Weighting};
+use nlmdenoise_bench::gaussian::SplitMix64;
 
 #[derive(Debug, Parser)]
 #[command(name = "bench_cpu", about = "Engine-only timing and quality helpers for raw I420 clips")]
@@ -135,23 +135,7 @@ fn main() -> Result<()> {
             }
             fs::write(&output, &data).with_context(|| format!("writing {output}"))?;
         }
-        Cmd::Run {
-            input,
-            output,
-            width,
-            height,
-            search_radius,
-            patch_radius,
-            strength,
-            chroma_strength,
-            temporal_past,
-            wref,
-            weighting,
-            backend,
-            threads,
-            repeat,
-            frames,
-        } => {
+        Cmd::Run { input, output, width, height, search_radius, patch_radius, strength, chroma_strength, temporal_past, wref, weighting, backend, threads, repeat, frames } => {
             let data = read_clip(&input, width, height)?;
             let (_, fb) = frame_bytes(width, height);
             let info = VideoInfo::new(PixelFormat::I420, width, height)?;

@@ -180,12 +180,14 @@ fn selected_configs(args: &Args) -> Result<Vec<Config>, String> {
 /// independent chroma).
 fn weight_positions(geometry: &Geometry, plan: &Plan) -> usize {
     let Ok(plan) = plan.nlm("weight_positions") else { return 0 };
-    plan.groups.iter().map(|g| {
-        let p = geometry.planes[g.outputs[0]];
-        p.width * p.height
-    }).sum()
+    plan.groups
+        .iter()
+        .map(|g| {
+            let p = geometry.planes[g.outputs[0]];
+            p.width * p.height
+        })
+        .sum()
 }
-
 
 /// Floating-point operations per (output sample, search offset, frame) of the algorithm as the
 /// fused kernel computes it, for `guides` guide and `outputs` output planes: squared difference
@@ -447,12 +449,7 @@ fn main() {
                         label.push_str(", ties in f32");
                     }
                     eprintln!("{} kernel tile {label}: {ms:.4} ms ({desc})", c.name);
-                    rows.push(format!(
-                        "| {} | kernel only, tile {label} | {ms:.3} | {fps:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |",
-                        c.name,
-                        ops / 1e9,
-                        100.0 * at_peak_ms / ms
-                    ));
+                    rows.push(format!("| {} | kernel only, tile {label} | {ms:.3} | {fps:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |", c.name, ops / 1e9, 100.0 * at_peak_ms / ms));
                 }
                 Err(e) => rows.push(format!("| {} | kernel only, tile {tile:?} | error: {e} | | | | |", c.name)),
             }
@@ -461,7 +458,13 @@ fn main() {
             match kernel_ms_with(info, &c.params, args.iters, None, true, true) {
                 Ok((ms, _)) => {
                     let at_peak_ms = ops / peak * 1e3;
-                    rows.push(format!("| {} | kernel only, 8 jobs per launch (launch_batch) | {ms:.3} | {:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |", c.name, 1e3 / ms, ops / 1e9, 100.0 * at_peak_ms / ms));
+                    rows.push(format!(
+                        "| {} | kernel only, 8 jobs per launch (launch_batch) | {ms:.3} | {:.0} | {:.2} | {at_peak_ms:.3} | {:.1}% |",
+                        c.name,
+                        1e3 / ms,
+                        ops / 1e9,
+                        100.0 * at_peak_ms / ms
+                    ));
                 }
                 Err(e) => rows.push(format!("| {} | kernel only, batched | error: {e} | | | | |", c.name)),
             }

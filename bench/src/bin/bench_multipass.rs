@@ -16,10 +16,10 @@ use nlmdenoise_bench::bench_frames::uploaded_jobs;
 
 use clap::Parser;
 use cudarc::driver::result;
-use nlmdenoise::nlm::cuda::multipass;
 use nlmdenoise::device::cuda::raw::{DeviceBuffer, Event, Stream};
 use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::{BackendKind, BackendOptions, GpuKernel, Intermediate};
+use nlmdenoise::nlm::cuda::multipass;
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::Geometry;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
@@ -61,12 +61,10 @@ fn configs(quick: bool) -> Vec<Config> {
     v
 }
 
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
-
 
 fn multipass_ms(c: &Config, per_pass: u32, inter: Intermediate, iters: usize) -> nlmdenoise::Result<f64> {
     let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Multipass, offsets_per_pass: per_pass, intermediate: inter, ..Default::default() };
@@ -224,10 +222,8 @@ fn error_table() {
     println!("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
     let info = VideoInfo::new(PixelFormat::I420, 1280, 720).unwrap();
     let base = Params::default();
-    let cfgs = [
-        ("R-live", Params { search_radius: 3, patch_radius: 2, temporal_past: 2, ..base }),
-        ("R-knlm", Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base }),
-    ];
+    let cfgs =
+        [("R-live", Params { search_radius: 3, patch_radius: 2, temporal_past: 2, ..base }), ("R-knlm", Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base })];
     for sigma in [10.0, 20.0] {
         let frames: Vec<(OwnedFrame, OwnedFrame)> = (0..6).map(|n| scene(info, n, sigma, 42)).collect();
         let noisy: Vec<OwnedFrame> = frames.iter().map(|f| f.1.clone()).collect();

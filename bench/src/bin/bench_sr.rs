@@ -11,7 +11,6 @@
 //! I420 frames of a moving pattern (bench_frames), 8 distinct frames cycled after 8 warm-up frames.
 //! The upscaler's defaults otherwise (`Params::upscaling`: patch radius 3, search radius 2, deblur 2).
 
-
 use clap::Parser;
 use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::BackendOptions;
@@ -89,7 +88,9 @@ fn main() {
                     eprintln!("bench_sr: unknown window {win}");
                     continue;
                 };
-                for (iterations, (patch_radius, search_radius)) in args.iterations.split(',').filter_map(|s| s.parse::<u32>().ok()).flat_map(|i| args.radii.split(',').filter_map(radii).map(move |r| (i, r))) {
+                for (iterations, (patch_radius, search_radius)) in
+                    args.iterations.split(',').filter_map(|s| s.parse::<u32>().ok()).flat_map(|i| args.radii.split(',').filter_map(radii).map(move |r| (i, r)))
+                {
                     let up = Params::upscaling(scale);
                     let params = Params { temporal_past: past, temporal_future: future, patch_radius, search_radius, sr: SrParams { iterations, ..up.sr }, ..up }.with_noise_sigma(0.0);
                     let kernel = if kind == BackendKind::Cuda { kernel_ms(info, &params).map(Some) } else { Ok(None) };

@@ -33,12 +33,7 @@ fn frame(format: &str, width: usize, height: usize, seed: usize) -> Vec<u8> {
 }
 
 fn caps(format: &str, width: usize, height: usize) -> gst::Caps {
-    gst::Caps::builder("video/x-raw")
-        .field("format", format)
-        .field("width", width as i32)
-        .field("height", height as i32)
-        .field("framerate", gst::Fraction::new(30, 1))
-        .build()
+    gst::Caps::builder("video/x-raw").field("format", format).field("width", width as i32).field("height", height as i32).field("framerate", gst::Fraction::new(30, 1)).build()
 }
 
 /// "K:WxH" -> (K, W, H); "K:S" -> (K, S).
@@ -49,9 +44,7 @@ fn parse_at(v: &str) -> anyhow::Result<(usize, String)> {
 
 /// The number in "... N frame(s) in flight lost ..." of an element message's debug text.
 fn lost_in(text: &str) -> usize {
-    text.find(" frame(s) in flight lost")
-        .and_then(|end| text[..end].rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
+    text.find(" frame(s) in flight lost").and_then(|end| text[..end].rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok())).unwrap_or(0)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -190,11 +183,10 @@ fn main() -> anyhow::Result<()> {
     let in_order = out.windows(2).all(|w| w[0] < w[1]);
     let received = received.load(std::sync::atomic::Ordering::SeqCst);
     let accounted = if out.len() + lost == received { "yes" } else { "NO" };
-    let checksum = { use std::hash::Hasher; checksum.lock().unwrap().finish() };
-    println!(
-        "frames in {pushed} received {received} out {} lost-reported {lost} accounted {accounted} in-order {} end {end} checksum {checksum:016x}",
-        out.len(),
-        if in_order { "yes" } else { "no" }
-    );
+    let checksum = {
+        use std::hash::Hasher;
+        checksum.lock().unwrap().finish()
+    };
+    println!("frames in {pushed} received {received} out {} lost-reported {lost} accounted {accounted} in-order {} end {end} checksum {checksum:016x}", out.len(), if in_order { "yes" } else { "no" });
     std::process::exit(if end == "eos" { 0 } else { 1 });
 }

@@ -36,12 +36,7 @@ fn run_from(format: &str, width: usize, height: usize, frames: usize, element: O
     let desc = format!("appsrc name=src format=time block=true max-bytes=200000000 ! {middle}fakesink name=sink sync=false");
     let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
-    let caps = gst::Caps::builder("video/x-raw")
-        .field("format", format)
-        .field("width", width as i32)
-        .field("height", height as i32)
-        .field("framerate", gst::Fraction::new(60, 1))
-        .build();
+    let caps = gst::Caps::builder("video/x-raw").field("format", format).field("width", width as i32).field("height", height as i32).field("framerate", gst::Fraction::new(60, 1)).build();
     src.set_caps(Some(&caps));
     let size = gst_video::VideoInfo::from_caps(&caps)?.size();
     let templates: Vec<gst::Buffer> = (0..DISTINCT_FRAMES).map(|i| gst::Buffer::from_mut_slice(noisy_i420(width, size, i as u32))).collect();

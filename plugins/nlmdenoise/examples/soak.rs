@@ -13,10 +13,7 @@ use gst::prelude::*;
 const EVERY: usize = 10_000;
 
 fn status_field(name: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
-        .unwrap_or(0)
+    std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())).unwrap_or(0)
 }
 
 fn fds() -> u64 {
@@ -33,13 +30,7 @@ struct Sample {
 }
 
 fn sample(frames: usize) -> Sample {
-    Sample {
-        frames,
-        rss_kib: status_field("VmRSS:"),
-        fds: fds(),
-        threads: status_field("Threads:"),
-        device_mib: nlmdenoise::device::cuda::device_memory_in_use(0).map(|b| b >> 20),
-    }
+    Sample { frames, rss_kib: status_field("VmRSS:"), fds: fds(), threads: status_field("Threads:"), device_mib: nlmdenoise::device::cuda::device_memory_in_use(0).map(|b| b >> 20) }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -90,15 +81,7 @@ fn main() -> anyhow::Result<()> {
         }
         if (i + 1) % EVERY == 0 {
             let s = sample(i + 1);
-            println!(
-                "| {} | {:.1} | {:.1} | {} | {} | {} |",
-                s.frames,
-                start.elapsed().as_secs_f64(),
-                s.rss_kib as f64 / 1024.0,
-                s.fds,
-                s.threads,
-                s.device_mib.map_or("-".into(), |m| m.to_string())
-            );
+            println!("| {} | {:.1} | {:.1} | {} | {} | {} |", s.frames, start.elapsed().as_secs_f64(), s.rss_kib as f64 / 1024.0, s.fds, s.threads, s.device_mib.map_or("-".into(), |m| m.to_string()));
             samples.push(s);
         }
         if let Some(msg) = bus.pop_filtered(&[gst::MessageType::Error]) {

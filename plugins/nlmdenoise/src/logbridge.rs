@@ -19,7 +19,6 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 
-
 fn gst_level(level: &Level) -> gst::DebugLevel {
     match *level {
         Level::ERROR => gst::DebugLevel::Error,
@@ -100,14 +99,7 @@ impl Subscriber for GstLogSubscriber {
         let function = meta.module_path().unwrap_or(meta.target());
         let line = meta.line().unwrap_or(0);
         let element = self.element.upgrade();
-        self.category.log(
-            element.as_ref(),
-            level,
-            file.as_gstr(),
-            function,
-            line,
-            format_args!("{}{}", visitor.message, visitor.fields),
-        );
+        self.category.log(element.as_ref(), level, file.as_gstr(), function, line, format_args!("{}{}", visitor.message, visitor.fields));
     }
 
     fn enter(&self, _span: &Id) {}

@@ -31,8 +31,6 @@ use crate::lending::{self, PlanarPool, PlaneOrder, PlaneStore, PoolSetup};
 use crate::logbridge::{with_engine_logs, GstLogSubscriber};
 use crate::nlmdenoise::gst_to_format;
 
-
-
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -62,7 +60,16 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         // Neither sigma nor a strength set: the noise level is estimated (sigma = auto).
-        Settings { params: Params { sigma_auto: true, ..Params::default() }, options: BackendOptions::default(), generation: 0, strength_set: false, bad_device_id: None, estimate: true, base_strength: Params::default().strength, zero_copy: true }
+        Settings {
+            params: Params { sigma_auto: true, ..Params::default() },
+            options: BackendOptions::default(),
+            generation: 0,
+            strength_set: false,
+            bad_device_id: None,
+            estimate: true,
+            base_strength: Params::default().strength,
+            zero_copy: true,
+        }
     }
 }
 
@@ -96,14 +103,7 @@ pub struct FrameMeta {
 
 impl FrameMeta {
     fn of(buf: &gst::BufferRef) -> Self {
-        FrameMeta {
-            pts: buf.pts(),
-            dts: buf.dts(),
-            duration: buf.duration(),
-            offset: buf.offset(),
-            offset_end: buf.offset_end(),
-            flags: buf.flags() - gst::BufferFlags::TAG_MEMORY,
-        }
+        FrameMeta { pts: buf.pts(), dts: buf.dts(), duration: buf.duration(), offset: buf.offset(), offset_end: buf.offset_end(), flags: buf.flags() - gst::BufferFlags::TAG_MEMORY }
     }
 
     fn apply(&self, buf: &mut gst::BufferRef) {
@@ -699,7 +699,6 @@ impl Core {
     }
 }
 
-
 /// The `zero-copy` property of every element of the plugin (`Settings::zero_copy`).
 /// The `chunk-frames` property of both elements.
 pub fn chunk_frames_property() -> glib::ParamSpec {
@@ -848,8 +847,7 @@ impl Core {
         );
         let delayed = denoiser.latency_frames() > 0;
         let mut guard = lock(&self.state);
-        let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu())
-            .then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
+        let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu()).then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
         let lending = settings.zero_copy.then(|| Lending::new(&denoiser, &info, &out_info));
         *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending });
         drop(guard);

@@ -237,13 +237,7 @@ fn eos_drains_every_held_frame_with_its_own_metadata() {
     let format = PixelFormat::NV12;
     let caps = caps(format, 12, 8, (25, 1));
     let info = video_info(&caps);
-    let flags = [
-        gst::BufferFlags::DISCONT,
-        gst::BufferFlags::DELTA_UNIT,
-        gst::BufferFlags::DELTA_UNIT | gst::BufferFlags::MARKER,
-        gst::BufferFlags::DROPPABLE,
-        gst::BufferFlags::DELTA_UNIT,
-    ];
+    let flags = [gst::BufferFlags::DISCONT, gst::BufferFlags::DELTA_UNIT, gst::BufferFlags::DELTA_UNIT | gst::BufferFlags::MARKER, gst::BufferFlags::DROPPABLE, gst::BufferFlags::DELTA_UNIT];
     let frames: Vec<gst::Buffer> = flags.iter().enumerate().map(|(i, f)| with_meta(make_buffer(&info, format, 50 + i as u64), i as u64, *f)).collect();
     let mut h = harness(&params);
     h.set_src_caps(caps);

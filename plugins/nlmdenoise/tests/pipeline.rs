@@ -25,9 +25,7 @@ fn run_to_eos(description: &str) -> Vec<Option<gst::ClockTime>> {
     });
     pipeline.set_state(gst::State::Playing).unwrap();
     let bus = pipeline.bus().unwrap();
-    let msg = bus
-        .timed_pop_filtered(gst::ClockTime::from_seconds(120), &[gst::MessageType::Eos, gst::MessageType::Error])
-        .expect("pipeline finished in time");
+    let msg = bus.timed_pop_filtered(gst::ClockTime::from_seconds(120), &[gst::MessageType::Eos, gst::MessageType::Error]).expect("pipeline finished in time");
     pipeline.set_state(gst::State::Null).unwrap();
     if let gst::MessageView::Error(e) = msg.view() {
         panic!("pipeline error: {} ({:?})", e.error(), e.debug());

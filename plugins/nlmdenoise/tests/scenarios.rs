@@ -15,10 +15,7 @@ use gst::prelude::*;
 
 /// Resident memory of this process, KiB.
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
-        .unwrap_or(0)
+    std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())).unwrap_or(0)
 }
 
 fn launch(description: &str) -> gst::Pipeline {
@@ -48,9 +45,7 @@ fn record(pad: &gst::Pad) -> Arc<Mutex<Segments>> {
 /// Waits for EOS; panics on an error or after `timeout` (a deadlock).
 fn wait_eos(pipeline: &gst::Pipeline, timeout: Duration) {
     let bus = pipeline.bus().unwrap();
-    let msg = bus
-        .timed_pop_filtered(gst::ClockTime::from_nseconds(timeout.as_nanos() as u64), &[gst::MessageType::Eos, gst::MessageType::Error])
-        .expect("EOS in time (no deadlock)");
+    let msg = bus.timed_pop_filtered(gst::ClockTime::from_nseconds(timeout.as_nanos() as u64), &[gst::MessageType::Eos, gst::MessageType::Error]).expect("EOS in time (no deadlock)");
     if let gst::MessageView::Error(e) = msg.view() {
         panic!("pipeline error: {} ({:?})", e.error(), e.debug());
     }
@@ -72,18 +67,12 @@ fn check_segments(input: &Segments, output: &Segments, held: usize) {
 fn seek_storm_with_future_frames() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let file = dir.join("seek-storm.avi");
-    let make = launch(&format!(
-        "videotestsrc num-buffers=300 pattern=ball ! video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! avimux ! filesink location={}",
-        file.display()
-    ));
+    let make = launch(&format!("videotestsrc num-buffers=300 pattern=ball ! video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! avimux ! filesink location={}", file.display()));
     make.set_state(gst::State::Playing).unwrap();
     wait_eos(&make, Duration::from_secs(60));
     make.set_state(gst::State::Null).unwrap();
 
-    let p = launch(&format!(
-        "filesrc location={} ! avidemux ! nlmdenoise name=d backend=cpu temporal-past=2 temporal-future=2 search-radius=2 patch-radius=1 ! fakesink sync=false",
-        file.display()
-    ));
+    let p = launch(&format!("filesrc location={} ! avidemux ! nlmdenoise name=d backend=cpu temporal-past=2 temporal-future=2 search-radius=2 patch-radius=1 ! fakesink sync=false", file.display()));
     let d = p.by_name("d").unwrap();
     let (input, output) = (record(&d.static_pad("sink").unwrap()), record(&d.static_pad("src").unwrap()));
     p.set_state(gst::State::Paused).unwrap();

@@ -36,10 +36,14 @@ use crate::planar::PlanarFrame;
 pub type HostRange = (usize, usize);
 
 pub fn frame_ranges(frame: &PlanarFrame) -> Vec<HostRange> {
-    frame.planes.iter().map(|p| {
-        let b = p.samples.as_bytes();
-        (b.as_ptr() as usize, b.len())
-    }).collect()
+    frame
+        .planes
+        .iter()
+        .map(|p| {
+            let b = p.samples.as_bytes();
+            (b.as_ptr() as usize, b.len())
+        })
+        .collect()
 }
 
 /// Process-wide page-locked ranges and how many backends hold each.

@@ -38,8 +38,8 @@ use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::Job;
 
-pub use layout::FrameLayout;
 use hostio::{frame_ranges, HostRange, HostRegistry};
+pub use layout::FrameLayout;
 use output::OutputFrame;
 use raw::{Event, Stream};
 use ring::DeviceRing;
@@ -107,9 +107,7 @@ impl DeviceInfo {
         loader::guarded("CUDA driver", || {
             let name = ctx.name().map_err(|e| e.to_string())?;
             let compute_capability = ctx.compute_capability().map_err(|e| e.to_string())?;
-            let max_shared = ctx
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-                .map_err(|e| e.to_string())? as usize;
+            let max_shared = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).map_err(|e| e.to_string())? as usize;
             let shared_per_sm = module::shared_per_sm(&ctx)?;
             Ok(DeviceInfo { ctx: ctx.clone(), name, compute_capability, max_shared, shared_per_sm })
         })

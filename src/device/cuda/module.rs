@@ -43,9 +43,7 @@ pub fn defines<V: std::fmt::Display>(pairs: &[(&str, V)]) -> Vec<String> {
 
 /// Shared memory per SM of the context's device, in bytes.
 pub fn shared_per_sm(ctx: &CudaContext) -> Result<usize, String> {
-    ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
-        .map(|v| v as usize)
-        .map_err(|e| e.to_string())
+    ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR).map(|v| v as usize).map_err(|e| e.to_string())
 }
 
 type ProgramKey = (String, Vec<String>, String);

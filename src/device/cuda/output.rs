@@ -96,9 +96,7 @@ impl OutputFrame {
                     // SAFETY: the host range is a live, page-locked plane that the engine keeps
                     // untouched until this job's finish (hostio contract); the source lies in
                     // the output frame's allocation.
-                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source(layout, p), n, stream.raw) }
-                        .result()
-                        .map_err(|e| format!("download: {e}"))?;
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source(layout, p), n, stream.raw) }.result().map_err(|e| format!("download: {e}"))?;
                 }
             }
             None => {

@@ -34,9 +34,7 @@ impl DeviceRing {
     pub fn new(ctx: &Arc<CudaContext>, layout: FrameLayout, slots: usize) -> CuResult<Self> {
         let frames = DeviceBuffer::new(ctx, layout.frame_bytes * slots)?;
         let arrived = (0..slots).map(|_| Event::new(ctx, false)).collect::<CuResult<_>>()?;
-        let staging = (0..2)
-            .map(|_| Ok(Staging { host: PinnedBuffer::new(ctx, layout.frame_bytes)?, sent: Event::new(ctx, false)? }))
-            .collect::<CuResult<_>>()?;
+        let staging = (0..2).map(|_| Ok(Staging { host: PinnedBuffer::new(ctx, layout.frame_bytes)?, sent: Event::new(ctx, false)? })).collect::<CuResult<_>>()?;
         Ok(DeviceRing { frames, slots, layout, arrived, last_reader: vec![None; slots], staging, next_staging: 0 })
     }
 
@@ -63,9 +61,7 @@ impl DeviceRing {
             }
             // SAFETY: the destination lies in the ring allocation; the source is a live
             // page-locked plane that is not modified before the copy completes (see above).
-            unsafe { cudarc::driver::sys::cuMemcpyHtoDAsync_v2(base + self.layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }
-                .result()
-                .map_err(|e| format!("upload: {e}"))?;
+            unsafe { cudarc::driver::sys::cuMemcpyHtoDAsync_v2(base + self.layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| format!("upload: {e}"))?;
         }
         self.arrived[slot].record(stream)
     }

@@ -139,13 +139,26 @@ impl StoredIo {
         let in_layout = FrameLayout::new(&in_geometry);
         let out_layout = FrameLayout::new(&out_geometry);
         let sample_bytes = in_geometry.bytes_per_sample;
-        let m = module::program_module(&device.ctx, PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes))
-            .map_err(|e| Error::Backend(format!("stored-frame kernels: {e}")))?;
+        let m = module::program_module(&device.ctx, PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes)).map_err(|e| Error::Backend(format!("stored-frame kernels: {e}")))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
         let input = DeviceBuffer::new(&device.ctx, in_layout.frame_bytes).map_err(Error::Backend)?;
         let (in_direct, out_direct) = (direct_planes(&in_info), direct_planes(&out_info));
         let (in_planes, out_planes) = (Geometry::from_video_info(&in_info).planes, Geometry::from_video_info(&out_info).planes);
-        Ok(StoredIo { unpack: load("stored_unpack")?, pack: load("stored_pack")?, in_info, out_info, in_planes, out_planes, in_geometry, out_geometry, in_layout, out_layout, in_direct, out_direct, input })
+        Ok(StoredIo {
+            unpack: load("stored_unpack")?,
+            pack: load("stored_pack")?,
+            in_info,
+            out_info,
+            in_planes,
+            out_planes,
+            in_geometry,
+            out_geometry,
+            in_layout,
+            out_layout,
+            in_direct,
+            out_direct,
+            input,
+        })
     }
 
     /// Device bytes of the stored buffer each output frame carries.

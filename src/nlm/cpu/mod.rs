@@ -299,15 +299,8 @@ impl HostAlgorithm for CpuNlm {
                 used[gi] = true;
             }
         }
-        let template = RingFrame {
-            planes: geometry
-                .planes
-                .iter()
-                .enumerate()
-                .map(|(i, p)| if used[i] { PaddedPlane::new(p.width, p.height, pads[i]) } else { PaddedPlane::default() })
-                .collect(),
-            filled: false,
-        };
+        let template =
+            RingFrame { planes: geometry.planes.iter().enumerate().map(|(i, p)| if used[i] { PaddedPlane::new(p.width, p.height, pads[i]) } else { PaddedPlane::default() }).collect(), filled: false };
         self.ring = vec![template; ring_slots];
         self.pads = pads;
         self.used = used;
@@ -361,9 +354,7 @@ impl HostAlgorithm for CpuNlm {
 
     fn compute(&mut self, job: &Job, window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
         let plan = plan.nlm("the CPU NLM implementation")?;
-        let get = |slot: usize| -> Result<&RingFrame> {
-            self.ring.get(slot).filter(|f| f.filled).ok_or_else(|| Error::State(format!("ring slot {slot} is empty")))
-        };
+        let get = |slot: usize| -> Result<&RingFrame> { self.ring.get(slot).filter(|f| f.filled).ok_or_else(|| Error::State(format!("ring slot {slot} is empty"))) };
         let frames = window.iter().map(|&(dt, slot)| Ok((dt, get(slot)?))).collect::<Result<Vec<(i32, &RingFrame)>>>()?;
         if out.planes.len() != self.used.len() {
             return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
@@ -398,12 +389,7 @@ impl HostAlgorithm for CpuNlm {
             ctxs.push(GroupCtx {
                 group: g,
                 plan,
-                wp: WeightParams {
-                    to_mean: (1.0 / (g.guides.len() as f64 * npatch * scale * scale)) as f32,
-                    offset: plan.distance_offset,
-                    inv_h2,
-                    weighting: plan.weighting,
-                },
+                wp: WeightParams { to_mean: (1.0 / (g.guides.len() as f64 * npatch * scale * scale)) as f32, offset: plan.distance_offset, inv_h2, weighting: plan.weighting },
                 width: o0.width,
                 height: o0.height,
                 pair_offsets: self.pair_offsets,
@@ -438,19 +424,21 @@ impl HostAlgorithm for CpuNlm {
         let frames = &frames[..];
         let ctxs = &ctxs[..];
         let exact: usize = pool.install(|| {
-            bands.par_iter_mut().map(|band| {
-                let idx = rayon::current_thread_index().unwrap_or(0) % scratch.len();
-                let mut guard = scratch[idx].lock().unwrap_or_else(|e| e.into_inner());
-                let sc: &mut Scratch = &mut guard;
-                let ctx = &ctxs[band.group];
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: Isa::Avx2Fma is only chosen when the CPU reports AVX2 and FMA.
-                    Isa::Avx2Fma => unsafe { process_band_avx2(ctx, frames, band, tile_cols, sc) },
-                    Isa::Baseline => process_band_baseline(ctx, frames, band, tile_cols, sc),
-                }
-            })
-            .sum()
+            bands
+                .par_iter_mut()
+                .map(|band| {
+                    let idx = rayon::current_thread_index().unwrap_or(0) % scratch.len();
+                    let mut guard = scratch[idx].lock().unwrap_or_else(|e| e.into_inner());
+                    let sc: &mut Scratch = &mut guard;
+                    let ctx = &ctxs[band.group];
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: Isa::Avx2Fma is only chosen when the CPU reports AVX2 and FMA.
+                        Isa::Avx2Fma => unsafe { process_band_avx2(ctx, frames, band, tile_cols, sc) },
+                        Isa::Baseline => process_band_baseline(ctx, frames, band, tile_cols, sc),
+                    }
+                })
+                .sum()
         });
         if self.stats {
             let total: usize = ctxs.iter().map(|c| c.width * c.height).sum();
@@ -562,7 +550,7 @@ fn offset_pass<const K: usize>(ctx: &GroupCtx, target: &RingFrame, frame: &RingF
         for k in 0..K {
             let v = &mut *vs[k];
             let gx_u = gx_t + sx * dxs[k]; // guide column of v[0] in the reference frame
-            // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
+                                           // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
             if y == qya || full_init {
                 v.fill(0.0);
                 for &gi in &g.guides {
@@ -737,7 +725,13 @@ fn finalize_tile(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, tile: Tile
                     }
                     let q = fl + 1.0;
                     let q = if value - fl < 0.5 { fl } else { q };
-                    let q = if q < 0.0 { 0.0 } else if q > maxv { maxv } else { q };
+                    let q = if q < 0.0 {
+                        0.0
+                    } else if q > maxv {
+                        maxv
+                    } else {
+                        q
+                    };
                     band.outs[k].set(out_row + x as usize, q as u32);
                 }
             }
@@ -791,10 +785,14 @@ fn exact_sample(ctx: &GroupCtx, frames: &Frames, target: &RingFrame, px: isize, 
                     for ky in -s..=s {
                         let rt = gt.row(px * sx - s, py * sy + ky, side);
                         let ru = gu.row((px + dx) * sx - s, (py + dy) * sy + ky, side);
-                        ssd += rt.iter().zip(ru).map(|(&a, &b)| {
-                            let d = a as f64 - b as f64;
-                            d * d
-                        }).sum::<f64>();
+                        ssd += rt
+                            .iter()
+                            .zip(ru)
+                            .map(|(&a, &b)| {
+                                let d = a as f64 - b as f64;
+                                d * d
+                            })
+                            .sum::<f64>();
                     }
                 }
                 let wt = plan.weight(ssd * norm * inv_scale2, h);

@@ -240,7 +240,8 @@ impl CudaAlgorithm for FusedNlm {
             let fused_stream = self.fused_streams.get(turn).unwrap_or(compute);
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
             // time); every pointer in it (and in the job table) lies in the device's allocations.
-            unsafe { raw::launch(&f.fused, grid, v.tile.threads, args.smem_bytes, fused_stream, &mut args) }.map_err(|e| Error::Backend(format!("NLM kernel (search radius {}, patch radius {}): {e}", v.search_radius, v.patch_radius)))?;
+            unsafe { raw::launch(&f.fused, grid, v.tile.threads, args.smem_bytes, fused_stream, &mut args) }
+                .map_err(|e| Error::Backend(format!("NLM kernel (search radius {}, patch radius {}): {e}", v.search_radius, v.patch_radius)))?;
             // The exact path for the samples the fused kernel queued, one launch per batch (a
             // grid-stride loop over a count only the device knows; a few microseconds when it is
             // zero), on its own stream.

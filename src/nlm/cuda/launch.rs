@@ -2,8 +2,8 @@
 //! and the weight constants. The shared-memory formula mirrors the constants at the top of
 //! kernels/nlm/fused.cu; the kernel traps if the launch provides less than it needs.
 
-use crate::params::Weighting;
 use crate::nlm::{NlmPlan, WeightGroup};
+use crate::params::Weighting;
 use crate::planar::Geometry;
 
 /// Output columns per block (one warp across); fixed in the kernel.
@@ -82,14 +82,7 @@ impl TileConfig {
 
     pub fn is_valid(&self) -> bool {
         let groups = self.threads / TILE_W;
-        self.threads % TILE_W == 0
-            && groups > 0
-            && self.tile_h > 0
-            && self.tile_h % groups == 0
-            && self.run_w > 0
-            && TILE_W % self.run_w == 0
-            && self.dx_group > 0
-            && self.min_blocks <= 32
+        self.threads % TILE_W == 0 && groups > 0 && self.tile_h > 0 && self.tile_h % groups == 0 && self.run_w > 0 && TILE_W % self.run_w == 0 && self.dx_group > 0 && self.min_blocks <= 32
     }
 
     /// Whether phase 1 can read its runs with 16-byte loads (kernels/nlm/fused.cu, VEC_LOADS):

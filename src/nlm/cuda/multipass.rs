@@ -30,13 +30,8 @@ use crate::planar::Geometry;
 use crate::window::Job;
 
 /// Kernel sources, concatenated into one program (one module per variant, four entry points).
-pub const SOURCES: &[(&str, &str)] = crate::kernel_sources![
-    "nlm/multipass_common.cuh",
-    "nlm/multipass_vertical.cu",
-    "nlm/multipass_weight.cu",
-    "nlm/multipass_accumulate.cu",
-    "nlm/multipass_finalize.cu",
-];
+pub const SOURCES: &[(&str, &str)] =
+    crate::kernel_sources!["nlm/multipass_common.cuh", "nlm/multipass_vertical.cu", "nlm/multipass_weight.cu", "nlm/multipass_accumulate.cu", "nlm/multipass_finalize.cu",];
 
 /// Name of the program in NVRTC's logs and the caches.
 pub const PROGRAM_NAME: &str = "multipass.cu";
@@ -301,11 +296,7 @@ pub fn image_words(search_radius: u32, patch_radius: u32, step_x: u32, out_w: us
 /// Launch grid of each pass, for `groups` groups: (vertical, weight, accumulate/finalize).
 pub fn pass_grids(g: &WeightGrid, out_w: usize, out_h: usize, groups: usize) -> [(u32, u32, u32); 3] {
     let z = groups as u32;
-    [
-        ((g.vw as u32).div_ceil(BLOCK), (g.eh as u32).div_ceil(MP_ROWS), z),
-        ((g.ew as u32).div_ceil(BLOCK), g.eh as u32, z),
-        ((out_w as u32).div_ceil(BLOCK), out_h as u32, z),
-    ]
+    [((g.vw as u32).div_ceil(BLOCK), (g.eh as u32).div_ceil(MP_ROWS), z), ((g.ew as u32).div_ceil(BLOCK), g.eh as u32, z), ((out_w as u32).div_ceil(BLOCK), out_h as u32, z)]
 }
 
 /// Normalisation of the vertical sums for f16/unorm10: the distance sum at which the weight is
@@ -330,7 +321,17 @@ pub fn bytes_per_frame(geometry: &Geometry, plan: &NlmPlan, dts: &[i32], per_pas
     let mut total = 0u64;
     for b in launch::batches(geometry, plan) {
         let groups = b.groups.len() as u64;
-        let v = MpVariant { offsets_per_pass: per_pass, patch_radius: plan.patch_radius, guides: b.guides, outputs: b.outputs, step_x: b.step_x, step_y: b.step_y, sample_bytes: bps as u32, weighting: plan.weighting, intermediate: inter };
+        let v = MpVariant {
+            offsets_per_pass: per_pass,
+            patch_radius: plan.patch_radius,
+            guides: b.guides,
+            outputs: b.outputs,
+            step_x: b.step_x,
+            step_y: b.step_y,
+            sample_bytes: bps as u32,
+            weighting: plan.weighting,
+            intermediate: inter,
+        };
         let words = v.words() as u64;
         let packs = plan_packs(plan.search_radius, dts, per_pass);
         let (ow, oh) = (b.out_w as u64, b.out_h as u64);
@@ -532,8 +533,7 @@ impl MultipassNlm {
             // SAFETY: the argument block matches nlm_exact's NlmArgs (size checked at compile time);
             // its pointers lie in the device's allocations; the kernel reads the count finalize
             // wrote before it (same stream) and bounds it by exact_capacity.
-            unsafe { raw::launch(&exact_fn, (EXACT_BLOCKS, 1, 1), launch::EXACT_THREADS, 0, stream, &mut nargs) }
-                .map_err(|e| Error::Backend(format!("the exact path: {e}")))?;
+            unsafe { raw::launch(&exact_fn, (EXACT_BLOCKS, 1, 1), launch::EXACT_THREADS, 0, stream, &mut nargs) }.map_err(|e| Error::Backend(format!("the exact path: {e}")))?;
         }
         Ok(())
     }

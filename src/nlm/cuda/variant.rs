@@ -129,7 +129,6 @@ impl KernelVariant {
     }
 }
 
-
 /// The whole program text: the sources concatenated, each marked with its file name.
 pub fn program_source() -> String {
     module::program_source(SOURCES)

@@ -10,15 +10,15 @@ use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
 use nlmdenoise::device::{BackendOptions, Devices, GpuKernel, Intermediate as EngineIntermediate};
-use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEED_RADIUS, BM3D_MAX_SEEDS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF};
+use nlmdenoise::params::{
+    BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEEDS, BM3D_MAX_SEED_RADIUS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF,
+};
 use nlmdenoise::{ChromaMode as EngineChromaMode, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
-use crate::transform::{lock, Core};
 use super::{Algorithm, Backend, Bm3dProfile, ChromaMode, Intermediate, Kernel, Planes, Weighting};
+use crate::transform::{lock, Core};
 
-pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
-    gst::DebugCategory::new("nlmdenoise", gst::DebugColorFlags::empty(), Some("Temporal non-local means video denoiser"))
-});
+pub(crate) static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| gst::DebugCategory::new("nlmdenoise", gst::DebugColorFlags::empty(), Some("Temporal non-local means video denoiser")));
 
 /// Largest frame side the engine accepts.
 pub const MAX_SIDE: i32 = 1 << 16;
@@ -80,7 +80,6 @@ fn profile_float(value: &glib::Value) -> Option<f32> {
 fn profile_property(v: Option<u32>) -> glib::Value {
     v.map(|v| v as i32).unwrap_or(-1).to_value()
 }
-
 
 pub struct NlmDenoise {
     core: Core,
@@ -371,9 +370,7 @@ impl ObjectImpl for NlmDenoise {
         let old_future = s.params.latency_frames();
         // `value` has been validated against the pspec (type and range) by GObject.
         match pspec.name() {
-            "backend" => {
-                s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine()
-            }
+            "backend" => s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine(),
             "device-id" => {
                 let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
                 match apply_devices(&mut s.options, &text) {
@@ -574,14 +571,8 @@ impl GstObjectImpl for NlmDenoise {}
 
 impl ElementImpl for NlmDenoise {
     fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
-        static ELEMENT_METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
-            gst::subclass::ElementMetadata::new(
-                "Temporal NLM denoiser",
-                "Filter/Effect/Video",
-                "Temporal non-local means video denoising on CUDA or CPU",
-                "nlmdenoise developers",
-            )
-        });
+        static ELEMENT_METADATA: LazyLock<gst::subclass::ElementMetadata> =
+            LazyLock::new(|| gst::subclass::ElementMetadata::new("Temporal NLM denoiser", "Filter/Effect/Video", "Temporal non-local means video denoising on CUDA or CPU", "nlmdenoise developers"));
         Some(&*ELEMENT_METADATA)
     }
 

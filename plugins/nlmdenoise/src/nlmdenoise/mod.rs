@@ -6,8 +6,8 @@ use gst::prelude::*;
 pub(crate) mod imp;
 
 pub use imp::format_to_gst;
-pub use imp::{apply_devices, devices_to_string};
 pub use imp::gst_to_format;
+pub use imp::{apply_devices, devices_to_string};
 
 glib::wrapper! {
     /// Temporal non-local means video denoiser (a `GstBaseTransform`).

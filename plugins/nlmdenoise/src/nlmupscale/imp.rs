@@ -183,9 +183,7 @@ impl ObjectImpl for NlmUpscale {
         let old_future = s.params.latency_frames();
         // `value` has been validated against the pspec (type and range) by GObject.
         match pspec.name() {
-            "backend" => {
-                s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine()
-            }
+            "backend" => s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine(),
             "device-id" => {
                 let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
                 match apply_devices(&mut s.options, &text) {

@@ -25,12 +25,7 @@ pub fn gst_format(format: PixelFormat) -> gst_video::VideoFormat {
 
 pub fn caps(format: PixelFormat, width: i32, height: i32, fps: (i32, i32)) -> gst::Caps {
     init();
-    gst_video::VideoCapsBuilder::new()
-        .format(gst_format(format))
-        .width(width)
-        .height(height)
-        .framerate(gst::Fraction::new(fps.0, fps.1))
-        .build()
+    gst_video::VideoCapsBuilder::new().format(gst_format(format)).width(width).height(height).framerate(gst::Fraction::new(fps.0, fps.1)).build()
 }
 
 pub fn video_info(caps: &gst::Caps) -> gst_video::VideoInfo {
