@@ -38,6 +38,14 @@ PROFILE_ARGS=(--release --no-fail-fast)
 
 mkdir -p target
 LOG=target/test-output.txt
+# Gates: formatting (rustfmt.toml), lints (workspace lints in Cargo.toml plus clippy's defaults, as
+# errors) and the API docs (a broken intra-doc link is an error). Each fails the run on its own.
+echo "== gates: cargo fmt --check"
+cargo fmt --all --check
+echo "== gates: cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== gates: cargo doc (broken intra-doc links denied)"
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc --no-deps --workspace --lib --release --quiet
 # The plugin's shared library, which the gst-launch test loads through GST_PLUGIN_PATH
 # (`cargo test` builds only the rlib).
 echo "== cargo build --release -p gst-plugin-nlmdenoise"

@@ -4,7 +4,7 @@
 //! * this module: the plan (which planes are matched together, their sigmas, the resolved
 //!   settings), the transforms and windows, the reference-patch grid and the temporal schedule,
 //!   shared by every implementation;
-//! * [`reference`]: the f64 definition below, written plainly (the oracle);
+//! * [`reference`](mod@reference): the f64 definition below, written plainly (the oracle);
 //! * [`cpu`]: the multithreaded f32 implementation (a host algorithm);
 //! * [`cuda`]: the CUDA implementation (kernels in `kernels/bm3d/`).
 //!

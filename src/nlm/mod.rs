@@ -2,7 +2,7 @@
 //!
 //! * [`plan`]: the parameters resolved against a stream's planes (weight groups, strengths) and
 //!   the weight formula, shared by every implementation;
-//! * [`reference`]: the f64 definition, the oracle of the others (a host algorithm);
+//! * [`reference`](mod@reference): the f64 definition, the oracle of the others (a host algorithm);
 //! * [`cpu`]: the fast multithreaded f32 implementation (a host algorithm);
 //! * [`cuda`]: the fused kernel with its exact f64 pass, and the multi-pass path (CUDA
 //!   algorithms), with their kernels in `kernels/nlm/`.

@@ -3,7 +3,7 @@
 //!
 //! * this module: the plan and the arithmetic every implementation shares (interpolation taps,
 //!   the degradation filter, the weight);
-//! * [`reference`]: the f64 definition below, written plainly (the oracle);
+//! * [`reference`](mod@reference): the f64 definition below, written plainly (the oracle);
 //! * [`cpu`]: the multithreaded f32 implementation (a host algorithm);
 //! * [`cuda`]: the CUDA implementation (kernels in `kernels/sr/`).
 //!

@@ -120,7 +120,7 @@ impl DeviceInfo {
 pub struct OutputTarget {
     /// Device address of the output frame (planes at the ring's [`FrameLayout`]).
     pub frame: u64,
-    /// Device address of the frame's working memory ([`CudaAlgorithm::output_scratch_bytes`]).
+    /// Device address of the frame's working memory (`output_scratch_bytes`).
     pub scratch: u64,
 }
 

@@ -70,7 +70,7 @@ impl TileConfig {
         TileConfig { tile_h, run_w, dx_group, threads, min_blocks: 0 }
     }
 
-    /// Parses "tile_h,run_w,dx_group[,min_blocks]" (benchmark sweeps: `NlmTuning::cuda_tile`).
+    /// Parses "tile_h,run_w,dx_group\[,min_blocks\]" (benchmark sweeps: `NlmTuning::cuda_tile`).
     pub fn parse(s: &str) -> Option<Self> {
         let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
         match v[..] {
