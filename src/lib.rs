@@ -31,7 +31,7 @@ pub mod y4m;
 
 pub use device::{BackendKind, BackendOptions};
 pub use engine::Denoiser;
-pub use error::{Error, Result};
+pub use error::{BackendError, Error, Result};
 pub use format::PixelFormat;
 pub use frame::{FrameMut, FrameRef, OwnedFrame, VideoInfo};
 pub use params::{Algorithm, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, SrParams, Weighting};

@@ -356,7 +356,7 @@ impl Backend for Fake {
         }
         if Some(k) == self.fail_at {
             let _ = self.inner.finish(out);
-            return Err(Error::Backend("injected failure".into()));
+            return Err(Error::Backend(nlmdenoise::BackendError::Launch("injected failure".into())));
         }
         self.inner.finish(out)
     }
@@ -456,6 +456,7 @@ fn worker_errors_and_panics_surface_as_errors_and_the_stream_goes_on() {
             match d.push(&f.as_ref(), i) {
                 Ok(()) => {}
                 Err(Error::Backend(m)) => {
+                    let m = m.to_string();
                     assert!(m.contains("injected") || m.contains("panicked") || m.contains("earlier error"), "{label}: {m}");
                     errors += 1;
                 }

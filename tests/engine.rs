@@ -403,7 +403,7 @@ impl nlmdenoise::device::Backend for FlakyBackend {
     }
     fn launch(&mut self, job: &nlmdenoise::window::Job, plan: &nlmdenoise::plan::Plan) -> nlmdenoise::Result<()> {
         if self.fail_next_launch.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Backend("injected launch failure".into()));
+            return Err(Error::Backend(nlmdenoise::BackendError::Launch("injected launch failure".into())));
         }
         self.inner.launch(job, plan)
     }

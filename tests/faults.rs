@@ -37,11 +37,11 @@ struct Faulty {
 impl Faulty {
     fn check(&mut self, op: Op) -> Result<()> {
         if self.dead {
-            return Err(Error::Backend("device lost (injected)".into()));
+            return Err(Error::Backend(nlmdenoise::BackendError::DeviceLost("device lost (injected)".into())));
         }
         if op == self.op && self.calls.fetch_add(1, Ordering::SeqCst) == self.nth {
             self.dead = self.forever;
-            return Err(Error::Backend(format!("{op:?} failed (injected)")));
+            return Err(Error::Backend(nlmdenoise::BackendError::Launch(format!("{op:?} failed (injected)"))));
         }
         Ok(())
     }
@@ -53,7 +53,7 @@ impl Backend for Faulty {
     }
     fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
         if self.dead {
-            return Err(Error::Backend("device lost (injected)".into()));
+            return Err(Error::Backend(nlmdenoise::BackendError::DeviceLost("device lost (injected)".into())));
         }
         self.inner.configure(geometry, plan, ring_slots)
     }

@@ -22,6 +22,7 @@ use super::{
     basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
+use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
 use crate::error::{Error, Result};
@@ -144,8 +145,8 @@ impl Bm3dVariant {
 }
 
 /// Compiles `v` to PTX for `arch` (e.g. "compute_90"); no GPU needed (tests/nvrtc_compile.rs).
-pub fn compile_ptx(v: &Bm3dVariant, arch: &str) -> std::result::Result<Arc<String>, String> {
-    module::program_ptx(PROGRAM_NAME, &v.program_source(), &v.defines(), arch).map_err(|e| format!("{v:?}: {e}"))
+pub fn compile_ptx(v: &Bm3dVariant, arch: &str) -> std::result::Result<Arc<String>, crate::error::BackendError> {
+    module::program_ptx(PROGRAM_NAME, &v.program_source(), &v.defines(), arch).map_err(|e| e.ctx(format!("{v:?}")))
 }
 
 #[derive(Clone)]
@@ -196,8 +197,8 @@ impl CudaBm3d {
         if let Some(k) = self.kernels.get(v) {
             return Ok(k.clone());
         }
-        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &v.program_source(), &v.defines()).map_err(|e| Error::Backend(format!("{v:?}: {e}")))?;
-        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &v.program_source(), &v.defines()).map_err(|e| Error::Backend(e.ctx(format!("{v:?}"))))?;
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
         let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, finish: load("bm3d_finish")? };
         for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
             let smem = v.smem_bytes(wiener);
@@ -211,7 +212,7 @@ impl CudaBm3d {
             }
             // SAFETY: f is a live function of a loaded module.
             unsafe { result::function::set_function_attribute(f.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
-                .map_err(|e| Error::Backend(format!("raising the shared memory limit: {e}")))?;
+                .map_err(|e| Error::Backend(e.ctx("raising the shared memory limit")))?;
         }
         self.kernels.insert(*v, k.clone());
         Ok(k)
@@ -292,11 +293,11 @@ impl CudaBm3d {
             // address in it lies in the ring, the basic ring, the sums or the output frame, and
             // the kernels read planes within (w, h) and sums within the extent; `ref_code` names
             // a frame of the window (its slot is set).
-            unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d {}: {e}", if wiener { "wiener" } else { "hard" })))?;
+            unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx(format!("bm3d {}", if wiener { "wiener" } else { "hard" }))))?;
         }
         let grid = ((w as u32).div_ceil(FINISH_W), (h as u32).div_ceil(FINISH_H), m as u32);
         // SAFETY: as above.
-        unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, stream, &mut args) }.map_err(|e| Error::Backend(format!("bm3d finish: {e}")))?;
+        unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d finish")))?;
         Ok(())
     }
 }

@@ -56,7 +56,7 @@ use std::time::Instant;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 
 use crate::device::{create_single, cuda, Backend, BackendKind, BackendOptions, ChunkFrames, DeviceMemory, Devices};
-use crate::error::{Error, Result};
+use crate::error::{BackendError, Error, Result};
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::{Job, Reference};
@@ -241,7 +241,7 @@ impl WorkerHandle {
     }
 
     fn stopped(&self) -> Error {
-        Error::Backend(format!("chunk worker for device {} stopped", self.ordinal))
+        Error::Backend(BackendError::Host(format!("chunk worker for device {} stopped", self.ordinal)))
     }
 }
 
@@ -380,8 +380,10 @@ impl ChunkedBackend {
             let (wtx, rx) = unbounded();
             let st = stats.clone();
             let f = factory.clone();
-            let join =
-                std::thread::Builder::new().name(format!("nlm-chunk-{i}")).spawn(move || worker_main(i, f, wrx, wtx, st)).map_err(|e| Error::Backend(format!("starting a chunk worker: {e}")))?;
+            let join = std::thread::Builder::new()
+                .name(format!("nlm-chunk-{i}"))
+                .spawn(move || worker_main(i, f, wrx, wtx, st))
+                .map_err(|e| Error::Backend(BackendError::Host(format!("starting a chunk worker: {e}"))))?;
             let mut w = WorkerHandle { ordinal, tx: Some(tx), rx, join: Some(join), description: String::new() };
             let init = w.recv();
             match init {
@@ -857,7 +859,7 @@ fn worker_main(index: usize, factory: BackendFactory, rx: Receiver<ToWorker>, tx
             return;
         }
         Err(_) => {
-            let _ = tx.send(FromWorker::Init(Err(Error::Backend("creating the backend panicked".into()))));
+            let _ = tx.send(FromWorker::Init(Err(Error::Backend(BackendError::Host("creating the backend panicked".into())))));
             return;
         }
     };
@@ -899,7 +901,7 @@ impl Worker {
     /// Answers every message exactly once (chunks: once each, in order), panics included.
     fn handle(&mut self, msg: ToWorker) {
         let index = self.index;
-        let panicked = move || Error::Backend(format!("chunk worker {index} panicked"));
+        let panicked = move || Error::Backend(BackendError::Host(format!("chunk worker {index} panicked")));
         match msg {
             ToWorker::Query { geometry, plan } => {
                 let r =
@@ -915,7 +917,7 @@ impl Worker {
             ToWorker::Chunk(c) => {
                 if self.dirty {
                     drop(c);
-                    let _ = self.tx.send(FromWorker::Chunk(Err(Error::Backend("chunk worker needs reconfiguring after an earlier error".into()))));
+                    let _ = self.tx.send(FromWorker::Chunk(Err(Error::Backend(BackendError::Host("chunk worker needs reconfiguring after an earlier error".into())))));
                     return;
                 }
                 let before = self.inflight.len();
@@ -1052,7 +1054,7 @@ impl Worker {
         let Some(mut f) = self.inflight.pop_front() else { return };
         let stats = self.stats.clone();
         let st = &stats.workers[self.index];
-        let r = catch_unwind(AssertUnwindSafe(|| self.finish_job(&mut f, st))).unwrap_or_else(|_| Err(Error::Backend(format!("chunk worker {} panicked", self.index))));
+        let r = catch_unwind(AssertUnwindSafe(|| self.finish_job(&mut f, st))).unwrap_or_else(|_| Err(Error::Backend(BackendError::Host(format!("chunk worker {} panicked", self.index)))));
         if r.is_ok() && f.done < f.outputs.len() {
             self.inflight.push_front(f);
             return;
@@ -1110,7 +1112,7 @@ impl Worker {
 
     fn fail_rest(&mut self) {
         while self.inflight.pop_front().is_some() {
-            let _ = self.tx.send(FromWorker::Chunk(Err(Error::Backend("chunk dropped after an earlier error on its device".into()))));
+            let _ = self.tx.send(FromWorker::Chunk(Err(Error::Backend(BackendError::Host("chunk dropped after an earlier error on its device".into())))));
         }
         self.resident.clear();
         self.slots.iter_mut().for_each(|s| *s = (None, 0));

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use crate::device::{Backend, BackendOptions};
-use crate::error::{Error, Result};
+use crate::error::{BackendError, Error, Result};
 use crate::nlm::NlmTuning;
 use crate::params::Algorithm;
 use crate::plan::Plan;
@@ -112,7 +112,7 @@ impl HostBackend {
             .num_threads(threads)
             .thread_name(|i| format!("nlm-cpu-{i}"))
             .build()
-            .map_err(|e| Error::Backend(format!("cannot start {threads} CPU worker threads: {e}")))?;
+            .map_err(|e| Error::Backend(BackendError::Host(format!("cannot start {threads} CPU worker threads: {e}"))))?;
         Ok(HostBackend { which, pool, threads, tuning: options.nlm_tuning, algorithm: None, geometry: None, out_geometry: None, stored: Vec::new(), queue: VecDeque::new() })
     }
 

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use cudarc::driver::{result, sys, CudaFunction};
 
 use super::SrPlan;
+use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch};
 use crate::error::{Error, Result};
@@ -102,7 +103,7 @@ pub fn program_source() -> String {
 }
 
 /// Compiles the program to PTX for `arch`; no GPU needed (tests/nvrtc_compile.rs).
-pub fn compile_ptx(v: &SrVariant, arch: &str) -> std::result::Result<std::sync::Arc<String>, String> {
+pub fn compile_ptx(v: &SrVariant, arch: &str) -> std::result::Result<std::sync::Arc<String>, crate::error::BackendError> {
     module::program_ptx(PROGRAM_NAME, &program_source(), &v.defines(), arch)
 }
 
@@ -162,8 +163,8 @@ impl CudaSr {
         if let Some(k) = self.kernels.get(&v) {
             return Ok(k.clone());
         }
-        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &program_source(), &v.defines()).map_err(|e| Error::Backend(format!("super-resolution kernels {v:?}: {e}")))?;
-        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &program_source(), &v.defines()).map_err(|e| Error::Backend(e.ctx(format!("super-resolution kernels {v:?}"))))?;
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
         let k = Kernels { initial: load("sr_initial")?, residual: load("sr_residual")?, degrade: load("sr_degrade")?, fuse: load("sr_fuse")?, correct: load("sr_correct")? };
         self.kernels.insert(v, k.clone());
         Ok(k)
@@ -191,7 +192,7 @@ impl CudaAlgorithm for CudaSr {
         }
         // SAFETY: a live function of a loaded module.
         unsafe { result::function::set_function_attribute(k.fuse.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
-            .map_err(|e| Error::Backend(format!("raising the shared memory limit: {e}")))?;
+            .map_err(|e| Error::Backend(e.ctx("raising the shared memory limit")))?;
         self.shared_limit = smem;
         let largest = plan.output.planes.iter().map(|p| p.width * p.height).max().unwrap_or(1);
         self.buffers = (0..3).map(|_| DeviceBuffer::new(&device.ctx, 4 * largest)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
@@ -270,7 +271,7 @@ impl CudaAlgorithm for CudaSr {
                     // every address lies in the ring, the output frame or the working planes
                     // (sized for the largest output plane), and the kernels read and write within
                     // the plane sizes they are given.
-                    unsafe { result::launch_kernel(f.cu_function(), grid, (SAMPLE_BLOCK.0, SAMPLE_BLOCK.1, 1), 0, stream.raw, &mut params) }.map_err(|e| Error::Backend(format!("{what}: {e}")))
+                    unsafe { result::launch_kernel(f.cu_function(), grid, (SAMPLE_BLOCK.0, SAMPLE_BLOCK.1, 1), 0, stream.raw, &mut params) }.map_err(|e| Error::Backend(e.ctx(what)))
                 };
                 let per_input = ((ig.width as u32).div_ceil(SAMPLE_BLOCK.0), (ig.height as u32).div_ceil(SAMPLE_BLOCK.1), 1);
                 if plan.fused[p] && plan.denoises() {
@@ -289,7 +290,7 @@ impl CudaAlgorithm for CudaSr {
                     let grid = ((ig.width as u32).div_ceil(TILE), (ig.height as u32).div_ceil(TILE), 1);
                     let smem = fuse_shared_bytes(1, plan.search_radius, plan.patch_radius) as u32;
                     // SAFETY: as below; the shared memory is the size fuse.cu lays out at factor 1.
-                    unsafe { raw::launch(&k.fuse, grid, TILE * TILE, smem, stream, &mut a0) }.map_err(|e| Error::Backend(format!("sr_fuse (denoise): {e}")))?;
+                    unsafe { raw::launch(&k.fuse, grid, TILE * TILE, smem, stream, &mut a0) }.map_err(|e| Error::Backend(e.ctx("sr_fuse (denoise)")))?;
                     a0.gated = residual;
                     a0.next = lr_denoised;
                     launch_2d(&k.correct, per_input, &mut a0, "sr_correct (denoise)")?;
@@ -323,7 +324,7 @@ impl CudaAlgorithm for CudaSr {
                     args.next = bufs[2];
                     let grid = ((og.width as u32).div_ceil(TILE), (og.height as u32).div_ceil(TILE), 1);
                     // SAFETY: as above; the shared memory is the size fuse.cu lays out.
-                    unsafe { raw::launch(&k.fuse, grid, TILE * TILE, self.shared_limit as u32, stream, &mut args) }.map_err(|e| Error::Backend(format!("sr_fuse: {e}")))?;
+                    unsafe { raw::launch(&k.fuse, grid, TILE * TILE, self.shared_limit as u32, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx("sr_fuse")))?;
                     // The degraded plane is read; the next estimate takes its place.
                     args.gated = bufs[2];
                     args.next = bufs[1];

@@ -91,8 +91,8 @@ fn fused_ms(c: &Config, iters: usize) -> nlmdenoise::Result<f64> {
 }
 
 /// Device-to-device copy bandwidth (bytes read + written per second) of a 512 MiB copy.
-fn copy_bandwidth() -> Result<f64, String> {
-    let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| e.to_string())?;
+fn copy_bandwidth() -> Result<f64, nlmdenoise::BackendError> {
+    let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| nlmdenoise::BackendError::Driver(e.to_string()))?;
     let bytes = 512usize << 20;
     let a = DeviceBuffer::new(&ctx, bytes)?;
     let b = DeviceBuffer::new(&ctx, bytes)?;
@@ -103,7 +103,7 @@ fn copy_bandwidth() -> Result<f64, String> {
         e0.record(&s)?;
         for _ in 0..4 {
             // SAFETY: both ranges are whole allocations of `bytes` bytes.
-            unsafe { result::memcpy_dtod_async(b.ptr, a.ptr, bytes, s.raw) }.map_err(|e| e.to_string())?;
+            unsafe { result::memcpy_dtod_async(b.ptr, a.ptr, bytes, s.raw) }.map_err(|e| nlmdenoise::BackendError::Driver(e.to_string()))?;
         }
         e1.record(&s)?;
         e1.synchronize()?;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys, CudaContext};
 
 use crate::device::{Backend, BackendOptions, DeviceMemory, GpuKernel, HostIo};
-use crate::error::{Error, Result};
+use crate::error::{BackendError, Error, Result};
 use crate::frame::VideoInfo;
 use crate::nlm::NlmTuning;
 use crate::params::Algorithm;
@@ -41,7 +41,7 @@ use crate::window::Job;
 use hostio::{frame_ranges, HostRange, HostRegistry};
 pub use layout::FrameLayout;
 use output::OutputFrame;
-use raw::{Event, Stream};
+use raw::{Context as _, Event, Stream};
 use ring::DeviceRing;
 use stored::StoredIo;
 
@@ -57,7 +57,7 @@ pub(crate) fn unavailable(e: String) -> Error {
     Error::BackendUnavailable(e)
 }
 
-pub(crate) fn backend_err(e: String) -> Error {
+pub(crate) fn backend_err(e: BackendError) -> Error {
     Error::Backend(e)
 }
 
@@ -297,7 +297,7 @@ impl CudaBackend {
     }
 
     fn bind(&self) -> Result<()> {
-        self.device.ctx.bind_to_thread().map_err(|e| Error::Backend(format!("binding the CUDA context: {e}")))
+        self.device.ctx.bind_to_thread().map_err(|e| Error::Backend(e.ctx("binding the CUDA context")))
     }
 
     /// Every stream work is queued on: the backend's and the algorithm's.
@@ -431,7 +431,7 @@ impl CudaBackend {
                 let out = &state.outputs[o];
                 for d in std::iter::once(&out.device).chain(&out.stored) {
                     // SAFETY: the range is the output frame's allocation; it is not in flight.
-                    unsafe { raw::memset(d.ptr, 0xA7, d.bytes, &self.compute) }.map_err(|e| Error::Backend(format!("poisoning: {e}")))?;
+                    unsafe { raw::memset(d.ptr, 0xA7, d.bytes, &self.compute) }.map_err(|e| Error::Backend(e.ctx("poisoning")))?;
                 }
             }
         }
@@ -618,7 +618,7 @@ impl CudaBackend {
     /// Makes the compute stream wait for an event given by its handle.
     fn wait_raw(&self, event: sys::CUevent) -> Result<()> {
         // SAFETY: both handles are alive (the event belongs to a live output frame).
-        unsafe { result::stream::wait_event(self.compute.raw, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(|e| Error::Backend(e.to_string()))
+        unsafe { result::stream::wait_event(self.compute.raw, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(|e| Error::Backend(e.ctx("cuStreamWaitEvent")))
     }
 }
 

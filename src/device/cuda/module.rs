@@ -14,6 +14,8 @@ use cudarc::driver::{CudaContext, CudaModule};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use super::loader;
+use super::raw::Context as _;
+use crate::error::BackendError;
 
 /// `(file name, text)` of files under `kernels/`, embedded at compile time, for
 /// [`program_source`]: `kernel_sources!["nlm/args.cuh", "nlm/fused.cu"]`.
@@ -68,12 +70,12 @@ pub const FAST_MATH: &str = "--use_fast_math";
 /// Compiles `source` (named `name` in logs) with `defines` (the program's `-D` definitions and
 /// options such as [`FAST_MATH`]) for the virtual architecture `arch` (e.g. "compute_90"); cached
 /// per process. Needs no GPU. Errors carry NVRTC's log.
-pub fn program_ptx(name: &str, source: &str, defines: &[String], arch: &str) -> Result<Arc<String>, String> {
+pub fn program_ptx(name: &str, source: &str, defines: &[String], arch: &str) -> Result<Arc<String>, BackendError> {
     let key = (name.to_string(), defines.to_vec(), arch.to_string());
-    if let Some(p) = program_ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.get(&key) {
+    if let Some(p) = program_ptx_cache().lock().map_err(|_| BackendError::Host("PTX cache poisoned".into()))?.get(&key) {
         return Ok(p.clone());
     }
-    loader::ensure_nvrtc()?;
+    loader::ensure_nvrtc().map_err(BackendError::Compile)?;
     let ptx = loader::guarded("NVRTC", || {
         let mut options = defines.to_vec();
         options.push(format!("--gpu-architecture={arch}"));
@@ -84,22 +86,26 @@ pub fn program_ptx(name: &str, source: &str, defines: &[String], arch: &str) -> 
             Err(cudarc::nvrtc::CompileError::CompileError { log, options, .. }) => Err(format!("NVRTC failed for {name} with {options:?}:\n{}", log.to_string_lossy())),
             Err(e) => Err(format!("NVRTC failed: {e}")),
         }
-    })?;
+    })
+    .map_err(BackendError::Compile)?;
     let ptx = Arc::new(ptx);
-    program_ptx_cache().lock().map_err(|_| "PTX cache poisoned")?.insert(key, ptx.clone());
+    program_ptx_cache().lock().map_err(|_| BackendError::Host("PTX cache poisoned".into()))?.insert(key, ptx.clone());
     Ok(ptx)
 }
 
 /// The loaded module of `source` with `defines` on `ctx`'s device, once per (device, program).
-pub fn program_module(ctx: &Arc<CudaContext>, name: &str, source: &str, defines: &[String]) -> Result<Arc<CudaModule>, String> {
+pub fn program_module(ctx: &Arc<CudaContext>, name: &str, source: &str, defines: &[String]) -> Result<Arc<CudaModule>, BackendError> {
     let key = (ctx.ordinal(), name.to_string(), defines.to_vec());
-    if let Some(m) = program_module_cache().lock().map_err(|_| "module cache poisoned")?.get(&key) {
+    if let Some(m) = program_module_cache().lock().map_err(|_| BackendError::Host("module cache poisoned".into()))?.get(&key) {
         return Ok(m.clone());
     }
-    let (major, minor) = ctx.compute_capability().map_err(|e| format!("compute capability: {e}"))?;
+    let (major, minor) = ctx.compute_capability().map_err(|e| e.ctx("compute capability"))?;
     let arch = format!("compute_{major}{minor}");
     let ptx = program_ptx(name, source, defines, &arch)?;
-    let module = ctx.load_module(Ptx::from_src(ptx.as_str())).map_err(|e| format!("loading the {arch} module of {name}: {e}"))?;
-    program_module_cache().lock().map_err(|_| "module cache poisoned")?.insert(key, module.clone());
+    let module = ctx.load_module(Ptx::from_src(ptx.as_str())).map_err(|e| match e.ctx(format!("loading the {arch} module of {name}")) {
+        BackendError::Driver(m) => BackendError::Compile(m),
+        other => other,
+    })?;
+    program_module_cache().lock().map_err(|_| BackendError::Host("module cache poisoned".into()))?.insert(key, module.clone());
     Ok(module)
 }

@@ -13,6 +13,7 @@ use super::hostio::{frame_ranges, HostRange};
 use super::layout::FrameLayout;
 use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::convert::copy_bytes;
+use crate::device::cuda::raw::Context as _;
 use crate::planar::PlanarFrame;
 
 pub struct OutputFrame {
@@ -91,12 +92,12 @@ impl OutputFrame {
                 for &p in &planes {
                     let n = layout.plane_bytes[p];
                     if ranges[p].1 != n {
-                        return Err(format!("download: plane {p} has {} bytes on the host, {n} on the device", ranges[p].1));
+                        return Err(crate::error::BackendError::Host(format!("download: plane {p} has {} bytes on the host, {n} on the device", ranges[p].1)));
                     }
                     // SAFETY: the host range is a live, page-locked plane that the engine keeps
                     // untouched until this job's finish (hostio contract); the source lies in
                     // the output frame's allocation.
-                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source(layout, p), n, stream.raw) }.result().map_err(|e| format!("download: {e}"))?;
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(ranges[p].0 as *mut std::ffi::c_void, self.source(layout, p), n, stream.raw) }.result().map_err(|e| e.ctx("download"))?;
                 }
             }
             None => {
@@ -110,7 +111,7 @@ impl OutputFrame {
                     let h = &mut host.as_mut_slice()[o..o + n];
                     // SAFETY: source and destination lie in their allocations; the host range is
                     // not read until `downloaded` completes.
-                    unsafe { result::memcpy_dtoh_async(h, from, stream.raw) }.map_err(|e| format!("download: {e}"))?;
+                    unsafe { result::memcpy_dtoh_async(h, from, stream.raw) }.map_err(|e| e.ctx("download"))?;
                 }
             }
         }
@@ -160,7 +161,7 @@ impl OutputFrame {
                 r
             }
             None => {
-                let host = self.host.as_ref().ok_or("download: no staged copy")?.as_slice();
+                let host = self.host.as_ref().ok_or_else(|| crate::error::BackendError::Host("download: no staged copy".into()))?.as_slice();
                 for &p in &self.planes {
                     let (o, n) = (layout.offsets[p], layout.plane_bytes[p]);
                     copy_bytes(out.planes[p].samples.as_bytes_mut(), &host[o..o + n]);
@@ -177,7 +178,7 @@ impl OutputFrame {
             let dst = out.planes[p].samples.as_bytes_mut();
             // SAFETY: dst is `n` bytes of host memory we hold mutably; the device frame is not
             // reused before this job is finished.
-            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.source(layout, p)) }.map_err(|e| format!("download: {e}"))?;
+            unsafe { result::memcpy_dtoh_sync(&mut dst[..n], self.source(layout, p)) }.map_err(|e| e.ctx("download"))?;
         }
         Ok(())
     }

@@ -6,10 +6,59 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
 
-pub type CuResult<T> = std::result::Result<T, String>;
+use crate::error::BackendError;
 
-pub fn err(what: &str) -> impl FnOnce(result::DriverError) -> String + '_ {
-    move |e| format!("{what}: {e}")
+pub type CuResult<T> = std::result::Result<T, BackendError>;
+
+/// The [`BackendError`] variant of a driver result code: what a caller can do about it differs
+/// (out of memory: a smaller configuration; a sticky fault: the context is gone).
+pub fn classify(e: result::DriverError, text: String) -> BackendError {
+    use sys::cudaError_enum as C;
+    match e.0 {
+        C::CUDA_ERROR_OUT_OF_MEMORY => BackendError::OutOfMemory(text),
+        C::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES | C::CUDA_ERROR_INVALID_IMAGE | C::CUDA_ERROR_NOT_FOUND | C::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING | C::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE => {
+            BackendError::Launch(text)
+        }
+        C::CUDA_ERROR_ILLEGAL_ADDRESS
+        | C::CUDA_ERROR_LAUNCH_FAILED
+        | C::CUDA_ERROR_LAUNCH_TIMEOUT
+        | C::CUDA_ERROR_ECC_UNCORRECTABLE
+        | C::CUDA_ERROR_HARDWARE_STACK_ERROR
+        | C::CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | C::CUDA_ERROR_MISALIGNED_ADDRESS
+        | C::CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | C::CUDA_ERROR_INVALID_PC
+        | C::CUDA_ERROR_CONTEXT_IS_DESTROYED
+        | C::CUDA_ERROR_DEVICE_UNAVAILABLE
+        | C::CUDA_ERROR_DEVICE_NOT_LICENSED
+        | C::CUDA_ERROR_NO_DEVICE
+        | C::CUDA_ERROR_DEINITIALIZED
+        | C::CUDA_ERROR_SYSTEM_NOT_READY
+        | C::CUDA_ERROR_UNKNOWN => BackendError::DeviceLost(text),
+        _ => BackendError::Driver(text),
+    }
+}
+
+/// A failure given the operation it interrupted, as a [`BackendError`] of its class.
+pub trait Context {
+    fn ctx(self, what: impl std::fmt::Display) -> BackendError;
+}
+
+impl Context for result::DriverError {
+    fn ctx(self, what: impl std::fmt::Display) -> BackendError {
+        classify(self, format!("{what}: {self}"))
+    }
+}
+
+impl Context for BackendError {
+    fn ctx(self, what: impl std::fmt::Display) -> BackendError {
+        self.context(what)
+    }
+}
+
+/// Maps a driver error to a [`BackendError`] of its class, with `what` (the operation) in front.
+pub fn err(what: &str) -> impl FnOnce(result::DriverError) -> BackendError + '_ {
+    move |e| classify(e, format!("{what}: {e}"))
 }
 
 pub struct DeviceBuffer {
@@ -22,7 +71,7 @@ impl DeviceBuffer {
     pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> CuResult<Self> {
         ctx.bind_to_thread().map_err(err("binding the context"))?;
         // SAFETY: plain allocation in the bound context.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| format!("allocating {bytes} bytes of device memory: {e}"))?;
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| classify(e, format!("allocating {bytes} bytes of device memory: {e}")))?;
         Ok(DeviceBuffer { ctx: ctx.clone(), ptr, bytes })
     }
 }
@@ -51,7 +100,7 @@ impl PinnedBuffer {
     pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> CuResult<Self> {
         ctx.bind_to_thread().map_err(err("binding the context"))?;
         // SAFETY: plain allocation; flags 0 = portable defaults.
-        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(|e| format!("allocating {bytes} bytes of pinned memory: {e}"))? as *mut u8;
+        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(|e| classify(e, format!("allocating {bytes} bytes of pinned memory: {e}")))? as *mut u8;
         Ok(PinnedBuffer { ctx: ctx.clone(), ptr, bytes })
     }
 
@@ -175,7 +224,10 @@ impl Drop for Event {
 pub unsafe fn launch<A>(f: &cudarc::driver::CudaFunction, grid: (u32, u32, u32), block: u32, shared_bytes: u32, stream: &Stream, args: &mut A) -> CuResult<()> {
     let mut params = [args as *mut A as *mut std::ffi::c_void];
     // SAFETY: the caller's contract.
-    unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), shared_bytes, stream.raw, &mut params) }.map_err(|e| format!("launching on grid {grid:?}: {e}"))
+    unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), shared_bytes, stream.raw, &mut params) }.map_err(|e| match classify(e, format!("launching on grid {grid:?}: {e}")) {
+        BackendError::Driver(m) => BackendError::Launch(m),
+        other => other,
+    })
 }
 
 /// Queues `bytes` bytes of `value` at device address `ptr` on `stream`.

@@ -10,6 +10,7 @@ use cudarc::driver::{result, CudaContext};
 use super::layout::FrameLayout;
 use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::convert::copy_bytes;
+use crate::device::cuda::raw::Context as _;
 use crate::planar::PlanarFrame;
 
 struct Staging {
@@ -57,11 +58,11 @@ impl DeviceRing {
         let base = self.frames.ptr + (slot * self.layout.frame_bytes) as u64;
         for (p, &(ptr, n)) in ranges.iter().enumerate() {
             if n != self.layout.plane_bytes[p] {
-                return Err(format!("upload: plane {p} has {n} bytes, the ring expects {}", self.layout.plane_bytes[p]));
+                return Err(crate::error::BackendError::Host(format!("upload: plane {p} has {n} bytes, the ring expects {}", self.layout.plane_bytes[p])));
             }
             // SAFETY: the destination lies in the ring allocation; the source is a live
             // page-locked plane that is not modified before the copy completes (see above).
-            unsafe { cudarc::driver::sys::cuMemcpyHtoDAsync_v2(base + self.layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| format!("upload: {e}"))?;
+            unsafe { cudarc::driver::sys::cuMemcpyHtoDAsync_v2(base + self.layout.offsets[p] as u64, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| e.ctx("upload"))?;
         }
         self.arrived[slot].record(stream)
     }
@@ -83,7 +84,7 @@ impl DeviceRing {
         let dst = self.frames.ptr + (slot * self.layout.frame_bytes) as u64;
         // SAFETY: dst lies in the ring allocation; the pinned source stays untouched until `sent`
         // completes (checked before the next refill).
-        unsafe { result::memcpy_htod_async(dst, s.host.as_slice(), stream.raw) }.map_err(|e| format!("upload: {e}"))?;
+        unsafe { result::memcpy_htod_async(dst, s.host.as_slice(), stream.raw) }.map_err(|e| e.ctx("upload"))?;
         s.sent.record(stream)?;
         self.arrived[slot].record(stream)
     }

@@ -22,6 +22,7 @@ use super::hostio::HostRange;
 use super::layout::FrameLayout;
 use super::raw::{self, CuResult, DeviceBuffer, Stream};
 use super::{module, DeviceInfo};
+use crate::device::cuda::raw::Context as _;
 use crate::error::{Error, Result};
 use crate::frame::VideoInfo;
 use crate::planar::{Geometry, PlaneGeometry};
@@ -63,7 +64,7 @@ pub fn defines(sample_bytes: usize) -> Vec<String> {
 }
 
 /// Compiles the program to PTX for `arch`; no GPU needed (tests/nvrtc_compile.rs).
-pub fn compile_ptx(sample_bytes: usize, arch: &str) -> std::result::Result<std::sync::Arc<String>, String> {
+pub fn compile_ptx(sample_bytes: usize, arch: &str) -> std::result::Result<std::sync::Arc<String>, crate::error::BackendError> {
     module::program_ptx(PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes), arch)
 }
 
@@ -139,8 +140,8 @@ impl StoredIo {
         let in_layout = FrameLayout::new(&in_geometry);
         let out_layout = FrameLayout::new(&out_geometry);
         let sample_bytes = in_geometry.bytes_per_sample;
-        let m = module::program_module(&device.ctx, PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes)).map_err(|e| Error::Backend(format!("stored-frame kernels: {e}")))?;
-        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let m = module::program_module(&device.ctx, PROGRAM_NAME, &module::program_source(SOURCES), &defines(sample_bytes)).map_err(|e| Error::Backend(e.ctx("stored-frame kernels")))?;
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
         let input = DeviceBuffer::new(&device.ctx, in_layout.frame_bytes).map_err(Error::Backend)?;
         let (in_direct, out_direct) = (direct_planes(&in_info), direct_planes(&out_info));
         let (in_planes, out_planes) = (Geometry::from_video_info(&in_info).planes, Geometry::from_video_info(&out_info).planes);
@@ -172,7 +173,7 @@ impl StoredIo {
     pub fn upload(&self, ranges: &[HostRange], slot: u64, ring_layout: &FrameLayout, stream: &Stream) -> CuResult<()> {
         for (p, &(ptr, n)) in ranges.iter().enumerate() {
             if n != self.in_layout.plane_bytes[p] {
-                return Err(format!("upload: stored plane {p} has {n} bytes, {} expected", self.in_layout.plane_bytes[p]));
+                return Err(crate::error::BackendError::Host(format!("upload: stored plane {p} has {n} bytes, {} expected", self.in_layout.plane_bytes[p])));
             }
             let to = match self.in_direct[p] {
                 Some(c) => slot + ring_layout.offsets[c] as u64,
@@ -182,14 +183,14 @@ impl StoredIo {
             // bytes of its component's plane); the source is a live host plane that is
             // unchanged until the copy completes (page-locked: the Backend trait's promise on
             // uploaded frames; pageable: the driver has read it when the call returns).
-            unsafe { sys::cuMemcpyHtoDAsync_v2(to, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| format!("upload: {e}"))?;
+            unsafe { sys::cuMemcpyHtoDAsync_v2(to, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| e.ctx("upload"))?;
         }
         let fi = self.in_info.format.info();
         let interleaved = |c: usize| self.in_direct[fi.components[c].memory_plane].is_none();
         let Some((mut args, grid)) = moves(&self.in_info, &self.in_planes, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64, interleaved) else { return Ok(()) };
         // SAFETY: every address lies in `input` or the ring frame, within the sizes the block
         // states (the layouts were made from the same formats and sizes).
-        unsafe { raw::launch(&self.unpack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_unpack: {e}"))
+        unsafe { raw::launch(&self.unpack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| e.ctx("stored_unpack"))
     }
 
     /// Queues on `stream` the packing of one job's output into `stored` (a buffer of
@@ -211,7 +212,7 @@ impl StoredIo {
             .collect();
         if let Some((mut args, grid)) = moves(&self.out_info, &self.out_planes, stored, &self.out_layout, plane, |c| !in_place(c)) {
             // SAFETY: as in `upload`; `stored` is an output frame's stored buffer of `out_layout`.
-            unsafe { raw::launch(&self.pack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| format!("stored_pack: {e}"))?;
+            unsafe { raw::launch(&self.pack, grid, BLOCK, 0, stream, &mut args) }.map_err(|e| e.ctx("stored_pack"))?;
         }
         Ok(sources)
     }

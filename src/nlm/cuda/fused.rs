@@ -19,6 +19,7 @@ use cudarc::driver::{result, sys};
 use super::launch::{self, Batch, NlmArgs, NlmJob, MAX_FRAMES};
 use super::variant::{self, KernelVariant, Kernels};
 use super::{window_slots, EXACT_PARTS};
+use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::device::cuda::{backend_err, CudaAlgorithm, DeviceInfo, FrameLayout, Launch};
 use crate::error::{Error, Result};
@@ -92,14 +93,14 @@ impl FusedNlm {
         let f = variant::kernels(&self.device.ctx, v).map_err(backend_err)?;
         // SAFETY: f is a live function of a loaded module.
         unsafe { result::function::set_function_attribute(f.fused.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
-            .map_err(|e| Error::Backend(format!("raising the shared memory limit: {e}")))?;
+            .map_err(|e| Error::Backend(e.ctx("raising the shared memory limit")))?;
         // Both kernels ask for the largest shared-memory carveout, so that exact-path blocks
         // never need an SM configured differently from the fused blocks'. (Every build measured
         // since run 37 sets it; its own effect was not measured apart.)
         for func in [&f.fused, &f.exact] {
             // SAFETY: as above.
             unsafe { result::function::set_function_attribute(func.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100) }
-                .map_err(|e| Error::Backend(format!("setting the shared memory carveout: {e}")))?;
+                .map_err(|e| Error::Backend(e.ctx("setting the shared memory carveout")))?;
         }
         self.functions.insert(*v, f.clone());
         Ok(f)
@@ -130,7 +131,7 @@ impl FusedNlm {
         host.as_mut_slice()[..bytes].copy_from_slice(src);
         // SAFETY: the device table holds `bytes`; the pinned source is not rewritten before
         // `copied` completes (checked above).
-        unsafe { result::memcpy_htod_async(dev.ptr, &host.as_slice()[..bytes], compute.raw) }.map_err(|e| Error::Backend(format!("job table: {e}")))?;
+        unsafe { result::memcpy_htod_async(dev.ptr, &host.as_slice()[..bytes], compute.raw) }.map_err(|e| Error::Backend(e.ctx("job table")))?;
         copied.record(compute).map_err(backend_err)?;
         Ok(dev.ptr)
     }
@@ -175,7 +176,7 @@ impl CudaAlgorithm for FusedNlm {
             for o in launch.outputs {
                 // SAFETY: the count word lies in the list's allocation (exact_offset + 1 + capacity
                 // <= samples + EXACT_PARTS words); stream-ordered before the kernels.
-                unsafe { raw::memset(o.scratch + 8 * exact_offset as u64, 0, 8, compute) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
+                unsafe { raw::memset(o.scratch + 8 * exact_offset as u64, 0, 8, compute) }.map_err(|e| Error::Backend(e.ctx("clearing the exact list")))?;
             }
             exact_parts.push((exact_offset, capacity));
             exact_offset += 1 + capacity;
@@ -241,7 +242,7 @@ impl CudaAlgorithm for FusedNlm {
             // SAFETY: the argument block matches the kernel's NlmArgs (size checked at compile
             // time); every pointer in it (and in the job table) lies in the device's allocations.
             unsafe { raw::launch(&f.fused, grid, v.tile.threads, args.smem_bytes, fused_stream, &mut args) }
-                .map_err(|e| Error::Backend(format!("NLM kernel (search radius {}, patch radius {}): {e}", v.search_radius, v.patch_radius)))?;
+                .map_err(|e| Error::Backend(e.ctx(format!("NLM kernel (search radius {}, patch radius {})", v.search_radius, v.patch_radius))))?;
             // The exact path for the samples the fused kernel queued, one launch per batch (a
             // grid-stride loop over a count only the device knows; a few microseconds when it is
             // zero), on its own stream.
@@ -264,7 +265,7 @@ impl CudaAlgorithm for FusedNlm {
                 z0 += n;
                 // SAFETY: as above; the kernel reads the counts the fused kernel wrote before it.
                 unsafe { raw::launch(&f.exact, launch::exact_grid(jobs.len()), launch::EXACT_THREADS, 0, &self.exact, &mut eargs) }
-                    .map_err(|e| Error::Backend(format!("NLM exact-ties kernel (search radius {}, patch radius {}): {e}", v.search_radius, v.patch_radius)))?;
+                    .map_err(|e| Error::Backend(e.ctx(format!("NLM exact-ties kernel (search radius {}, patch radius {})", v.search_radius, v.patch_radius))))?;
             }
         }
         if table_ptr != 0 {

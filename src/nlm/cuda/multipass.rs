@@ -19,6 +19,7 @@ use cudarc::driver::CudaFunction;
 use super::launch::{self, Batch, NlmArgs, MAX_BATCH, MAX_PLANES};
 use super::variant::{self, KernelVariant};
 use super::{exact_capacity, window_slots};
+use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
 use crate::device::{BackendOptions, Intermediate};
@@ -167,7 +168,7 @@ pub fn program_source() -> String {
 }
 
 /// Compiles `v` to PTX for `arch` (e.g. "compute_90"); no GPU needed (tests/nvrtc_compile.rs).
-pub fn compile_ptx(v: &MpVariant, arch: &str) -> std::result::Result<Arc<String>, String> {
+pub fn compile_ptx(v: &MpVariant, arch: &str) -> std::result::Result<Arc<String>, crate::error::BackendError> {
     module::program_ptx(PROGRAM_NAME, &program_source(), &v.defines(), arch)
 }
 
@@ -402,7 +403,7 @@ impl MultipassNlm {
             return Ok(k.clone());
         }
         let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &program_source(), &v.defines()).map_err(backend_err)?;
-        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(format!("kernel {n}: {e}")));
+        let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
         let k = MpKernels { f: [load(KERNEL_NAMES[0])?, load(KERNEL_NAMES[1])?, load(KERNEL_NAMES[2])?, load(KERNEL_NAMES[3])?] };
         self.kernels.insert(*v, k.clone());
         Ok(k)
@@ -422,7 +423,7 @@ impl MultipassNlm {
         // SAFETY: the argument block matches the kernel's MpArgs (size checked at compile time
         // through MP_ARGS_BYTES); every pointer in it lies in the device's allocations, and the
         // kernels bound every access by the sizes in the block.
-        unsafe { raw::launch(f, grid, BLOCK, 0, stream, args) }.map_err(|e| Error::Backend(format!("{what}: {e}")))
+        unsafe { raw::launch(f, grid, BLOCK, 0, stream, args) }.map_err(|e| Error::Backend(e.ctx(what)))
     }
 
     /// Enqueues every pass of `job` on `stream`, writing into `out`.
@@ -498,7 +499,7 @@ impl MultipassNlm {
             }
             args.n_off = if packs.is_empty() { 0 } else { 1 };
             // SAFETY: the count word lies in the list's allocation; stream-ordered before finalize.
-            unsafe { raw::memset(out.scratch, 0, 8, stream) }.map_err(|e| Error::Backend(format!("clearing the exact list: {e}")))?;
+            unsafe { raw::memset(out.scratch, 0, 8, stream) }.map_err(|e| Error::Backend(e.ctx("clearing the exact list")))?;
             let grids = pass_grids(&weight_grid(false, 0, 0, 1, b.out_w, b.out_h), b.out_w, b.out_h, b.groups.len());
             Self::launch_one(&k.f[3], grids[2], &mut args, stream, "mp_finalize")?;
             // The exact f64 path for the samples finalize queued (kernels/nlm/exact.cu).
@@ -533,7 +534,7 @@ impl MultipassNlm {
             // SAFETY: the argument block matches nlm_exact's NlmArgs (size checked at compile time);
             // its pointers lie in the device's allocations; the kernel reads the count finalize
             // wrote before it (same stream) and bounds it by exact_capacity.
-            unsafe { raw::launch(&exact_fn, (EXACT_BLOCKS, 1, 1), launch::EXACT_THREADS, 0, stream, &mut nargs) }.map_err(|e| Error::Backend(format!("the exact path: {e}")))?;
+            unsafe { raw::launch(&exact_fn, (EXACT_BLOCKS, 1, 1), launch::EXACT_THREADS, 0, stream, &mut nargs) }.map_err(|e| Error::Backend(e.ctx("the exact path")))?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use cudarc::driver::{CudaContext, CudaFunction};
 
 use super::launch::{self, Batch, TileConfig, NLM_ARGS_BYTES};
 use crate::device::cuda::module;
+use crate::device::cuda::raw::Context as _;
 use crate::nlm::NlmPlan;
 use crate::params::Weighting;
 
@@ -136,14 +137,14 @@ pub fn program_source() -> String {
 
 /// Compiles `variant` to PTX for the virtual architecture `arch` (e.g. "compute_90") with NVRTC,
 /// through the process-wide cache. Needs no GPU. Errors carry NVRTC's log.
-pub fn compile_ptx(variant: &KernelVariant, arch: &str) -> Result<Arc<String>, String> {
-    module::program_ptx(PROGRAM_NAME, &program_source(), &variant.defines(), arch).map_err(|e| format!("{variant:?}: {e}"))
+pub fn compile_ptx(variant: &KernelVariant, arch: &str) -> std::result::Result<Arc<String>, crate::error::BackendError> {
+    module::program_ptx(PROGRAM_NAME, &program_source(), &variant.defines(), arch).map_err(|e| e.ctx(format!("{variant:?}")))
 }
 
 /// The fused kernel and its exact companion of `variant` on `ctx`'s device, loaded once per
 /// (device, variant).
-pub fn kernels(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> Result<Kernels, String> {
-    let m = module::program_module(ctx, PROGRAM_NAME, &program_source(), &variant.defines()).map_err(|e| format!("{variant:?}: {e}"))?;
-    let load = |n: &str| m.load_function(n).map_err(|e| format!("kernel {n}: {e}"));
+pub fn kernels(ctx: &Arc<CudaContext>, variant: &KernelVariant) -> std::result::Result<Kernels, crate::error::BackendError> {
+    let m = module::program_module(ctx, PROGRAM_NAME, &program_source(), &variant.defines()).map_err(|e| e.ctx(format!("{variant:?}")))?;
+    let load = |n: &str| m.load_function(n).map_err(|e| e.ctx(format!("kernel {n}")));
     Ok(Kernels { fused: load(KERNEL_NAME)?, exact: load(EXACT_KERNEL_NAME)? })
 }
