@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::backends::{self, BackendOptions};
 use crate::convert;
-use crate::device::{self, Backend, BackendOptions};
+use crate::device::Backend;
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};
@@ -145,7 +146,7 @@ pub struct Denoiser<T> {
 impl<T> Denoiser<T> {
     /// A denoiser for frames of `info`, on the backend `options` select.
     pub fn new(info: VideoInfo, params: Params, options: &BackendOptions) -> Result<Self> {
-        let backend = device::create(options)?;
+        let backend = backends::create(options)?;
         Self::with_backend(info, params, backend)
     }
 

@@ -10,9 +10,11 @@
 //! * *what* is computed: one folder per algorithm ([`nlm`], [`bm3d`], [`sr`]), each with its plan, its
 //!   f64 reference, its CPU and its CUDA implementation.
 //!
-//! [`engine`] (window, ordering, unpack/pack) sits above both; [`plan::Plan`] carries the
+//! [`backends`] is the composition root that pairs them. [`engine`] (window, ordering,
+//! unpack/pack) sits above both; [`plan::Plan`] carries the
 //! parameters resolved for a stream from the engine to the device layer and its algorithm.
 
+pub mod backends;
 pub mod bm3d;
 pub mod convert;
 pub mod device;
@@ -29,7 +31,8 @@ pub mod sr;
 pub mod window;
 pub mod y4m;
 
-pub use device::{BackendKind, BackendOptions};
+pub use backends::BackendOptions;
+pub use device::BackendKind;
 pub use engine::Denoiser;
 pub use error::{BackendError, Error, Result};
 pub use format::PixelFormat;

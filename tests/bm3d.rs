@@ -11,7 +11,8 @@ mod common;
 
 use common::clips::{agree, clip, psnr};
 use common::{samples, seed};
-use nlmdenoise::device::{BackendOptions, ChunkFrames};
+use nlmdenoise::device::ChunkFrames;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;

@@ -363,7 +363,7 @@ impl Backend for Fake {
     fn device_memory(&self) -> Option<DeviceMemory> {
         (self.per_frame > 0).then_some(DeviceMemory { free: self.free.saturating_sub(self.slots as u64 * self.per_frame), total: 2 * self.free })
     }
-    fn device_bytes_per_frame(&self, _: &Geometry, _: &Plan) -> u64 {
+    fn device_bytes_per_frame(&mut self, _: &Geometry, _: &Plan) -> u64 {
         self.per_frame
     }
 }
@@ -380,7 +380,7 @@ fn fake_factory(spec: FakeSpec, finishes: Arc<AtomicUsize>, live: Arc<AtomicUsiz
     Arc::new(move |_, _| {
         live.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(Fake {
-            inner: Box::new(HostBackend::cpu(1)?),
+            inner: Box::new(nlmdenoise::backends::cpu(1)?),
             free: spec.free,
             per_frame: spec.per_frame,
             finishes: finishes.clone(),
@@ -491,7 +491,7 @@ fn dropping_the_denoiser_joins_its_workers() {
     drop(d);
     assert_eq!(live.load(Ordering::SeqCst), 0, "workers ended (and dropped their backends) before drop returned");
     // A backend that cannot be created is an error, not a hang.
-    let failing: BackendFactory = Arc::new(|i, _| if i == 1 { Err(Error::BackendUnavailable("no such device".into())) } else { Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>) });
+    let failing: BackendFactory = Arc::new(|i, _| if i == 1 { Err(Error::BackendUnavailable("no such device".into())) } else { Ok(Box::new(nlmdenoise::backends::reference()) as Box<dyn Backend>) });
     assert!(matches!(ChunkedBackend::with_factory(ChunkFrames::Auto, &[0, 1], failing), Err(Error::BackendUnavailable(_))));
 }
 
@@ -568,7 +568,7 @@ fn checksum(f: &PlanarFrame) -> u64 {
 }
 
 fn deferred_factory(reads: Arc<AtomicUsize>) -> BackendFactory {
-    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: HostBackend::cpu(1)?, geometry: None, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
+    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: nlmdenoise::backends::cpu(1)?, geometry: None, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
 }
 
 #[test]
@@ -597,7 +597,7 @@ fn pooled_frames_are_reused_across_chunks() {
     let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
     let inputs = frames(info, 200, 5);
     for (n, workers, params) in [(3, 1, Params { temporal_past: 2, ..base() }), (4, 2, Params { temporal_past: 2, temporal_future: 2, ..base() }), (1, 3, Params { temporal_future: 1, ..base() })] {
-        let b = ChunkedBackend::with_factory(ChunkFrames::Frames(n), &vec![0; workers], Arc::new(|_, _| Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>))).unwrap();
+        let b = ChunkedBackend::with_factory(ChunkFrames::Frames(n), &vec![0; workers], Arc::new(|_, _| Ok(Box::new(nlmdenoise::backends::reference()) as Box<dyn Backend>))).unwrap();
         let stats = b.stats();
         let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, Box::new(b)).unwrap();
         let latency = d.latency_frames();
@@ -645,7 +645,7 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
         })
         .collect();
     // The same job on the reference backend, finished into its own uploaded frame.
-    let mut r = HostBackend::reference();
+    let mut r = nlmdenoise::backends::reference();
     r.configure(&geometry, &plan, 2).unwrap();
     let mut expect = planar[0].clone();
     r.upload(0, &expect).unwrap();
@@ -653,7 +653,7 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
     r.finish(&mut expect).unwrap();
     assert!(expect.planes[0] != planar[0].planes[0], "the luma plane is denoised");
 
-    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(HostBackend::reference()) as Box<dyn Backend>))).unwrap();
+    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(nlmdenoise::backends::reference()) as Box<dyn Backend>))).unwrap();
     b.configure(&geometry, &plan, 4).unwrap();
     b.upload(0, &planar[0]).unwrap();
     b.launch(&Job { epoch: 0, seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
@@ -680,7 +680,8 @@ fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
     let factory: BackendFactory = Arc::new(move |_, _| {
         c.fetch_add(1, Ordering::SeqCst);
         l.fetch_add(1, Ordering::SeqCst);
-        Ok(Box::new(Fake { inner: Box::new(HostBackend::reference()), free: 0, per_frame: 0, finishes: Arc::default(), fail_at: None, panic_at: None, slots: 0, live: l.clone() }) as Box<dyn Backend>)
+        Ok(Box::new(Fake { inner: Box::new(nlmdenoise::backends::reference()), free: 0, per_frame: 0, finishes: Arc::default(), fail_at: None, panic_at: None, slots: 0, live: l.clone() })
+            as Box<dyn Backend>)
     });
     let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(2), &[0, 0], factory).unwrap();
     let params = Params { temporal_past: 1, ..base() };

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use common::{compare, denoise, gpu_or_skip, make_frame, seed, tolerance, Content, Waves};
 use nlmdenoise::device::chunked::{cuda_device_count, BackendFactory, ChunkedBackend};
-use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::{Backend, ChunkFrames, Devices};
 use nlmdenoise::error::Error;
 use nlmdenoise::{BackendKind, BackendOptions, Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
@@ -30,7 +29,7 @@ fn inputs(format: PixelFormat, w: usize, h: usize, n: usize, rng: &mut SmallRng)
 fn chunked_cuda(chunk: ChunkFrames, devices: &[usize]) -> Box<dyn Backend> {
     let devs = devices.to_vec();
     let factory: BackendFactory = Arc::new(move |w, depth| {
-        let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, device_id: devs[w], pipeline_depth: depth, ..Default::default() })?;
+        let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, device_id: devs[w], pipeline_depth: depth, ..Default::default() })?;
         b.set_poison_outputs(true);
         Ok(Box::new(b) as Box<dyn Backend>)
     });
@@ -38,7 +37,7 @@ fn chunked_cuda(chunk: ChunkFrames, devices: &[usize]) -> Box<dyn Backend> {
 }
 
 fn unchunked_cuda() -> Box<dyn Backend> {
-    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 2, ..Default::default() }).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 2, ..Default::default() }).unwrap();
     b.set_poison_outputs(true);
     Box::new(b)
 }
@@ -122,7 +121,7 @@ fn chunks_are_sized_from_device_memory() {
     if !gpu_or_skip("chunks_are_sized_from_device_memory") {
         return;
     }
-    let b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() }).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() }).unwrap();
     let mem = b.device_memory().expect("the CUDA backend reports its device memory");
     assert!(mem.free > 0 && mem.free <= mem.total, "{mem:?}");
     let info = VideoInfo::new(PixelFormat::Y444_16LE, 3840, 2160).unwrap();

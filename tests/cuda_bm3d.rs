@@ -8,8 +8,8 @@ mod common;
 
 use common::clips::{agree, clip, psnr, Clip};
 use common::{gpu_or_skip, samples, seed};
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::{BackendOptions, ChunkFrames};
+use nlmdenoise::device::ChunkFrames;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -28,7 +28,7 @@ fn reference(params: Params, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
 }
 
 fn cuda(params: Params, inputs: &[OwnedFrame], depth: usize) -> Vec<OwnedFrame> {
-    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() }).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() }).unwrap();
     b.set_poison_outputs(true);
     let d: Denoiser<usize> = Denoiser::with_backend(inputs[0].info, params, Box::new(b)).unwrap();
     common::denoise(d, inputs, 3, 0xA7, None)

@@ -16,9 +16,10 @@
 mod common;
 
 use common::{base, depth, gpu_or_skip, make_frame, samples, seed, Content, Waves};
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::{Backend, BackendOptions, GpuKernel, Intermediate};
+use nlmdenoise::device::Backend;
 use nlmdenoise::format::ComponentKind;
+use nlmdenoise::nlm::{GpuKernel, Intermediate, NlmOptions};
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo, Weighting};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -38,8 +39,13 @@ fn run(backend: Box<dyn Backend>, params: Params, inputs: &[OwnedFrame], retune:
 }
 
 fn multipass(depth: usize, per_pass: u32, intermediate: Intermediate) -> Box<dyn Backend> {
-    let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Multipass, pipeline_depth: depth, offsets_per_pass: per_pass, intermediate, ..Default::default() };
-    let mut b = CudaBackend::new(&opts).unwrap();
+    let opts = BackendOptions {
+        kind: BackendKind::Cuda,
+        pipeline_depth: depth,
+        nlm: NlmOptions { gpu_kernel: GpuKernel::Multipass, offsets_per_pass: per_pass, intermediate, ..Default::default() },
+        ..Default::default()
+    };
+    let mut b = nlmdenoise::backends::cuda(&opts).unwrap();
     b.set_poison_outputs(true);
     Box::new(b)
 }
@@ -66,7 +72,7 @@ fn case(format: PixelFormat, width: usize, height: usize, params: Params) -> Cas
 fn compare(c: &Case, inter: Intermediate, rng: &mut SmallRng) -> (f64, f64, usize, usize) {
     let info = VideoInfo::new(c.format, c.width, c.height).unwrap();
     let inputs: Vec<OwnedFrame> = (0..c.frames).map(|i| make_frame(info, 0, c.content, WAVES, i, rng)).collect();
-    let reference = run(Box::new(nlmdenoise::device::host::HostBackend::reference()), c.params, &inputs, c.retune);
+    let reference = run(Box::new(nlmdenoise::backends::reference()), c.params, &inputs, c.retune);
     let gpu = run(multipass(c.depth, c.per_pass, inter), c.params, &inputs, c.retune);
     let fi = c.format.info();
     let (maxv, shift) = depth(c.format);
@@ -120,8 +126,8 @@ fn check_f32(c: &Case, rng: &mut SmallRng) {
 fn offsets_per_pass_out_of_range_is_a_clear_error() {
     // Validated before any device probing: runs everywhere.
     for p in [0, 5] {
-        let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Multipass, offsets_per_pass: p, ..Default::default() };
-        let e = nlmdenoise::device::create(&opts).err().unwrap_or_else(|| panic!("offsets_per_pass {p} accepted")).to_string();
+        let opts = BackendOptions { kind: BackendKind::Cuda, nlm: NlmOptions { gpu_kernel: GpuKernel::Multipass, offsets_per_pass: p, ..Default::default() }, ..Default::default() };
+        let e = nlmdenoise::backends::create(&opts).err().unwrap_or_else(|| panic!("offsets_per_pass {p} accepted")).to_string();
         assert!(e.contains("offsets-per-pass") && e.contains("1..=4"), "{e}");
         println!("PASS offsets_per_pass={p} rejected: {e}");
     }

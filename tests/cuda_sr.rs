@@ -9,9 +9,8 @@ mod common;
 use common::clips::{noisy, psnr};
 use common::sr::{differences, moving_clip, sr, upscale};
 use common::{gpu_or_skip, seed};
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::BackendOptions;
 use nlmdenoise::params::SrParams;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{BackendKind, Denoiser, OwnedFrame, Params, PixelFormat};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -22,7 +21,7 @@ fn reference(params: Params, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
 }
 
 fn cuda(params: Params, inputs: &[OwnedFrame], depth: usize) -> Vec<OwnedFrame> {
-    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() }).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() }).unwrap();
     b.set_poison_outputs(true);
     let d: Denoiser<usize> = Denoiser::with_backend(inputs[0].info, params, Box::new(b)).unwrap();
     upscale(d, inputs, 0x5C)

@@ -10,8 +10,7 @@
 mod common;
 
 use common::gpu_or_skip;
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::BackendOptions;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{convert, Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, SrParams, VideoInfo};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -21,7 +20,7 @@ const POISON: u8 = 0x3D;
 fn engine(info: VideoInfo, params: Params, device_layout: bool, depth: usize) -> Denoiser<usize> {
     let mut opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
     opts.host_io.device_layout = device_layout;
-    let mut b = CudaBackend::new(&opts).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&opts).unwrap();
     b.set_poison_outputs(true);
     let d = Denoiser::with_backend(info, params, Box::new(b)).unwrap();
     assert_eq!(d.converts_on_backend(), device_layout, "{info:?}");

@@ -15,8 +15,8 @@ mod common;
 
 use common::{assert_padding_kept, base, case, compare, denoise, gpu_or_skip, inputs, seed, tolerance, Case, Content, Waves};
 use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::host::HostBackend;
-use nlmdenoise::device::{Backend, BackendOptions};
+use nlmdenoise::device::Backend;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, Weighting};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -28,7 +28,7 @@ const WAVES: Waves = Waves { x: 0.27, y: 0.19, t: 0.3 };
 
 fn cuda_backend(depth: usize) -> Box<dyn Backend> {
     let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() };
-    let mut b = CudaBackend::new(&opts).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&opts).unwrap();
     b.set_poison_outputs(true);
     Box::new(b)
 }
@@ -41,7 +41,7 @@ fn run(backend: Box<dyn Backend>, c: &Case, inputs: &[OwnedFrame]) -> Vec<OwnedF
 /// Runs both backends; returns the largest difference seen (stored units).
 fn check(c: &Case, rng: &mut SmallRng) -> u32 {
     let inputs = inputs(c, WAVES, rng);
-    let reference = run(Box::new(HostBackend::reference()), c, &inputs);
+    let reference = run(Box::new(nlmdenoise::backends::reference()), c, &inputs);
     let gpu = run(cuda_backend(c.depth), c, &inputs);
     // Counted as differing, as in tests/cpu_vs_reference.rs: any difference for 8- and 10-bit
     // formats; for 16-bit formats more than 1/32 of an 8-bit code value (float accumulation carries
@@ -198,7 +198,7 @@ fn run_jobs(c: &Case, frames: &[nlmdenoise::planar::PlanarFrame], jobs: &[nlmden
     let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
     let geometry = Geometry::from_video_info(&info);
     let plan = Plan::new(&geometry, &c.params).unwrap();
-    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
+    let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
     b.set_poison_outputs(true);
     b.configure(&geometry, &plan, slots).unwrap();
     for (slot, f) in frames.iter().enumerate() {

@@ -419,7 +419,7 @@ fn backend_errors_leave_the_engine_consistent() {
     let frames: Vec<OwnedFrame> = (0..4).map(|_| frame_from(info, |_, _, _| rng.random_range(0..256))).collect();
     let params = small_params();
     let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let backend = FlakyBackend { inner: nlmdenoise::device::host::HostBackend::reference(), fail_next_launch: fail.clone(), refuse_search_radius: 5 };
+    let backend = FlakyBackend { inner: nlmdenoise::backends::reference(), fail_next_launch: fail.clone(), refuse_search_radius: 5 };
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, Box::new(backend)).unwrap();
     d.push(&frames[0].as_ref(), 0).unwrap();
     assert_eq!(pop(&mut d).unwrap().0, 0);

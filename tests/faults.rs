@@ -10,10 +10,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use nlmdenoise::device::{self, Backend, BackendKind, BackendOptions, DeviceMemory};
+use nlmdenoise::device::{Backend, BackendKind, DeviceMemory};
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
 use nlmdenoise::window::Job;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, Error, OwnedFrame, Params, PixelFormat, Result, VideoInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,7 +174,7 @@ fn every_frame_is_delivered_or_reported_lost() {
             for forever in [false, true] {
                 for nth in [0, 5] {
                     let calls = Arc::new(AtomicUsize::new(0));
-                    let inner = device::create(&BackendOptions { pipeline_depth: depth, ..options.clone() }).unwrap();
+                    let inner = nlmdenoise::backends::create(&BackendOptions { pipeline_depth: depth, ..options.clone() }).unwrap();
                     let faulty = Faulty { inner, op, nth, forever, calls: calls.clone(), dead: false };
                     let mut d: Denoiser<usize> = Denoiser::with_backend(info, params(), Box::new(faulty)).unwrap();
                     let case = format!("{op:?} #{nth}, forever {forever}, depth {depth}");
@@ -219,7 +220,7 @@ fn a_second_backend_takes_over_after_a_lost_device() {
     let inputs = frames(info, 16);
     let options = BackendOptions { kind: BackendKind::Cpu, pipeline_depth: 2, ..Default::default() };
     for op in [Op::Upload, Op::Launch, Op::Finish] {
-        let inner = device::create(&options).unwrap();
+        let inner = nlmdenoise::backends::create(&options).unwrap();
         let faulty = Faulty { inner, op, nth: 5, forever: true, calls: Arc::new(AtomicUsize::new(0)), dead: false };
         let mut d: Denoiser<usize> = Denoiser::with_backend(info, params(), Box::new(faulty)).unwrap();
         let mut delivered = Vec::new();

@@ -133,8 +133,8 @@ fn a_broken_variant_reports_nvrtc_log() {
 /// offsets-per-pass (1..=4) and intermediate (f32, f16, unorm10), with all four entry points.
 #[test]
 fn every_multipass_variant_compiles() {
-    use nlmdenoise::device::Intermediate;
     use nlmdenoise::nlm::cuda::multipass::{self, MpVariant};
+    use nlmdenoise::nlm::Intermediate;
     if !nvrtc_or_skip("every_multipass_variant_compiles") {
         return;
     }

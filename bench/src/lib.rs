@@ -20,7 +20,7 @@ use nlmdenoise::BackendOptions;
 pub fn tuning_from_env(mut options: BackendOptions) -> anyhow::Result<BackendOptions> {
     let var = |k: &str| std::env::var(k).ok();
     let off = |k: &str| var(k).map(|v| v == "0");
-    let t: &mut NlmTuning = &mut options.nlm_tuning;
+    let t: &mut NlmTuning = &mut options.nlm.tuning;
     if let Some(s) = var("NLMDENOISE_CUDA_TILE") {
         t.cuda_tile = Some(TileConfig::parse(&s).filter(|t| t.is_valid()).ok_or_else(|| anyhow::anyhow!("NLMDENOISE_CUDA_TILE='{s}' is not a valid tile_h,run_w,dx_group[,min_blocks]"))?);
     }

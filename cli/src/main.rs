@@ -19,7 +19,8 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use clap::{Parser, ValueEnum};
 
-use nlmdenoise::device::{ChunkFrames, GpuKernel, Intermediate};
+use nlmdenoise::device::ChunkFrames;
+use nlmdenoise::nlm::{GpuKernel, Intermediate, NlmOptions};
 use nlmdenoise::{Algorithm, BackendKind, BackendOptions, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
 
 mod exit_code;
@@ -342,7 +343,7 @@ pub struct Cli {
     kernel: KernelArg,
 
     /// Search offsets per pass of the multi-pass GPU kernel (1..=4).
-    #[arg(allow_negative_numbers = true, long, default_value_t = BackendOptions::default().offsets_per_pass)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = NlmOptions::default().offsets_per_pass)]
     offsets_per_pass: u32,
 
     /// Storage of the multi-pass kernel's intermediates.
@@ -476,16 +477,19 @@ impl Cli {
             kind: self.backend,
             threads: self.threads,
             pipeline_depth: self.pipeline_depth,
-            gpu_kernel: match self.kernel {
-                KernelArg::Auto => GpuKernel::Auto,
-                KernelArg::Fused => GpuKernel::Fused,
-                KernelArg::Multipass => GpuKernel::Multipass,
-            },
-            offsets_per_pass: self.offsets_per_pass,
-            intermediate: match self.intermediate {
-                IntermediateArg::F32 => Intermediate::F32,
-                IntermediateArg::F16 => Intermediate::F16,
-                IntermediateArg::Unorm10 => Intermediate::Unorm10,
+            nlm: NlmOptions {
+                gpu_kernel: match self.kernel {
+                    KernelArg::Auto => GpuKernel::Auto,
+                    KernelArg::Fused => GpuKernel::Fused,
+                    KernelArg::Multipass => GpuKernel::Multipass,
+                },
+                offsets_per_pass: self.offsets_per_pass,
+                intermediate: match self.intermediate {
+                    IntermediateArg::F32 => Intermediate::F32,
+                    IntermediateArg::F16 => Intermediate::F16,
+                    IntermediateArg::Unorm10 => Intermediate::Unorm10,
+                },
+                ..NlmOptions::default()
             },
             chunk_frames: match self.chunk_frames {
                 0 => ChunkFrames::Auto,

@@ -5,7 +5,8 @@
 //! window hands out into chunks of `n` consecutive frames and sends each chunk, with the frames
 //! its jobs read (the chunk's own frames plus up to `temporal_past` / `temporal_future` overlap
 //! frames, shared with the neighbouring chunks through `Arc`), to one worker thread per device,
-//! round-robin. A worker owns its own backend (`backend::create_single`), uploads the frames its
+//! round-robin. A worker owns its own backend (made by the factory it is given; the composition
+//! root's `backends::create_single`), uploads the frames its
 //! device does not hold yet, computes the chunk with one [`Backend::launch_batch`] (a grid over z
 //! on CUDA) and sends the output frames back; they come out in order.
 //!
@@ -55,7 +56,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 
-use crate::device::{create_single, cuda, Backend, BackendKind, BackendOptions, ChunkFrames, DeviceMemory, Devices};
+use crate::device::{cuda, Backend, ChunkFrames, DeviceMemory};
 use crate::error::{BackendError, Error, Result};
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
@@ -73,29 +74,6 @@ pub const AUTO_MAX_FRAMES: usize = 16;
 pub const HOST_CHUNK_FRAMES: usize = 8;
 /// Largest explicit chunk size on any backend.
 pub const MAX_CHUNK_FRAMES: usize = 1024;
-
-/// The CUDA ordinals (or, on host backends, worker indices) `options` select.
-pub fn device_ordinals(options: &BackendOptions) -> Result<Vec<usize>> {
-    match &options.devices {
-        Devices::Default => Ok(vec![options.device_id]),
-        Devices::List(v) if v.is_empty() => Err(Error::InvalidParameter("empty device list".into())),
-        Devices::List(v) => Ok(v.clone()),
-        Devices::All => match options.kind {
-            BackendKind::Cpu | BackendKind::Reference => Ok(vec![0]),
-            BackendKind::Cuda => {
-                let n = cuda_device_count().map_err(Error::BackendUnavailable)?;
-                if n == 0 {
-                    return Err(Error::BackendUnavailable("no CUDA device found".into()));
-                }
-                Ok((0..n).collect())
-            }
-            BackendKind::Auto => Ok(match cuda_device_count() {
-                Ok(n) if n > 0 && cuda::available() => (0..n).collect(),
-                _ => vec![0],
-            }),
-        },
-    }
-}
 
 /// Threads of each of `workers` CPU workers when the caller asked for all cores: the cores split
 /// evenly (at least one each).
@@ -340,26 +318,6 @@ pub struct ChunkedBackend {
 }
 
 impl ChunkedBackend {
-    /// Starts one worker per device `options` select, each creating its backend in its own thread.
-    pub fn new(options: &BackendOptions) -> Result<Self> {
-        let ordinals = device_ordinals(options)?;
-        let mut base = BackendOptions { chunk_frames: ChunkFrames::Off, devices: Devices::Default, ..options.clone() };
-        if base.kind == BackendKind::Auto && ordinals.len() > 1 {
-            // Decide once for every worker: left to each worker, `auto` would quietly put a
-            // listed device that cannot be opened on the CPU next to the GPUs (slower, and not
-            // bit-identical to them). With CUDA usable, a bad ordinal is now a clear error.
-            base.kind = if cuda::available() { BackendKind::Cuda } else { BackendKind::Cpu };
-            tracing::info!("backend auto on devices {ordinals:?}: {} for every worker", base.kind);
-        }
-        if base.kind == BackendKind::Cpu && base.threads == 0 && ordinals.len() > 1 {
-            // Host workers share the cores instead of each starting a pool of all of them.
-            base.threads = host_threads_per_worker(ordinals.len());
-        }
-        let ords = ordinals.clone();
-        let factory: BackendFactory = Arc::new(move |worker, depth| create_single(&BackendOptions { device_id: ords[worker], pipeline_depth: base.pipeline_depth.max(depth), ..base.clone() }));
-        Self::with_factory(options.chunk_frames, &ordinals, factory)
-    }
-
     /// Chunked execution over `ordinals.len()` workers whose backends `factory(worker, depth)`
     /// makes (in the worker's thread; `depth`: jobs the backend will have in flight beyond the
     /// one being finished, 0 at first). `ordinals` only label the workers in messages. Tests use

@@ -3,14 +3,15 @@
 //! [`HostBackend`] is the host half of the device layer, written once for every algorithm: it
 //! owns the worker threads, checks ring slots and frames, queues launched jobs and computes each
 //! in `finish`, in order. What a ring slot holds and how a job is computed belong to the
-//! algorithm's [`HostAlgorithm`] (e.g. [`crate::nlm::reference`], [`crate::nlm::cpu`]), made for
-//! the plan's algorithm at `configure`.
+//! algorithm's [`HostAlgorithm`], made for the plan's algorithm at `configure` by the factory the
+//! composition root ([`crate::backends`]) gave the backend.
 
 use std::collections::VecDeque;
 
-use crate::device::{Backend, BackendOptions};
+use std::sync::Arc;
+
+use crate::device::Backend;
 use crate::error::{BackendError, Error, Result};
-use crate::nlm::NlmTuning;
 use crate::params::Algorithm;
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
@@ -72,24 +73,15 @@ impl FrameCopies {
     }
 }
 
-/// The implementation `which` of `algorithm`.
-fn make_algorithm(algorithm: Algorithm, which: HostImpl, tuning: &NlmTuning) -> Box<dyn HostAlgorithm> {
-    match (algorithm, which) {
-        (Algorithm::Nlm, HostImpl::Reference) => Box::new(crate::nlm::reference::ReferenceNlm::default()),
-        (Algorithm::Nlm, HostImpl::Cpu) => Box::new(crate::nlm::cpu::CpuNlm::new(tuning)),
-        (Algorithm::Bm3d, HostImpl::Reference) => Box::new(crate::bm3d::reference::ReferenceBm3d::default()),
-        (Algorithm::Bm3d, HostImpl::Cpu) => Box::new(crate::bm3d::cpu::CpuBm3d::default()),
-        (Algorithm::NlmSr, HostImpl::Reference) => Box::new(crate::sr::reference::ReferenceSr::default()),
-        (Algorithm::NlmSr, HostImpl::Cpu) => Box::new(crate::sr::cpu::CpuSr::default()),
-    }
-}
+/// Makes the host implementation of a plan's algorithm (the composition root's choice).
+pub type HostFactory = Arc<dyn Fn(&Plan) -> Box<dyn HostAlgorithm> + Send + Sync>;
 
 /// A backend on host threads.
 pub struct HostBackend {
     which: HostImpl,
     pool: rayon::ThreadPool,
     threads: usize,
-    tuning: NlmTuning,
+    factory: HostFactory,
     algorithm: Option<(Algorithm, Box<dyn HostAlgorithm>)>,
     geometry: Option<Geometry>,
     /// The planes of output frames (the input's, or scaled: super-resolution).
@@ -100,30 +92,20 @@ pub struct HostBackend {
 }
 
 impl HostBackend {
-    /// A host backend of `which` with `options.threads` workers (0 = one per available core;
-    /// the reference implementation always uses one).
-    pub fn new(which: HostImpl, options: &BackendOptions) -> Result<Self> {
+    /// A host backend of `which` with `threads` workers (0 = one per available core; the
+    /// reference implementation always uses one), computing what `factory` makes for each plan.
+    pub fn new(which: HostImpl, threads: usize, factory: HostFactory) -> Result<Self> {
         let threads = match which {
             HostImpl::Reference => 1,
-            HostImpl::Cpu if options.threads == 0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            HostImpl::Cpu => options.threads,
+            HostImpl::Cpu if threads == 0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            HostImpl::Cpu => threads,
         };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("nlm-cpu-{i}"))
             .build()
             .map_err(|e| Error::Backend(BackendError::Host(format!("cannot start {threads} CPU worker threads: {e}"))))?;
-        Ok(HostBackend { which, pool, threads, tuning: options.nlm_tuning, algorithm: None, geometry: None, out_geometry: None, stored: Vec::new(), queue: VecDeque::new() })
-    }
-
-    /// The f64 reference implementation (one thread).
-    pub fn reference() -> Self {
-        Self::new(HostImpl::Reference, &BackendOptions::default()).expect("a one-thread pool")
-    }
-
-    /// The fast implementation on `threads` workers (0 = one per available core).
-    pub fn cpu(threads: usize) -> Result<Self> {
-        Self::new(HostImpl::Cpu, &BackendOptions { threads, ..BackendOptions::default() })
+        Ok(HostBackend { which, pool, threads, factory, algorithm: None, geometry: None, out_geometry: None, stored: Vec::new(), queue: VecDeque::new() })
     }
 
     pub fn threads(&self) -> usize {
@@ -154,7 +136,7 @@ impl Backend for HostBackend {
     fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
         let algorithm = plan.algorithm();
         if self.algorithm.as_ref().map(|a| a.0) != Some(algorithm) {
-            self.algorithm = Some((algorithm, make_algorithm(algorithm, self.which, &self.tuning)));
+            self.algorithm = Some((algorithm, (self.factory)(plan)));
         }
         self.geometry = None;
         self.queue.clear();

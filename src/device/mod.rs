@@ -2,16 +2,16 @@
 //! GPU's), runs jobs over ring slots in order and writes their output planes back. It does not
 //! know the arithmetic: it drives the implementation of the plan's algorithm for its kind of
 //! device ([`host::HostAlgorithm`] on host threads, [`cuda::CudaAlgorithm`] on a CUDA device),
-//! found in the algorithm's own folder ([`crate::nlm`], ...). Chunks along time and several devices
-//! ([`chunked`]) wrap any backend. The engine ([`crate::engine::Denoiser`]) owns everything else
-//! (unpacking, the window, ordering).
+//! handed to the backend by the composition root ([`crate::backends`]), which is the only place
+//! that pairs a device with an algorithm. Chunks along time and several devices ([`chunked`]) wrap
+//! any backend. The engine ([`crate::engine::Denoiser`]) owns everything else (unpacking, the
+//! window, ordering).
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
 use crate::frame::VideoInfo;
-use crate::nlm::NlmTuning;
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
 use crate::window::Job;
@@ -61,26 +61,6 @@ impl FromStr for BackendKind {
             _ => Err(Error::InvalidParameter(format!("unknown backend '{s}' (expected auto, cpu, cuda (or gpu) or reference (or ref))"))),
         }
     }
-}
-
-/// Which GPU implementation of NLM computes a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum GpuKernel {
-    /// Whichever the benchmarks showed to be faster.
-    #[default]
-    Auto,
-    Fused,
-    Multipass,
-}
-
-/// Storage of the multi-pass path's distance and weight intermediates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Intermediate {
-    F32,
-    F16,
-    /// Three 10-bit normalized values per 32-bit word.
-    #[default]
-    Unorm10,
 }
 
 /// Chunked processing along time ([`chunked`]): how many consecutive frames one batched launch
@@ -184,61 +164,6 @@ pub struct HostIo {
 impl Default for HostIo {
     fn default() -> Self {
         HostIo { direct: true, asynchronous: true, device_layout: true }
-    }
-}
-
-/// Options that pick and tune a backend (not the algorithm: see [`crate::params::Params`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendOptions {
-    pub kind: BackendKind,
-    /// CUDA device ordinal.
-    pub device_id: usize,
-    /// Worker threads of the CPU backend; 0 = all cores.
-    pub threads: usize,
-    /// Frames in flight on an asynchronous backend; 0 = synchronous.
-    pub pipeline_depth: usize,
-    pub gpu_kernel: GpuKernel,
-    /// Search offsets handled per pass by the multi-pass kernel (1..=4).
-    pub offsets_per_pass: u32,
-    pub intermediate: Intermediate,
-    /// Chunked processing along time (default off: a frame at a time).
-    pub chunk_frames: ChunkFrames,
-    /// Devices to spread chunks over (default: `device_id` alone).
-    pub devices: Devices,
-    /// CUDA host I/O (measurement switches).
-    pub host_io: HostIo,
-    /// Switches of the NLM implementations (measurement switches).
-    pub nlm_tuning: NlmTuning,
-}
-
-impl BackendOptions {
-    /// True when these options ask for chunked execution ([`chunked::ChunkedBackend`]): a chunk
-    /// size is set, or more than one device (or `all`) is named.
-    pub fn chunked(&self) -> bool {
-        self.chunk_frames != ChunkFrames::Off
-            || match &self.devices {
-                Devices::Default => false,
-                Devices::List(v) => v.len() > 1,
-                Devices::All => chunked::device_ordinals(self).map(|v| v.len() > 1).unwrap_or(false),
-            }
-    }
-}
-
-impl Default for BackendOptions {
-    fn default() -> Self {
-        BackendOptions {
-            kind: BackendKind::Auto,
-            device_id: 0,
-            threads: 0,
-            pipeline_depth: 0,
-            gpu_kernel: GpuKernel::Auto,
-            offsets_per_pass: 3,
-            intermediate: Intermediate::Unorm10,
-            chunk_frames: ChunkFrames::Off,
-            devices: Devices::Default,
-            host_io: HostIo::default(),
-            nlm_tuning: NlmTuning::default(),
-        }
     }
 }
 
@@ -350,7 +275,7 @@ pub trait Backend: Send {
 
     /// Device memory that one more frame costs with `geometry` and `plan`: one ring slot plus
     /// one in-flight output frame (and any per-frame working buffers). 0 for host backends.
-    fn device_bytes_per_frame(&self, geometry: &Geometry, plan: &Plan) -> u64 {
+    fn device_bytes_per_frame(&mut self, geometry: &Geometry, plan: &Plan) -> u64 {
         let _ = (geometry, plan);
         0
     }
@@ -361,43 +286,4 @@ pub trait Backend: Send {
 pub struct DeviceMemory {
     pub free: u64,
     pub total: u64,
-}
-
-/// Creates the backend `options` ask for. `Auto` falls back to the CPU backend, with a log line
-/// saying why, when CUDA cannot be used.
-///
-/// Options asking for chunks or several devices ([`BackendOptions::chunked`]) give a
-/// [`chunked::ChunkedBackend`] whose workers each hold a backend of `kind` made by
-/// [`create_single`].
-pub fn create(options: &BackendOptions) -> Result<Box<dyn Backend>> {
-    if options.chunked() {
-        return Ok(Box::new(chunked::ChunkedBackend::new(options)?));
-    }
-    let mut single = options.clone();
-    if let Devices::List(v) = &options.devices {
-        // One device named: that device, without chunks.
-        single.device_id = *v.first().ok_or_else(|| Error::InvalidParameter("empty device list".into()))?;
-    }
-    create_single(&single)
-}
-
-/// The backend of `options.kind` on `options.device_id`, ignoring the chunk and device-list
-/// options.
-pub fn create_single(options: &BackendOptions) -> Result<Box<dyn Backend>> {
-    match options.kind {
-        BackendKind::Reference => Ok(Box::new(host::HostBackend::new(host::HostImpl::Reference, options)?)),
-        BackendKind::Cpu => Ok(Box::new(host::HostBackend::new(host::HostImpl::Cpu, options)?)),
-        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::new(options)?)),
-        BackendKind::Auto => match cuda::CudaBackend::new(options) {
-            Ok(b) => {
-                tracing::info!("backend auto: using {}", b.describe());
-                Ok(Box::new(b))
-            }
-            Err(e) => {
-                let cpu = host::HostBackend::new(host::HostImpl::Cpu, options)?;
-                tracing::info!("backend auto: CUDA unavailable ({e}); using {}", cpu.describe());
-                Ok(Box::new(cpu))
-            }
-        },
-    }
 }

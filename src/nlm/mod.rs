@@ -20,6 +20,57 @@ pub use plan::{NlmPlan, WeightGroup};
 
 use cuda::launch::TileConfig;
 
+use crate::error::Result;
+
+/// Which GPU implementation of NLM computes a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GpuKernel {
+    /// Whichever the benchmarks showed to be faster.
+    #[default]
+    Auto,
+    Fused,
+    Multipass,
+}
+
+/// Storage of the multi-pass path's distance and weight intermediates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Intermediate {
+    F32,
+    F16,
+    /// Three 10-bit normalized values per 32-bit word.
+    #[default]
+    Unorm10,
+}
+
+/// How NLM is computed (not what: that is [`crate::params::Params`]): the GPU implementation and
+/// its switches. The composition root ([`crate::backends`]) hands them to the NLM implementations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NlmOptions {
+    pub gpu_kernel: GpuKernel,
+    /// Search offsets handled per pass by the multi-pass kernel (1..=4).
+    pub offsets_per_pass: u32,
+    pub intermediate: Intermediate,
+    /// Switches of the implementations (measurement switches).
+    pub tuning: NlmTuning,
+}
+
+impl Default for NlmOptions {
+    fn default() -> Self {
+        NlmOptions { gpu_kernel: GpuKernel::Auto, offsets_per_pass: 3, intermediate: Intermediate::Unorm10, tuning: NlmTuning::default() }
+    }
+}
+
+impl NlmOptions {
+    /// Checks the options that only matter on the path that uses them (multi-pass: offsets per
+    /// pass), so that a bad value is reported as such with or without a device.
+    pub fn validate(&self) -> Result<()> {
+        if self.gpu_kernel == GpuKernel::Multipass {
+            cuda::multipass::validate_offsets_per_pass(self.offsets_per_pass)?;
+        }
+        Ok(())
+    }
+}
+
 /// Switches of the NLM implementations for measurements and comparisons. The defaults are the
 /// product's behaviour; benchmarks set others (docs/tuning.md, "Measurement switches").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

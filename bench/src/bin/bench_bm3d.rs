@@ -10,7 +10,7 @@
 //! moving pattern (bench_frames), 8 distinct frames cycled, after 8 warm-up frames.
 
 use clap::Parser;
-use nlmdenoise::device::BackendOptions;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Params, PixelFormat, VideoInfo};
 use nlmdenoise_bench::bench_frames::engine_fps;
 

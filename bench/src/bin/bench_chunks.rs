@@ -28,10 +28,11 @@ use nlmdenoise_bench::bench_frames::frame;
 
 use clap::Parser;
 use nlmdenoise::device::chunked::{BackendFactory, ChunkStats, ChunkedBackend};
-use nlmdenoise::device::{self as backend, Backend, BackendKind, BackendOptions, ChunkFrames, Devices};
+use nlmdenoise::device::{Backend, BackendKind, ChunkFrames, Devices};
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
 use nlmdenoise::window::Job;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 #[derive(Parser)]
@@ -243,11 +244,11 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u6
             (make(opts.pipeline_depth), None)
         }
     } else if opts.chunked() {
-        let c = ChunkedBackend::new(opts)?;
+        let c = nlmdenoise::backends::chunked_backend(opts)?;
         let s = c.stats();
         (Box::new(c), Some(s))
     } else {
-        (backend::create(opts)?, None)
+        (nlmdenoise::backends::create(opts)?, None)
     };
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, params, backend)?;
     let latency = d.latency_frames();
@@ -378,7 +379,7 @@ fn sizes_table(args: &Args) {
 
 fn device_list(args: &Args) -> nlmdenoise::Result<Vec<usize>> {
     let d: Devices = args.devices.parse()?;
-    backend::chunked::device_ordinals(&options(args, ChunkFrames::Auto, d))
+    nlmdenoise::backends::device_ordinals(&options(args, ChunkFrames::Auto, d))
 }
 
 fn devices_table(args: &Args) {
@@ -481,7 +482,7 @@ fn long_run(args: &Args) {
                     if k == BackendKind::Cpu || k == BackendKind::Reference {
                         None
                     } else {
-                        backend::create_single(&BackendOptions { kind: BackendKind::Cuda, device_id: d, ..Default::default() }).ok()
+                        nlmdenoise::backends::create_single(&BackendOptions { kind: BackendKind::Cuda, device_id: d, ..Default::default() }).ok()
                     }
                 })
                 .collect();

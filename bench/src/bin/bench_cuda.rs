@@ -26,11 +26,11 @@ use nlmdenoise_bench::tuning_from_env;
 use clap::Parser;
 use cudarc::driver::{sys, CudaContext};
 use nlmdenoise::convert;
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::{Backend, BackendKind, BackendOptions};
+use nlmdenoise::device::{Backend, BackendKind};
 use nlmdenoise::nlm::cuda::launch::TileConfig;
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 #[derive(Parser)]
@@ -239,10 +239,10 @@ fn kernel_ms_with(info: VideoInfo, params: &Params, iters: usize, tile: Option<T
     let mut opts = env_options(BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
     if tile.is_some() {
         // None keeps NLMDENOISE_CUDA_TILE (sweeps through the environment) or the default.
-        opts.nlm_tuning.cuda_tile = tile;
+        opts.nlm.tuning.cuda_tile = tile;
     }
-    opts.nlm_tuning.exact_ties = exact_ties;
-    let mut b = CudaBackend::new(&opts)?;
+    opts.nlm.tuning.exact_ties = exact_ties;
+    let mut b = nlmdenoise::backends::cuda(&opts)?;
     let mut held = Vec::new();
     let (plan, jobs) = uploaded_jobs(&mut b, info, params, &mut held)?;
     let mut times = Vec::new();
@@ -261,10 +261,10 @@ fn end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize,
 /// overlap the caller (else `upload` and `finish` wait for them, as before run 16).
 fn end_to_end_fps_with(info: VideoInfo, params: &Params, frames: usize, depth: usize, exact_ties: bool, direct_io: bool, async_io: bool) -> nlmdenoise::Result<f64> {
     let mut opts = env_options(BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() })?;
-    opts.nlm_tuning.exact_ties = exact_ties;
+    opts.nlm.tuning.exact_ties = exact_ties;
     opts.host_io.direct = direct_io;
     opts.host_io.asynchronous = async_io;
-    let b = CudaBackend::new(&opts)?;
+    let b = nlmdenoise::backends::cuda(&opts)?;
     denoiser_fps(info, params, frames, Box::new(b))
 }
 
@@ -274,7 +274,7 @@ fn end_to_end_fps_with(info: VideoInfo, params: &Params, frames: usize, depth: u
 /// which costs the same to compute.
 fn planar_end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth: usize) -> nlmdenoise::Result<f64> {
     let opts = env_options(BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, ..Default::default() })?;
-    let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, Box::new(CudaBackend::new(&opts)?))?;
+    let mut d: Denoiser<usize> = Denoiser::with_backend(info, *params, Box::new(nlmdenoise::backends::cuda(&opts)?))?;
     let mut popped = 0;
     let run = |d: &mut Denoiser<usize>, n: usize, popped: &mut usize| -> nlmdenoise::Result<()> {
         for i in 0..n {
@@ -308,7 +308,7 @@ fn planar_end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, depth:
 
 /// End-to-end frames per second of the CPU backend with `threads` workers (0 = all cores).
 fn cpu_end_to_end_fps(info: VideoInfo, params: &Params, frames: usize, threads: usize) -> nlmdenoise::Result<f64> {
-    let b = nlmdenoise::device::create(&env_options(BackendOptions { kind: BackendKind::Cpu, threads, ..Default::default() })?)?;
+    let b = nlmdenoise::backends::create(&env_options(BackendOptions { kind: BackendKind::Cpu, threads, ..Default::default() })?)?;
     denoiser_fps(info, params, frames, b)
 }
 

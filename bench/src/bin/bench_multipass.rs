@@ -17,11 +17,12 @@ use nlmdenoise_bench::bench_frames::uploaded_jobs;
 use clap::Parser;
 use cudarc::driver::result;
 use nlmdenoise::device::cuda::raw::{DeviceBuffer, Event, Stream};
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::{BackendKind, BackendOptions, GpuKernel, Intermediate};
+use nlmdenoise::device::BackendKind;
 use nlmdenoise::nlm::cuda::multipass;
+use nlmdenoise::nlm::{GpuKernel, Intermediate, NlmOptions};
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::Geometry;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
 
 #[derive(Parser)]
@@ -67,8 +68,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn multipass_ms(c: &Config, per_pass: u32, inter: Intermediate, iters: usize) -> nlmdenoise::Result<f64> {
-    let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Multipass, offsets_per_pass: per_pass, intermediate: inter, ..Default::default() };
-    let mut b = CudaBackend::new(&opts)?;
+    let opts =
+        BackendOptions { kind: BackendKind::Cuda, nlm: NlmOptions { gpu_kernel: GpuKernel::Multipass, offsets_per_pass: per_pass, intermediate: inter, ..Default::default() }, ..Default::default() };
+    let mut b = nlmdenoise::backends::cuda(&opts)?;
     let mut held = Vec::new();
     let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params, &mut held)?;
     let mut t = Vec::new();
@@ -79,8 +81,8 @@ fn multipass_ms(c: &Config, per_pass: u32, inter: Intermediate, iters: usize) ->
 }
 
 fn fused_ms(c: &Config, iters: usize) -> nlmdenoise::Result<f64> {
-    let opts = BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Fused, ..Default::default() };
-    let mut b = CudaBackend::new(&opts)?;
+    let opts = BackendOptions { kind: BackendKind::Cuda, nlm: NlmOptions { gpu_kernel: GpuKernel::Fused, ..Default::default() }, ..Default::default() };
+    let mut b = nlmdenoise::backends::cuda(&opts)?;
     let mut held = Vec::new();
     let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params, &mut held)?;
     let mut t = Vec::new();
@@ -231,7 +233,11 @@ fn error_table() {
             let h = (sigma * 1.2) as f32;
             let params = Params { strength: h, chroma_strength: h, ..p };
             for pp in [1u32, 3] {
-                let opts = |inter| BackendOptions { kind: BackendKind::Cuda, gpu_kernel: GpuKernel::Multipass, offsets_per_pass: pp, intermediate: inter, ..Default::default() };
+                let opts = |inter| BackendOptions {
+                    kind: BackendKind::Cuda,
+                    nlm: NlmOptions { gpu_kernel: GpuKernel::Multipass, offsets_per_pass: pp, intermediate: inter, ..Default::default() },
+                    ..Default::default()
+                };
                 let reference = match denoise(info, params, &opts(Intermediate::F32), &noisy) {
                     Ok(r) => r,
                     Err(e) => {

@@ -12,8 +12,7 @@
 //! The upscaler's defaults otherwise (`Params::upscaling`: patch radius 3, search radius 2, deblur 2).
 
 use clap::Parser;
-use nlmdenoise::device::cuda::CudaBackend;
-use nlmdenoise::device::BackendOptions;
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{BackendKind, Params, PixelFormat, SrParams, VideoInfo};
 use nlmdenoise_bench::bench_frames::{engine_fps, uploaded_jobs};
 
@@ -58,7 +57,7 @@ fn window(name: &str) -> Option<(u32, u32)> {
 
 /// Kernel-only milliseconds per frame (median of 5 rounds of 50 jobs).
 fn kernel_ms(info: VideoInfo, params: &Params) -> nlmdenoise::Result<f64> {
-    let mut b = CudaBackend::new(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
+    let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
     let mut held = Vec::new();
     let (plan, jobs) = uploaded_jobs(&mut b, info, params, &mut held)?;
     let mut times: Vec<f64> = (0..5).map(|_| b.time_kernels(&jobs, &plan, 50)).collect::<nlmdenoise::Result<_>>()?;

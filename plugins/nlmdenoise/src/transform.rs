@@ -23,8 +23,9 @@ use gst_base::prelude::*;
 use gst_base::subclass::base_transform::GenerateOutputSuccess;
 use gst_video::prelude::*;
 
-use nlmdenoise::device::{BackendKind, BackendOptions, ChunkFrames};
+use nlmdenoise::device::{BackendKind, ChunkFrames};
 use nlmdenoise::planar::{exchange_layout, PlanarFrame};
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, FrameMut, FrameRef, Params};
 
 use crate::lending::{self, PlanarPool, PlaneOrder, PlaneStore, PoolSetup};

@@ -6,7 +6,8 @@ mod common;
 
 use common::*;
 use gst::prelude::*;
-use nlmdenoise::device::{BackendOptions, ChunkFrames, Devices};
+use nlmdenoise::device::{ChunkFrames, Devices};
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{Params, PixelFormat};
 
 #[test]

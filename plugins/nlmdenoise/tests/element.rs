@@ -607,7 +607,7 @@ fn persistent_late_frames_post_one_warning() {
 #[test]
 fn cuda_requested_without_cuda_fails_clearly() {
     init();
-    let cuda = nlmdenoise::device::create(&nlmdenoise::BackendOptions { kind: nlmdenoise::BackendKind::Cuda, ..Default::default() });
+    let cuda = nlmdenoise::backends::create(&nlmdenoise::BackendOptions { kind: nlmdenoise::BackendKind::Cuda, ..Default::default() });
     let format = PixelFormat::I420;
     let caps = caps(format, 8, 8, (25, 1));
     let info = video_info(&caps);
@@ -644,7 +644,7 @@ fn property_ranges_defaults_and_rejected_values() {
         ("patch-radius", MAX_PATCH_RADIUS, p.patch_radius),
         ("temporal-past", MAX_TEMPORAL_PAST, p.temporal_past),
         ("temporal-future", MAX_TEMPORAL_FUTURE, p.temporal_future),
-        ("offsets-per-pass", 4, o.offsets_per_pass),
+        ("offsets-per-pass", 4, o.nlm.offsets_per_pass),
         ("pipeline-depth", 4, o.pipeline_depth as u32),
     ] {
         let ps = uint(name);

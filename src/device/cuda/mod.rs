@@ -29,10 +29,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
 
-use crate::device::{Backend, BackendOptions, DeviceMemory, GpuKernel, HostIo};
+use crate::device::{Backend, DeviceMemory, HostIo};
 use crate::error::{BackendError, Error, Result};
 use crate::frame::VideoInfo;
-use crate::nlm::NlmTuning;
 use crate::params::Algorithm;
 use crate::plan::Plan;
 use crate::planar::{Geometry, PlanarFrame};
@@ -149,28 +148,22 @@ pub trait CudaAlgorithm: Send {
     /// and returns the stream after whose queued work all of them are done.
     fn enqueue<'a>(&'a mut self, launch: &Launch<'a>, jobs: &[Job], plan: &Plan) -> Result<&'a Stream>;
 
+    /// Device bytes of working memory each output frame carries for this algorithm with
+    /// `geometry` (0: none).
+    fn output_scratch_bytes(&self, geometry: &Geometry) -> usize {
+        let _ = geometry;
+        0
+    }
+
     /// Streams of the algorithm's own, for the backend to wait on (before releasing memory).
     fn streams(&self) -> Vec<&Stream> {
         Vec::new()
     }
 }
 
-/// Device bytes of working memory that each output frame of `plan`'s algorithm carries.
-fn output_scratch_bytes(plan: &Plan, geometry: &Geometry) -> usize {
-    match plan.algorithm() {
-        Algorithm::Nlm => crate::nlm::cuda::output_scratch_bytes(geometry),
-        Algorithm::Bm3d | Algorithm::NlmSr => 0,
-    }
-}
-
-/// The CUDA implementation of `algorithm` that `kind` selects.
-fn make_algorithm(algorithm: Algorithm, kind: GpuKernel, options: &BackendOptions, device: &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> {
-    match algorithm {
-        Algorithm::Nlm => crate::nlm::cuda::make(kind, options, device),
-        Algorithm::Bm3d => Ok(Box::new(crate::bm3d::cuda::CudaBm3d::new(device)?)),
-        Algorithm::NlmSr => Ok(Box::new(crate::sr::cuda::CudaSr::new(device)?)),
-    }
-}
+/// Makes the CUDA implementation of a plan's algorithm on a device (the composition root's
+/// choice).
+pub type CudaFactory = Arc<dyn Fn(&Plan, &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> + Send + Sync>;
 
 struct Configured {
     geometry: Geometry,
@@ -231,7 +224,7 @@ impl Configured {
 /// A backend on one CUDA device.
 pub struct CudaBackend {
     device: DeviceInfo,
-    options: BackendOptions,
+    factory: CudaFactory,
     depth: usize,
     host_io: HostIo,
     /// Fill each output frame with a byte pattern before its kernels (tests: unwritten samples
@@ -252,14 +245,11 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Opens `options.device_id`; fails with `Error::BackendUnavailable` when CUDA or NVRTC
-    /// cannot be used here.
-    pub fn new(options: &BackendOptions) -> Result<Self> {
-        // Options first: a bad option is reported as such, with or without a device.
-        if options.gpu_kernel == GpuKernel::Multipass {
-            crate::nlm::cuda::multipass::validate_offsets_per_pass(options.offsets_per_pass)?;
-        }
-        let device = DeviceInfo::open(options.device_id)?;
+    /// Opens device `device_id` for jobs with up to `pipeline_depth` in flight beyond the one
+    /// being finished, computing what `factory` makes for each plan; fails with
+    /// `Error::BackendUnavailable` when CUDA or NVRTC cannot be used here.
+    pub fn new(device_id: usize, pipeline_depth: usize, host_io: HostIo, factory: CudaFactory) -> Result<Self> {
+        let device = DeviceInfo::open(device_id)?;
         let ctx = device.ctx.clone();
         Ok(CudaBackend {
             upload: Stream::new(&ctx).map_err(backend_err)?,
@@ -267,9 +257,9 @@ impl CudaBackend {
             download: Stream::new(&ctx).map_err(backend_err)?,
             registry: HostRegistry::new(&ctx, 64),
             device,
-            options: options.clone(),
-            depth: options.pipeline_depth,
-            host_io: options.host_io,
+            factory,
+            depth: pipeline_depth,
+            host_io,
             poison_outputs: false,
             finish_targets: HashSet::new(),
             stored_formats: None,
@@ -291,9 +281,14 @@ impl CudaBackend {
         &self.device
     }
 
-    /// The NLM tuning the backend was made with.
-    pub fn nlm_tuning(&self) -> &NlmTuning {
-        &self.options.nlm_tuning
+    /// The implementation of `plan`'s algorithm, made when the algorithm changes.
+    fn ensure_algorithm(&mut self, plan: &Plan) -> Result<()> {
+        let algorithm = plan.algorithm();
+        if self.algorithm.as_ref().map(|a| a.0) != Some(algorithm) {
+            self.algorithm = None;
+            self.algorithm = Some((algorithm, (self.factory)(plan, &self.device)?));
+        }
+        Ok(())
     }
 
     fn bind(&self) -> Result<()> {
@@ -643,14 +638,10 @@ impl Backend for CudaBackend {
         self.bind()?;
         self.synchronize()?;
         self.state = None;
-        let algorithm = plan.algorithm();
-        if self.algorithm.as_ref().map(|a| a.0) != Some(algorithm) {
-            self.algorithm = None;
-            self.algorithm = Some((algorithm, make_algorithm(algorithm, self.options.gpu_kernel, &self.options, &self.device)?));
-        }
+        self.ensure_algorithm(plan)?;
         let layout = FrameLayout::new(geometry);
         let ring = DeviceRing::new(&self.device.ctx, layout.clone(), ring_slots.max(1)).map_err(backend_err)?;
-        let scratch_bytes = output_scratch_bytes(plan, geometry);
+        let scratch_bytes = self.algorithm.as_ref().map_or(0, |(_, a)| a.output_scratch_bytes(geometry));
         let out_geometry = plan.output_geometry(geometry);
         let out_layout = FrameLayout::new(&out_geometry);
         let stored = match self.stored_formats {
@@ -743,10 +734,12 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn device_bytes_per_frame(&self, geometry: &Geometry, plan: &Plan) -> u64 {
+    fn device_bytes_per_frame(&mut self, geometry: &Geometry, plan: &Plan) -> u64 {
         let layout = FrameLayout::new(geometry);
         let out_layout = FrameLayout::new(&plan.output_geometry(geometry));
-        (layout.frame_bytes + OutputFrame::device_bytes(&out_layout, output_scratch_bytes(plan, geometry))) as u64
+        // Without the algorithm (it failed to start) configure fails anyway; its scratch counts 0.
+        let scratch = self.ensure_algorithm(plan).ok().and(self.algorithm.as_ref()).map_or(0, |(_, a)| a.output_scratch_bytes(geometry));
+        (layout.frame_bytes + OutputFrame::device_bytes(&out_layout, scratch)) as u64
     }
 
     fn pipeline_depth(&self) -> usize {

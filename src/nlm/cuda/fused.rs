@@ -138,6 +138,10 @@ impl FusedNlm {
 }
 
 impl CudaAlgorithm for FusedNlm {
+    fn output_scratch_bytes(&self, geometry: &Geometry) -> usize {
+        super::output_scratch_bytes(geometry)
+    }
+
     fn describe(&self) -> String {
         "fused NLM kernel".into()
     }

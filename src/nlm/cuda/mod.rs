@@ -16,8 +16,8 @@ pub mod variant;
 use launch::MAX_FRAMES;
 
 use crate::device::cuda::{CudaAlgorithm, DeviceInfo};
-use crate::device::{BackendOptions, GpuKernel};
 use crate::error::{Error, Result};
+use crate::nlm::{GpuKernel, NlmOptions};
 use crate::planar::Geometry;
 use crate::window::Job;
 
@@ -35,10 +35,10 @@ pub fn exact_capacity(geometry: &Geometry) -> usize {
     geometry.total_samples()
 }
 
-/// The NLM implementation `kind` selects.
-pub fn make(kind: GpuKernel, options: &BackendOptions, device: &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> {
-    match kind {
-        GpuKernel::Auto | GpuKernel::Fused => Ok(Box::new(fused::FusedNlm::new(device, &options.nlm_tuning)?)),
+/// The NLM implementation `options.gpu_kernel` selects.
+pub fn make(options: &NlmOptions, device: &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> {
+    match options.gpu_kernel {
+        GpuKernel::Auto | GpuKernel::Fused => Ok(Box::new(fused::FusedNlm::new(device, &options.tuning)?)),
         GpuKernel::Multipass => Ok(Box::new(multipass::MultipassNlm::new(device, options)?)),
     }
 }

@@ -22,8 +22,8 @@ use super::{exact_capacity, window_slots};
 use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
 use crate::device::cuda::{backend_err, module, CudaAlgorithm, DeviceInfo, FrameLayout, Launch, OutputTarget};
-use crate::device::{BackendOptions, Intermediate};
 use crate::error::{Error, Result};
+use crate::nlm::{Intermediate, NlmOptions};
 use crate::nlm::{NlmPlan, WeightGroup};
 use crate::params::Weighting;
 use crate::plan::Plan;
@@ -384,13 +384,13 @@ pub struct MultipassNlm {
 }
 
 impl MultipassNlm {
-    pub fn new(device: &DeviceInfo, options: &BackendOptions) -> Result<Self> {
+    pub fn new(device: &DeviceInfo, options: &NlmOptions) -> Result<Self> {
         validate_offsets_per_pass(options.offsets_per_pass)?;
         Ok(MultipassNlm {
             device: device.clone(),
             per_pass: options.offsets_per_pass,
             inter: options.intermediate,
-            exact_ties: options.nlm_tuning.exact_ties,
+            exact_ties: options.tuning.exact_ties,
             sample_bytes: 1,
             exact_capacity: 0,
             batches: Vec::new(),
@@ -541,6 +541,10 @@ impl MultipassNlm {
 }
 
 impl CudaAlgorithm for MultipassNlm {
+    fn output_scratch_bytes(&self, geometry: &Geometry) -> usize {
+        super::output_scratch_bytes(geometry)
+    }
+
     fn describe(&self) -> String {
         format!("multi-pass NLM kernel, {} offsets per pass, {:?} intermediates", self.per_pass, self.inter)
     }

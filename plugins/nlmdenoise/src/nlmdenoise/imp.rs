@@ -9,10 +9,12 @@ use gst::subclass::prelude::*;
 use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::device::{BackendOptions, Devices, GpuKernel, Intermediate as EngineIntermediate};
+use nlmdenoise::device::Devices;
+use nlmdenoise::nlm::{GpuKernel, Intermediate as EngineIntermediate};
 use nlmdenoise::params::{
     BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEEDS, BM3D_MAX_SEED_RADIUS, MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, MAX_WREF,
 };
+use nlmdenoise::BackendOptions;
 use nlmdenoise::{ChromaMode as EngineChromaMode, Params, PixelFormat, PlaneSelection, Weighting as EngineWeighting};
 
 use super::{Algorithm, Backend, Bm3dProfile, ChromaMode, Intermediate, Kernel, Planes, Weighting};
@@ -322,7 +324,7 @@ impl ObjectImpl for NlmDenoise {
                     .blurb("Search offsets per pass of the multi-pass kernel (CUDA only)")
                     .minimum(1)
                     .maximum(4)
-                    .default_value(o.offsets_per_pass)
+                    .default_value(o.nlm.offsets_per_pass)
                     .mutable_ready()
                     .build(),
                 glib::ParamSpecEnum::builder_with_default("intermediate", Intermediate::Unorm10)
@@ -385,15 +387,15 @@ impl ObjectImpl for NlmDenoise {
             "chunk-frames" => s.options.chunk_frames = crate::transform::chunk_frames_from_property(value.get::<u32>().unwrap_or(1)),
             "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
             "kernel" => {
-                s.options.gpu_kernel = match value.get::<Kernel>().unwrap_or_default() {
+                s.options.nlm.gpu_kernel = match value.get::<Kernel>().unwrap_or_default() {
                     Kernel::Auto => GpuKernel::Auto,
                     Kernel::Fused => GpuKernel::Fused,
                     Kernel::Multipass => GpuKernel::Multipass,
                 }
             }
-            "offsets-per-pass" => s.options.offsets_per_pass = value.get::<u32>().unwrap_or(3),
+            "offsets-per-pass" => s.options.nlm.offsets_per_pass = value.get::<u32>().unwrap_or(3),
             "intermediate" => {
-                s.options.intermediate = match value.get::<Intermediate>().unwrap_or_default() {
+                s.options.nlm.intermediate = match value.get::<Intermediate>().unwrap_or_default() {
                     Intermediate::F32 => EngineIntermediate::F32,
                     Intermediate::F16 => EngineIntermediate::F16,
                     Intermediate::Unorm10 => EngineIntermediate::Unorm10,
@@ -499,14 +501,14 @@ impl ObjectImpl for NlmDenoise {
             "device-id" => devices_to_string(o).to_value(),
             "chunk-frames" => crate::transform::chunk_frames_to_property(o.chunk_frames).to_value(),
             "threads" => (o.threads as u32).to_value(),
-            "kernel" => match o.gpu_kernel {
+            "kernel" => match o.nlm.gpu_kernel {
                 GpuKernel::Auto => Kernel::Auto,
                 GpuKernel::Fused => Kernel::Fused,
                 GpuKernel::Multipass => Kernel::Multipass,
             }
             .to_value(),
-            "offsets-per-pass" => o.offsets_per_pass.to_value(),
-            "intermediate" => match o.intermediate {
+            "offsets-per-pass" => o.nlm.offsets_per_pass.to_value(),
+            "intermediate" => match o.nlm.intermediate {
                 EngineIntermediate::F32 => Intermediate::F32,
                 EngineIntermediate::F16 => Intermediate::F16,
                 EngineIntermediate::Unorm10 => Intermediate::Unorm10,
