@@ -12,7 +12,7 @@
 //! (NVRTC + caches), [`layout`] (planes in device frames), [`ring`] (device ring + upload),
 //! [`output`] (output frames + copy back), [`hostio`] (page-locked host frames), [`stored`]
 //! (frames in their format's own layout, (de)interleaved on the device), [`raw`] (owned driver
-//! objects, launches).
+//! objects, launches), `timing` (kernel-only timings for the benchmarks).
 
 pub mod hostio;
 pub mod layout;
@@ -22,12 +22,13 @@ pub mod output;
 pub mod raw;
 pub mod ring;
 pub mod stored;
+mod timing;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{sys, CudaContext};
 
 use crate::device::{Backend, DeviceMemory, HostIo};
 use crate::error::{BackendError, Error, Result};
@@ -40,7 +41,7 @@ use crate::window::Job;
 use hostio::{frame_ranges, HostRange, HostRegistry};
 pub use layout::FrameLayout;
 use output::OutputFrame;
-use raw::{Context as _, Event, Stream};
+use raw::{Context as _, Stream};
 use ring::DeviceRing;
 use stored::StoredIo;
 
@@ -546,74 +547,6 @@ impl CudaBackend {
         let of = &self.state.as_ref().expect("configured").outputs[o];
         of.computed.synchronize().map_err(backend_err)?;
         of.copy_planes_sync(&layout, &planes, out).map_err(backend_err)
-    }
-
-    /// Times the kernels alone: `iterations` launches cycling through `jobs` (frames already
-    /// uploaded), with device events around them. Consecutive jobs rotate over three output
-    /// frames, so that their kernels overlap as they do in the engine (pipeline depth 2).
-    /// Returns milliseconds per job.
-    pub fn time_kernels(&mut self, jobs: &[Job], plan: &Plan, iterations: usize) -> Result<f64> {
-        let (start, stop) = self.start_timing(jobs)?;
-        let outs = (0..3).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
-        let warm = jobs.len().max(3);
-        for i in 0..warm {
-            self.enqueue_into(std::slice::from_ref(&jobs[i % jobs.len()]), plan, &[outs[i % 3]])?;
-        }
-        let computed = |b: &Self, i: usize| b.state.as_ref().expect("configured").outputs[outs[i % 3]].computed.raw;
-        self.wait_raw(computed(self, warm - 1))?;
-        start.record(&self.compute).map_err(backend_err)?;
-        for i in 0..iterations {
-            self.enqueue_into(std::slice::from_ref(&jobs[i % jobs.len()]), plan, &[outs[i % 3]])?;
-        }
-        self.wait_raw(computed(self, iterations.max(1) - 1))?;
-        self.stop_timing(&start, &stop, outs, iterations.max(1))
-    }
-
-    /// Times batched launches: `iterations` / `jobs.len()` launches of all of `jobs` at once.
-    /// Returns milliseconds per job.
-    pub fn time_batched(&mut self, jobs: &[Job], plan: &Plan, iterations: usize) -> Result<f64> {
-        let (start, stop) = self.start_timing(jobs)?;
-        let outs = (0..jobs.len()).map(|_| self.take_output()).collect::<Result<Vec<_>>>()?;
-        self.enqueue_into(jobs, plan, &outs)?;
-        let rounds = iterations.div_ceil(jobs.len()).max(1);
-        let all_done = |b: &Self| -> Result<()> {
-            for &o in &outs {
-                b.wait_raw(b.state.as_ref().expect("configured").outputs[o].computed.raw)?;
-            }
-            Ok(())
-        };
-        all_done(self)?;
-        start.record(&self.compute).map_err(backend_err)?;
-        for _ in 0..rounds {
-            self.enqueue_into(jobs, plan, &outs)?;
-        }
-        all_done(self)?;
-        self.stop_timing(&start, &stop, outs, rounds * jobs.len())
-    }
-
-    /// Before a timing: the jobs' frames have arrived; two timing events.
-    fn start_timing(&mut self, jobs: &[Job]) -> Result<(Event, Event)> {
-        self.bind()?;
-        if jobs.is_empty() {
-            return Err(Error::State("timing without jobs".into()));
-        }
-        self.wait_for_frames(jobs)?;
-        let ctx = &self.device.ctx;
-        Ok((Event::new(ctx, true).map_err(backend_err)?, Event::new(ctx, true).map_err(backend_err)?))
-    }
-
-    /// After a timing: records `stop`, frees the output frames and returns milliseconds per job.
-    fn stop_timing(&mut self, start: &Event, stop: &Event, outs: Vec<usize>, jobs: usize) -> Result<f64> {
-        stop.record(&self.compute).map_err(backend_err)?;
-        stop.synchronize().map_err(backend_err)?;
-        self.state.as_mut().expect("configured").free.extend(outs);
-        Ok(start.elapsed_ms(stop).map_err(backend_err)? as f64 / jobs as f64)
-    }
-
-    /// Makes the compute stream wait for an event given by its handle.
-    fn wait_raw(&self, event: sys::CUevent) -> Result<()> {
-        // SAFETY: both handles are alive (the event belongs to a live output frame).
-        unsafe { result::stream::wait_event(self.compute.raw, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(|e| Error::Backend(e.ctx("cuStreamWaitEvent")))
     }
 }
 
