@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 
 use std::sync::Arc;
 
-use crate::device::Backend;
+use crate::device::frames::{Frame, FramePool};
+use crate::device::{Backend, Configured, DeviceMemory, StreamSetup};
 use crate::error::{BackendError, Error, Result};
 use crate::params::Algorithm;
 use crate::plan::Plan;
@@ -79,16 +80,20 @@ pub type HostFactory = Arc<dyn Fn(&Plan) -> Box<dyn HostAlgorithm> + Send + Sync
 /// A backend on host threads.
 pub struct HostBackend {
     which: HostImpl,
-    pool: rayon::ThreadPool,
+    workers: rayon::ThreadPool,
     threads: usize,
     factory: HostFactory,
     algorithm: Option<(Algorithm, Box<dyn HostAlgorithm>)>,
+    frames: FramePool,
     geometry: Option<Geometry>,
     /// The planes of output frames (the input's, or scaled: super-resolution).
     out_geometry: Option<Geometry>,
-    /// Per ring slot: a frame has been stored since the last configure.
-    stored: Vec<bool>,
-    queue: VecDeque<(Job, Plan)>,
+    /// Per ring slot: the frame submitted there until its job is launched (the algorithm keeps
+    /// its own copy of the samples), and whether a frame has been stored since the last
+    /// configure.
+    slots: Vec<(Option<Arc<Frame>>, bool)>,
+    /// Launched jobs, oldest first, each with its target's frame.
+    queue: VecDeque<(Job, Plan, Option<Arc<Frame>>)>,
 }
 
 impl HostBackend {
@@ -100,12 +105,23 @@ impl HostBackend {
             HostImpl::Cpu if threads == 0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             HostImpl::Cpu => threads,
         };
-        let pool = rayon::ThreadPoolBuilder::new()
+        let workers = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("nlm-cpu-{i}"))
             .build()
             .map_err(|e| Error::Backend(BackendError::Host(format!("cannot start {threads} CPU worker threads: {e}"))))?;
-        Ok(HostBackend { which, pool, threads, factory, algorithm: None, geometry: None, out_geometry: None, stored: Vec::new(), queue: VecDeque::new() })
+        Ok(HostBackend {
+            which,
+            workers,
+            threads,
+            factory,
+            algorithm: None,
+            frames: FramePool::host(),
+            geometry: None,
+            out_geometry: None,
+            slots: Vec::new(),
+            queue: VecDeque::new(),
+        })
     }
 
     pub fn threads(&self) -> usize {
@@ -116,9 +132,33 @@ impl HostBackend {
     /// before `configure`.
     fn configured(&mut self, what: &str) -> Result<(&Geometry, &mut dyn HostAlgorithm, &rayon::ThreadPool)> {
         match (&self.geometry, &mut self.algorithm) {
-            (Some(g), Some((_, a))) => Ok((g, a.as_mut(), &self.pool)),
+            (Some(g), Some((_, a))) => Ok((g, a.as_mut(), &self.workers)),
             _ => Err(Error::State(format!("{what} before configure"))),
         }
+    }
+
+    /// The frame `job`'s output goes into: its target's frame itself when this backend holds
+    /// the only reference and the output has its planes, else a frame of the pool with the
+    /// target's samples in the planes the job does not compute.
+    fn output_frame(&mut self, target: Arc<Frame>, out_geometry: &Geometry, plan: &Plan) -> Frame {
+        let target = match Arc::try_unwrap(target) {
+            Ok(f) if f.matches(out_geometry) => return f,
+            Ok(f) => {
+                self.frames.give(f);
+                None
+            }
+            Err(shared) => Some(shared),
+        };
+        let mut out = self.frames.take(out_geometry);
+        if let Some(input) = target.filter(|t| t.matches(out_geometry)) {
+            let computed = plan.output_planes();
+            for (p, (to, from)) in out.planes.iter_mut().zip(&input.planes).enumerate() {
+                if !computed.contains(&p) {
+                    crate::convert::copy_bytes(to.samples.as_bytes_mut(), from.samples.as_bytes());
+                }
+            }
+        }
+        out
     }
 }
 
@@ -133,61 +173,67 @@ impl Backend for HostBackend {
         }
     }
 
-    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
-        let algorithm = plan.algorithm();
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Configured> {
+        let algorithm = setup.plan.algorithm();
         if self.algorithm.as_ref().map(|a| a.0) != Some(algorithm) {
-            self.algorithm = Some((algorithm, (self.factory)(plan)));
+            self.algorithm = Some((algorithm, (self.factory)(setup.plan)));
         }
         self.geometry = None;
         self.queue.clear();
-        self.stored = vec![false; ring_slots];
+        let ring_slots = (setup.past + 1 + setup.future) as usize;
+        self.slots = vec![(None, false); ring_slots];
         let (_, a) = self.algorithm.as_mut().expect("just set");
-        a.configure(geometry, plan, ring_slots, &self.pool)?;
-        self.geometry = Some(geometry.clone());
-        self.out_geometry = Some(plan.output_geometry(geometry));
-        Ok(())
+        a.configure(setup.geometry, setup.plan, ring_slots, &self.workers)?;
+        self.geometry = Some(setup.geometry.clone());
+        self.out_geometry = Some(setup.plan.output_geometry(setup.geometry));
+        Ok(Configured { pipeline_depth: 0, ring_slots, stored: false, on_device: false })
     }
 
-    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
-        let slots = self.stored.len();
+    fn pool(&mut self) -> &mut FramePool {
+        &mut self.frames
+    }
+
+    fn submit(&mut self, slot: usize, frame: Arc<Frame>) -> Result<()> {
+        let slots = self.slots.len();
         if slot >= slots {
             return Err(Error::State(format!("ring slot {slot} out of range (ring of {slots})")));
         }
-        self.stored[slot] = false;
-        let (geometry, a, pool) = self.configured("upload")?;
+        self.slots[slot] = (None, false);
+        let (geometry, a, workers) = self.configured("submit")?;
         if !frame.matches(geometry) {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
-        a.store(slot, frame, pool)?;
-        self.stored[slot] = true;
+        a.store(slot, &frame, workers)?;
+        self.slots[slot] = (Some(frame), true);
         Ok(())
     }
 
-    fn launch(&mut self, job: &Job, plan: &Plan) -> Result<()> {
+    fn launch(&mut self, jobs: &[Job], plan: &Plan) -> Result<()> {
         self.configured("launch")?;
-        self.queue.push_back((job.clone(), plan.clone()));
+        for job in jobs {
+            let target = self.slots.get_mut(job.slot).and_then(|s| s.0.take());
+            self.queue.push_back((job.clone(), plan.clone(), target));
+        }
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
-        let (job, plan) = self.queue.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
-        let stored = &self.stored;
-        let slot_ok = |s: usize| -> Result<usize> {
-            if stored.get(s).copied().unwrap_or(false) {
-                Ok(s)
-            } else {
-                Err(Error::State(format!("ring slot {s} is empty")))
-            }
-        };
+    fn finish(&mut self) -> Result<Frame> {
+        let (job, plan, target) = self.queue.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
         let window = job.frames_in_time_order();
         for &(_, s) in &window {
-            slot_ok(s)?;
+            if !self.slots.get(s).is_some_and(|slot| slot.1) {
+                return Err(Error::State(format!("ring slot {s} is empty")));
+            }
         }
-        let out_geometry = self.out_geometry.clone();
-        let (_, a, pool) = self.configured("finish")?;
-        if !out_geometry.map(|g| out.matches(&g)).unwrap_or(false) {
-            return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
-        }
-        a.compute(&job, &window, &plan, out, pool)
+        let target = target.ok_or_else(|| Error::State(format!("no frame was submitted into the target slot {}", job.slot)))?;
+        let out_geometry = self.out_geometry.clone().ok_or_else(|| Error::State("finish before configure".into()))?;
+        let mut out = self.output_frame(target, &out_geometry, &plan);
+        let (_, a, workers) = self.configured("finish")?;
+        a.compute(&job, &window, &plan, &mut out, workers)?;
+        Ok(out)
+    }
+
+    fn memory(&mut self, _: &Geometry, _: &Plan) -> Option<DeviceMemory> {
+        None
     }
 }

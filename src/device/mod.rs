@@ -9,15 +9,19 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::frame::VideoInfo;
 use crate::plan::Plan;
-use crate::planar::{Geometry, PlanarFrame};
+use crate::planar::Geometry;
+
+pub use frames::{Frame, FramePool};
 use crate::window::Job;
 
 pub mod chunked;
 pub mod cuda;
+pub mod frames;
 pub mod host;
 
 /// The backend a caller asks for.
@@ -167,123 +171,82 @@ impl Default for HostIo {
     }
 }
 
+/// What a backend is configured for: one stream's frames and jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamSetup<'a> {
+    /// Planes of the input frames (planar; see `stored` for the frames that cross).
+    pub geometry: &'a Geometry,
+    pub plan: &'a Plan,
+    /// Temporal extent of the jobs: frames before and after the target they read.
+    pub past: u32,
+    pub future: u32,
+    /// Formats (input, output) whose frames the engine can hand over in their own memory
+    /// layout (`Geometry::stored`: NV12's luma and interleaved chroma planes, packed RGB's single
+    /// plane), for a backend that converts between that layout and planes by itself; `None` for
+    /// formats that are planar as stored.
+    pub stored: Option<(VideoInfo, VideoInfo)>,
+}
+
+/// What a backend answers to [`Backend::configure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Configured {
+    /// Jobs that may be launched ahead of the one being finished (0 = synchronous).
+    pub pipeline_depth: usize,
+    /// Ring slots: `past + 1 + future + pipeline_depth`, so that a frame is not overwritten
+    /// while a job that reads it may still be in flight.
+    pub ring_slots: usize,
+    /// The backend takes and gives stored frames (of `StreamSetup::stored`'s formats).
+    pub stored: bool,
+    /// Frames are computed on a device of their own (a GPU), not on host threads.
+    pub on_device: bool,
+}
+
 /// A denoising backend: where frames are computed.
 ///
 /// Protocol: `configure` once per stream (and again when the geometry or the plan's structure
-/// changes), then per frame `upload` into the ring slot the window assigned, `launch` jobs in
-/// order and `finish` them in the same order. At most `pipeline_depth() + 1` jobs are in flight.
+/// changes); per frame, take a frame from [`Self::pool`], fill it and [`Self::submit`] it into
+/// the ring slot the temporal window assigned; [`Self::launch`] jobs in order and
+/// [`Self::finish`] them in the same order, at most `pipeline_depth + 1` in flight.
 ///
-/// Host frames and asynchronous copies: a backend may keep using a host frame after the call
-/// that was given it returns (DMA from and to page-locked memory, CUDA), under two promises of
-/// the caller, stated at [`Self::upload`] and [`Self::launch`]. The engine keeps both (a pushed
-/// frame stays in its pending queue, untouched, until its own job is finished into it; a reset
-/// that drops frames no launched job has read configures the backend again); chunked execution
-/// keeps the first (a worker holds every frame of a chunk until the chunk is finished) and uses
-/// `launch_batch`, which asks nothing more; every host frame its workers' backends see comes from
-/// its fixed pools, reused and never freed while it lives, so addresses a backend page-locked stay
-/// valid (`chunked` module doc). A backend copies synchronously for a caller that
-/// cannot promise them (CUDA: [`HostIo::direct`] off).
+/// Frames move by value: a submitted frame belongs to the backend until `finish` hands back the
+/// output of the job whose target it is. The output has every plane written (the plan's output
+/// planes computed, the others as they came in); whether it is the submitted frame written in
+/// place or another frame of the pool is the backend's call (in place needs the only reference
+/// to the frame: chunked execution shares input frames between neighbouring chunks). A backend
+/// keeps a frame as long as a copy may read or write it, and no longer.
 pub trait Backend: Send {
     /// Human-readable description (backend, device, kernel).
     fn describe(&self) -> String;
 
-    /// Allocates a ring of `ring_slots` frames of `geometry`; forgets previous frames.
-    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()>;
+    /// Allocates a ring for `setup`'s stream; forgets every frame and job of the previous one.
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Configured>;
 
-    /// Stores `frame` in ring slot `slot`.
-    ///
-    /// The copy may still be reading `frame` when this returns. The caller keeps `frame` alive
-    /// and unchanged until a job launched after this call has been finished, or until the
-    /// backend is configured again or dropped; the backend makes every job it launches wait for
-    /// the uploads before it.
-    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()>;
+    /// The backend's frames: callers take the frames they submit from here and give spent
+    /// frames back.
+    fn pool(&mut self) -> &mut FramePool;
 
-    /// Starts computing `job` with `plan` (strengths may change between launches).
-    ///
-    /// From this call until the job is finished, the backend may write the job's output planes
-    /// (those of `plan`'s groups) into the host frame that was uploaded into `job.slot`, so that
-    /// [`Self::finish`] with that same frame only waits; the caller reads nothing of that frame
-    /// meanwhile. With any other frame `finish` copies as usual.
-    fn launch(&mut self, job: &Job, plan: &Plan) -> Result<()>;
+    /// Moves `frame` (planes of the configured input, or stored, geometry) into ring slot `slot`.
+    fn submit(&mut self, slot: usize, frame: Arc<Frame>) -> Result<()>;
 
-    /// Completes the oldest launched job, writing the planes of `plan`'s groups into `out`; other
-    /// planes of `out` are left as they are.
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()>;
+    /// Starts computing `jobs`, in order, with `plan` (strengths may change between launches).
+    /// Every frame a job reads must have been submitted.
+    fn launch(&mut self, jobs: &[Job], plan: &Plan) -> Result<()>;
 
-    /// Jobs that may be launched ahead of the one being finished (0 = synchronous).
-    fn pipeline_depth(&self) -> usize {
-        0
-    }
+    /// Completes the oldest launched job and moves out its output frame (output geometry, every
+    /// plane written).
+    fn finish(&mut self) -> Result<Frame>;
 
-    /// The temporal extent of the jobs to come, stated by the engine before each `configure`.
-    /// Chunked execution sizes its chunks and device rings from it; other backends ignore it.
-    fn set_window(&mut self, past: u32, future: u32) {
-        let _ = (past, future);
-    }
-
-    /// A host frame of the backend's own to unpack the next input into, for a backend that
-    /// would otherwise copy the frame given to [`Self::upload`] (chunked execution: a pooled
-    /// frame its workers upload from). A caller that gets one fills every sample of it and then
-    /// calls [`Self::upload_filled`] instead of `upload`. Default `None`: use `upload`.
-    fn input_frame(&mut self) -> Option<&mut PlanarFrame> {
-        None
-    }
-
-    /// Stores the frame last filled through [`Self::input_frame`] in ring slot `slot`. `target`
-    /// is the caller's frame that the job of this slot will be finished into: its content does
-    /// not matter, and from the launch of that job until it is finished the backend writes all
-    /// of it (output planes computed, the others copied from the input), so that `finish` into
-    /// `target` only waits; the caller keeps it alive and reads nothing of it meanwhile (as
-    /// [`Self::launch`] states). `finish` into another frame writes the output planes only.
-    fn upload_filled(&mut self, slot: usize, target: &PlanarFrame) -> Result<()> {
-        let _ = (slot, target);
-        Err(Error::State("upload_filled without input_frame".into()))
-    }
-
-    /// Starts computing every job of `jobs` (in order) with `plan`: the batched form of
-    /// [`Self::launch`] used by chunked processing (one chunk = one batch). The jobs are then
-    /// completed one by one, in the same order, with [`Self::finish`]. Every frame a job reads
-    /// must have been uploaded before this call. Unlike [`Self::launch`], the uploaded frames
-    /// are not written: callers of batches share them between jobs.
-    ///
-    /// A backend must accept any number of launched-but-unfinished jobs up to the ring size
-    /// (growing its output/download buffers on demand). The default launches the jobs one at a
-    /// time; a GPU backend runs them as one launch with a grid over z (frames).
-    fn launch_batch(&mut self, jobs: &[Job], plan: &Plan) -> Result<()> {
-        for job in jobs {
-            self.launch(job, plan)?;
-        }
-        Ok(())
-    }
-
-    /// Offers frames in the format's own memory layout (`Geometry::stored`: NV12's luma and
-    /// interleaved chroma planes, packed RGB's single plane) for streams of `formats` (input,
-    /// output), to a backend that converts between that layout and planes by itself (CUDA: on
-    /// the device, so the host neither unpacks nor packs). True: from the next `configure` on,
-    /// `upload` and `finish` take stored frames of those formats and nothing else. `None`, or
-    /// false (the default): planar frames.
-    fn take_stored_frames(&mut self, formats: Option<(VideoInfo, VideoInfo)>) -> bool {
-        let _ = formats;
-        false
-    }
-
-    /// Free and total memory of the device this backend computes on; `None` for host backends
-    /// (no limit known). Used to choose the chunk size automatically.
-    fn device_memory(&self) -> Option<DeviceMemory> {
-        None
-    }
-
-    /// Device memory that one more frame costs with `geometry` and `plan`: one ring slot plus
-    /// one in-flight output frame (and any per-frame working buffers). 0 for host backends.
-    fn device_bytes_per_frame(&mut self, geometry: &Geometry, plan: &Plan) -> u64 {
-        let _ = (geometry, plan);
-        0
-    }
+    /// The device's memory and what one more frame of `geometry` under `plan` costs there (one
+    /// ring slot and one in-flight output, with per-frame working memory); `None` on host
+    /// backends (no limit known). Chunked execution sizes its chunks from it.
+    fn memory(&mut self, geometry: &Geometry, plan: &Plan) -> Option<DeviceMemory>;
 }
 
-/// Memory of a compute device, in bytes ([`Backend::device_memory`]).
+/// Memory of a compute device, in bytes ([`Backend::memory`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceMemory {
     pub free: u64,
     pub total: u64,
+    /// Device bytes one more frame of the queried geometry and plan costs.
+    pub per_frame: u64,
 }

@@ -24,21 +24,21 @@ pub mod ring;
 pub mod stored;
 mod timing;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext};
 
-use crate::device::{Backend, DeviceMemory, HostIo};
+use crate::device::frames::{plane_ranges, Frame, FramePool, HostRange};
+use crate::device::{Backend, Configured as Ready, DeviceMemory, HostIo, StreamSetup};
 use crate::error::{BackendError, Error, Result};
-use crate::frame::VideoInfo;
 use crate::params::Algorithm;
 use crate::plan::Plan;
-use crate::planar::{Geometry, PlanarFrame};
+use crate::planar::Geometry;
 use crate::window::Job;
 
-use hostio::{frame_ranges, HostRange, HostRegistry};
+use hostio::PinnedFrames;
 pub use layout::FrameLayout;
 use output::OutputFrame;
 use raw::{Context as _, Stream};
@@ -166,6 +166,19 @@ pub trait CudaAlgorithm: Send {
 /// choice).
 pub type CudaFactory = Arc<dyn Fn(&Plan, &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> + Send + Sync>;
 
+/// A job launched and not finished.
+struct InFlight {
+    /// Its device output frame.
+    output: usize,
+    /// The planes copied back (the plan's output planes; every plane of a stored frame).
+    planes: Vec<usize>,
+    /// The frame submitted into its target slot.
+    input: Arc<Frame>,
+    /// The host frame the output goes into when it is not `input` (super-resolution's larger
+    /// frames; an input frame shared with another holder), from the pool.
+    separate: Option<Frame>,
+}
+
 struct Configured {
     geometry: Geometry,
     /// Planes of output frames: the input's, or scaled (super-resolution).
@@ -180,21 +193,20 @@ struct Configured {
     outputs: Vec<OutputFrame>,
     /// Output frames not in flight.
     free: Vec<usize>,
-    /// Output frames launched and not finished, oldest first, with the planes each job writes.
-    in_flight: VecDeque<(usize, Vec<usize>)>,
-    /// Per ring slot: the page-locked host frame its content was copied from by direct DMA (until
-    /// the job whose target the slot is has been launched: that job's output planes are copied
-    /// back into this frame right after its kernels).
-    slot_host: Vec<Option<Vec<HostRange>>>,
+    /// Jobs launched and not finished, oldest first.
+    in_flight: VecDeque<InFlight>,
+    /// Per ring slot: the host frame submitted there, until the job whose target it is has been
+    /// launched (that job's output goes back into it, or next to it).
+    slot_frames: Vec<Option<Arc<Frame>>>,
     /// The slot of the newest upload: every launch waits for it (the upload stream is in order),
-    /// so a finished job implies every upload before its launch is complete (Backend::upload).
+    /// so a finished job implies every upload before its launch is complete.
     last_upload: Option<usize>,
-    /// Frames cross in their format's own layout (`Backend::take_stored_frames`).
+    /// Frames cross in their format's own layout (`StreamSetup::stored`).
     stored: Option<StoredIo>,
 }
 
 impl Configured {
-    /// Planes of the host frames `upload` takes.
+    /// Planes of the host frames `submit` takes.
     fn host_geometry(&self) -> &Geometry {
         self.stored.as_ref().map_or(&self.geometry, |s| &s.in_geometry)
     }
@@ -231,12 +243,8 @@ pub struct CudaBackend {
     /// Fill each output frame with a byte pattern before its kernels (tests: unwritten samples
     /// then show).
     poison_outputs: bool,
-    registry: HostRegistry,
-    /// Host frames (plane ranges) that `finish` has written into: the caller finishes into its
-    /// uploaded frames (the engine does), so the copy back may go there at launch.
-    finish_targets: HashSet<Vec<HostRange>>,
-    /// Formats (input, output) whose frames cross in their own layout, from the next configure.
-    stored_formats: Option<(VideoInfo, VideoInfo)>,
+    /// Host frames: page-locked (direct host I/O) or ordinary.
+    frames: FramePool,
     // Dropped (after `Drop` synchronised every stream) before the streams.
     state: Option<Configured>,
     algorithm: Option<(Algorithm, Box<dyn CudaAlgorithm>)>,
@@ -256,14 +264,12 @@ impl CudaBackend {
             upload: Stream::new(&ctx).map_err(backend_err)?,
             compute: Stream::new(&ctx).map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,
-            registry: HostRegistry::new(&ctx, 64),
+            frames: if host_io.direct { FramePool::new(Arc::new(PinnedFrames::new(&ctx))) } else { FramePool::host() },
             device,
             factory,
             depth: pipeline_depth,
             host_io,
             poison_outputs: false,
-            finish_targets: HashSet::new(),
-            stored_formats: None,
             state: None,
             algorithm: None,
         })
@@ -310,17 +316,6 @@ impl CudaBackend {
             s.synchronize().map_err(backend_err)?;
         }
         Ok(())
-    }
-
-    /// Page-locks `ranges` (the registry's rules); releasing an old registration first waits for
-    /// every copy in flight.
-    fn ensure_registered(&mut self, ranges: &[HostRange]) -> bool {
-        let mut streams = vec![&self.upload, &self.compute, &self.download];
-        if let Some((_, a)) = &self.algorithm {
-            streams.extend(a.streams());
-        }
-        let mut quiesce = || streams.iter().all(|s| s.synchronize().is_ok());
-        self.registry.ensure(ranges, &mut quiesce)
     }
 
     /// An output frame that is not in flight (a new one when all are).
@@ -389,14 +384,18 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Launches `jobs` and queues what each needs after. `to_target_frame`: the caller gave
-    /// `launch`'s promise that the host frame uploaded into a job's target slot may receive the
-    /// job's output planes before `finish` (not `launch_batch`).
-    fn launch_jobs(&mut self, jobs: &[Job], plan: &Plan, to_target_frame: bool) -> Result<()> {
+    /// Launches `jobs` and queues what each needs after.
+    fn launch_jobs(&mut self, jobs: &[Job], plan: &Plan) -> Result<()> {
         if jobs.is_empty() {
             return Ok(());
         }
         self.bind()?;
+        let state = self.state.as_ref().ok_or_else(|| Error::State("launch before configure".into()))?;
+        for job in jobs {
+            if state.slot_frames.get(job.slot).is_none_or(|f| f.is_none()) {
+                return Err(Error::State(format!("no frame was submitted into the target slot {}", job.slot)));
+            }
+        }
         let mut outs = Vec::with_capacity(jobs.len());
         for _ in jobs {
             match self.take_output() {
@@ -407,7 +406,7 @@ impl CudaBackend {
                 }
             }
         }
-        let r = self.launch_into(jobs, plan, &outs, to_target_frame);
+        let r = self.launch_into(jobs, plan, &outs);
         if r.is_err() {
             // Nothing of these jobs counts as in flight.
             self.state.as_mut().expect("configured").free.extend(outs);
@@ -415,7 +414,7 @@ impl CudaBackend {
         r
     }
 
-    fn launch_into(&mut self, jobs: &[Job], plan: &Plan, outs: &[usize], to_target_frame: bool) -> Result<()> {
+    fn launch_into(&mut self, jobs: &[Job], plan: &Plan, outs: &[usize]) -> Result<()> {
         let key = plan.structure_key();
         if self.state.as_ref().map(|s| s.plan_key != key).unwrap_or(false) {
             return Err(Error::State("plan changed structure without configure".into()));
@@ -434,68 +433,84 @@ impl CudaBackend {
         self.enqueue_into(jobs, plan, outs)?;
         let state = self.state.as_mut().expect("configured");
         let planes = state.copied_planes(plan.output_planes());
-        let layout = state.copy_back().1.clone();
+        let (copy_geometry, layout) = state.copy_back();
+        let (copy_geometry, layout) = (copy_geometry.clone(), layout.clone());
         for (job, &o) in jobs.iter().zip(outs) {
             for s in job.slots() {
                 state.ring.last_reader[s] = Some(o);
             }
-            // Direct and asynchronous: the output planes go straight back into the host frame
-            // the target was uploaded from, when the caller finishes into that frame (the
-            // engine); `finish` then only waits. The download stream waits for `computed`.
-            let host = state.slot_host[job.slot].take().filter(|r| to_target_frame && !state.resizes && self.host_io.asynchronous && self.finish_targets.contains(r));
+            let mut input = state.slot_frames[job.slot].take().expect("checked at launch");
+            // The output goes back into the submitted frame when this backend holds the only
+            // reference to it (the engine's frames) and it has the output's planes; else into a
+            // frame of the pool.
+            let in_place = !state.resizes && Arc::get_mut(&mut input).is_some() && input.matches(&copy_geometry);
+            let mut separate = (!in_place).then(|| self.frames.take(&copy_geometry));
             let out = &mut state.outputs[o];
-            if let Some(ranges) = host {
-                out.start_download_to(&layout, planes.clone(), Some(ranges), &self.download).map_err(backend_err)?;
-            } else if !self.host_io.direct {
-                out.start_download(&layout, planes.clone(), &self.download).map_err(backend_err)?;
+            let host: Option<&Frame> = match &separate {
+                Some(f) => Some(f),
+                None => Some(&*input),
+            };
+            // Direct and asynchronous: the planes go straight into the host frame on the download
+            // stream once the kernels are done; `finish` then only waits.
+            let direct = host.and_then(|f| f.pinned_ranges()).filter(|_| self.host_io.direct && self.host_io.asynchronous).map(|r| r.to_vec());
+            let queued = match direct {
+                Some(ranges) => out.start_download_to(&layout, planes.clone(), Some(ranges), &self.download),
+                None if !self.host_io.direct => out.start_download(&layout, planes.clone(), &self.download),
+                None => Ok(()),
+            };
+            if let Err(e) = queued {
+                if let Some(f) = separate.take() {
+                    self.frames.give(f);
+                }
+                state.slot_frames[job.slot] = Some(input);
+                return Err(backend_err(e));
             }
-            state.in_flight.push_back((o, planes.clone()));
+            state.in_flight.push_back(InFlight { output: o, planes: planes.clone(), input, separate });
         }
         Ok(())
     }
 
-    fn upload_frame(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+    fn submit_frame(&mut self, slot: usize, frame: Arc<Frame>) -> Result<()> {
         self.bind()?;
-        let state = self.state.as_ref().ok_or_else(|| Error::State("upload before configure".into()))?;
+        let state = self.state.as_mut().ok_or_else(|| Error::State("submit before configure".into()))?;
         if slot >= state.ring.slots {
             return Err(Error::State(format!("ring slot {slot} out of range (ring of {})", state.ring.slots)));
         }
         if !frame.matches(state.host_geometry()) {
             return Err(Error::InvalidFrame("frame does not match the configured geometry".into()));
         }
-        self.state.as_mut().expect("configured").slot_host[slot] = None;
-        if self.state.as_ref().is_some_and(|s| s.stored.is_some()) {
-            return self.upload_stored(slot, frame);
+        if state.slot_frames[slot].take().is_some() {
+            // A frame never launched as a target (chunked workers' context frames): its copy
+            // into the slot is complete before it is let go.
+            state.ring.arrived(slot).synchronize().map_err(backend_err)?;
         }
-        if self.host_io.direct {
-            let ranges = frame_ranges(frame);
-            if self.ensure_registered(&ranges) {
-                let state = self.state.as_mut().expect("configured");
-                let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
-                state.ring.upload_direct(slot, &ranges, &self.upload, reader).map_err(backend_err)?;
-                state.last_upload = Some(slot);
-                if !self.host_io.asynchronous {
-                    // The caller may change the frame once we return: wait for the copy.
-                    return state.ring.arrived(slot).synchronize().map_err(backend_err);
-                }
-                // Backend::upload's promise: `frame` stays unchanged until a job launched after
-                // this call has been finished (every launch waits for the newest upload).
-                state.slot_host[slot] = Some(ranges);
-                return Ok(());
+        let ranges = frame.pinned_ranges().filter(|_| self.host_io.direct).map(|r| r.to_vec());
+        if state.stored.is_some() {
+            self.upload_stored(slot, &frame, ranges)?;
+        } else if let Some(ranges) = ranges {
+            let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
+            state.ring.upload_direct(slot, &ranges, &self.upload, reader).map_err(backend_err)?;
+            state.last_upload = Some(slot);
+            if !self.host_io.asynchronous {
+                // Measurement switch: the copy completes before the call returns.
+                state.ring.arrived(slot).synchronize().map_err(backend_err)?;
             }
+        } else {
+            let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
+            state.ring.upload(slot, &frame, &self.upload, reader).map_err(backend_err)?;
+            state.last_upload = Some(slot);
         }
-        let state = self.state.as_mut().expect("configured");
-        let reader = state.ring.last_reader[slot].map(|o| &state.outputs[o].computed);
-        state.ring.upload(slot, frame, &self.upload, reader).map_err(backend_err)?;
-        state.last_upload = Some(slot);
+        // Kept until its job is launched, and by that job until it is finished: the copy may
+        // still read it.
+        self.state.as_mut().expect("configured").slot_frames[slot] = Some(frame);
         Ok(())
     }
 
-    /// [`Self::upload_frame`] of a stored frame: copied as it is (by DMA once page-locked) and
-    /// unpacked into the slot on the device (super::stored).
-    fn upload_stored(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
-        let ranges = frame_ranges(frame);
-        let direct = self.host_io.direct && self.ensure_registered(&ranges);
+    /// [`Self::submit_frame`] of a stored frame: copied as it is (by DMA when page-locked:
+    /// `ranges`) and unpacked into the slot on the device (super::stored).
+    fn upload_stored(&mut self, slot: usize, frame: &Frame, ranges: Option<Vec<HostRange>>) -> Result<()> {
+        let direct = ranges.is_some();
+        let ranges = ranges.unwrap_or_else(|| plane_ranges(frame));
         let state = self.state.as_mut().expect("configured");
         let stored = state.stored.as_ref().expect("checked by the caller");
         if let Some(o) = state.ring.last_reader[slot] {
@@ -504,49 +519,56 @@ impl CudaBackend {
         stored.upload(&ranges, state.ring.slot_ptr(slot), &state.ring.layout, &self.upload).map_err(backend_err)?;
         state.ring.arrived(slot).record(&self.upload).map_err(backend_err)?;
         state.last_upload = Some(slot);
-        if direct && self.host_io.asynchronous {
-            // As in upload_frame: the frame stays unchanged until a later job is finished.
-            state.slot_host[slot] = Some(ranges);
-        } else if direct {
+        if direct && !self.host_io.asynchronous {
             state.ring.arrived(slot).synchronize().map_err(backend_err)?;
         }
         Ok(())
     }
 
-    fn finish_job(&mut self, out: &mut PlanarFrame) -> Result<()> {
+    fn finish_job(&mut self) -> Result<Frame> {
         self.bind()?;
         let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
-        let (o, planes) = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
-        state.free.push(o);
-        let (out_geometry, layout) = state.copy_back();
-        let layout = layout.clone();
-        if !out.matches(out_geometry) {
-            // The output frame is free again: its queued copy back must be done first.
-            state.outputs[o].abandon_download().map_err(backend_err)?;
-            return Err(Error::InvalidFrame("output frame does not match the configured geometry".into()));
-        }
-        let ranges = if self.host_io.direct { Some(frame_ranges(out)) } else { None };
-        if let Some(r) = &ranges {
-            if self.finish_targets.len() >= 1024 {
-                self.finish_targets.clear();
+        let job = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
+        state.free.push(job.output);
+        let layout = state.copy_back().1.clone();
+        let InFlight { output: o, planes, input, separate } = job;
+        let (mut out, input) = match separate {
+            Some(f) => (f, Some(input)),
+            None => match Arc::try_unwrap(input) {
+                Ok(f) => (f, None),
+                Err(_) => {
+                    state.outputs[o].abandon_download().map_err(backend_err)?;
+                    return Err(Error::State("an input frame written in place was shared meanwhile".into()));
+                }
+            },
+        };
+        let of = &mut state.outputs[o];
+        let copied = if of.download_queued() {
+            // Waits; copies only from staging memory (`host_io.direct` off).
+            of.complete(&layout, &mut out)
+        } else if let Some(ranges) = out.pinned_ranges().filter(|_| self.host_io.direct).map(|r| r.to_vec()) {
+            of.complete_direct(&layout, &planes, &ranges, &self.download)
+        } else {
+            // Not page-locked: wait for the kernels, then a plain copy.
+            of.computed.synchronize().and_then(|_| of.copy_planes_sync(&layout, &planes, &mut out))
+        };
+        copied.map_err(backend_err)?;
+        if let Some(input) = input {
+            if !state.resizes && state.stored.is_none() {
+                // A separate frame of the input's planes: the planes the job did not compute
+                // are the input's.
+                for (p, (to, from)) in out.planes.iter_mut().zip(&input.planes).enumerate() {
+                    if !planes.contains(&p) {
+                        crate::convert::copy_bytes(to.samples.as_bytes_mut(), from.samples.as_bytes());
+                    }
+                }
             }
-            self.finish_targets.insert(r.clone());
-        }
-        if state.outputs[o].download_queued() {
-            // Staged, or direct into the target's host frame: waits, and copies only when `out`
-            // is not the frame the planes went to.
-            return state.outputs[o].complete(&layout, out).map_err(backend_err);
-        }
-        if let Some(ranges) = ranges {
-            if self.ensure_registered(&ranges) {
-                let state = self.state.as_mut().expect("configured");
-                return state.outputs[o].complete_direct(&layout, &planes, &ranges, &self.download).map_err(backend_err);
+            if let Ok(f) = Arc::try_unwrap(input) {
+                // Its upload is complete (the job waited for it).
+                self.frames.give(f);
             }
         }
-        // Not page-locked (yet): wait for the kernels, then a plain copy.
-        let of = &self.state.as_ref().expect("configured").outputs[o];
-        of.computed.synchronize().map_err(backend_err)?;
-        of.copy_planes_sync(&layout, &planes, out).map_err(backend_err)
+        Ok(out)
     }
 }
 
@@ -567,17 +589,20 @@ impl Backend for CudaBackend {
         format!("cuda ({}, sm_{}{}, {what}, pipeline depth {})", self.device.name, self.device.compute_capability.0, self.device.compute_capability.1, self.depth)
     }
 
-    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Ready> {
+        let StreamSetup { geometry, plan, past, future, stored } = *setup;
         self.bind()?;
+        // Every copy that may read or write a host frame held now is done before they go.
         self.synchronize()?;
         self.state = None;
         self.ensure_algorithm(plan)?;
+        let ring_slots = (past + 1 + future) as usize + self.depth;
         let layout = FrameLayout::new(geometry);
-        let ring = DeviceRing::new(&self.device.ctx, layout.clone(), ring_slots.max(1)).map_err(backend_err)?;
+        let ring = DeviceRing::new(&self.device.ctx, layout.clone(), ring_slots).map_err(backend_err)?;
         let scratch_bytes = self.algorithm.as_ref().map_or(0, |(_, a)| a.output_scratch_bytes(geometry));
         let out_geometry = plan.output_geometry(geometry);
         let out_layout = FrameLayout::new(&out_geometry);
-        let stored = match self.stored_formats {
+        let stored = match stored.filter(|_| self.host_io.device_layout) {
             Some((input, output)) => {
                 if Geometry::from_video_info(&input) != *geometry || Geometry::from_video_info(&output) != out_geometry {
                     return Err(Error::State(format!("stored frames of {input:?} -> {output:?} do not match the configured planes")));
@@ -589,12 +614,10 @@ impl Backend for CudaBackend {
         let stored_bytes = stored.as_ref().map_or(0, |s| s.output_bytes());
         let outputs = (0..self.depth + 1).map(|_| OutputFrame::new(&self.device.ctx, &out_layout, scratch_bytes, stored_bytes)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
         let free = (0..outputs.len()).rev().collect();
-        // Frames the engine cycles through: the ring's, those in flight and a few ready ones.
-        self.registry.capacity = geometry.planes.len() * (2 * ring_slots + self.depth + 8);
-        self.finish_targets.clear();
         let (_, a) = self.algorithm.as_mut().expect("just made");
         // Compiles now rather than on the first frame.
-        a.configure(&self.device, geometry, &layout, plan, ring_slots.max(1))?;
+        a.configure(&self.device, geometry, &layout, plan, ring_slots)?;
+        let takes_stored = stored.is_some();
         self.state = Some(Configured {
             geometry: geometry.clone(),
             out_geometry,
@@ -606,76 +629,59 @@ impl Backend for CudaBackend {
             outputs,
             free,
             in_flight: VecDeque::new(),
-            slot_host: vec![None; ring_slots.max(1)],
+            slot_frames: vec![None; ring_slots],
             last_upload: None,
             stored,
         });
-        Ok(())
+        Ok(Ready { pipeline_depth: self.depth, ring_slots, stored: takes_stored, on_device: true })
     }
 
-    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+    fn pool(&mut self) -> &mut FramePool {
+        &mut self.frames
+    }
+
+    fn submit(&mut self, slot: usize, frame: Arc<Frame>) -> Result<()> {
         let t = std::time::Instant::now();
-        let r = self.upload_frame(slot, frame);
+        let r = self.submit_frame(slot, frame);
         count_ns(0, t);
         HOST_NS[3].fetch_add(1, Ordering::Relaxed);
         r
     }
 
-    fn launch(&mut self, job: &Job, plan: &Plan) -> Result<()> {
+    fn launch(&mut self, jobs: &[Job], plan: &Plan) -> Result<()> {
         let t = std::time::Instant::now();
-        let r = self.launch_jobs(std::slice::from_ref(job), plan, true);
+        // One launch covers at most u16::MAX jobs x groups in z.
+        let r = jobs.chunks(16384).try_for_each(|chunk| self.launch_jobs(chunk, plan));
         count_ns(1, t);
         r
     }
 
-    fn launch_batch(&mut self, jobs: &[Job], plan: &Plan) -> Result<()> {
-        // Batches come from chunked execution (device/chunked.rs), whose host frames come from
-        // fixed pools that are reused and never freed while this backend lives (the `Backend`
-        // trait's promise): page-locked ranges stay valid, so direct host I/O stays on.
-        // One launch covers at most u16::MAX jobs x groups in z.
-        for chunk in jobs.chunks(16384) {
-            self.launch_jobs(chunk, plan, false)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+    fn finish(&mut self) -> Result<Frame> {
         let t = std::time::Instant::now();
-        let r = self.finish_job(out);
+        let r = self.finish_job();
         count_ns(2, t);
         r
     }
 
-    fn take_stored_frames(&mut self, formats: Option<(VideoInfo, VideoInfo)>) -> bool {
-        self.stored_formats = formats.filter(|_| self.host_io.device_layout);
-        self.stored_formats.is_some()
-    }
-
-    fn device_memory(&self) -> Option<DeviceMemory> {
+    fn memory(&mut self, geometry: &Geometry, plan: &Plan) -> Option<DeviceMemory> {
         // cudarc reports an error recorded earlier by an asynchronous release (and clears it) on
         // the next bind: one retry separates such a stale error from a failing query.
         let query = || self.device.ctx.mem_get_info();
-        match query().or_else(|e| {
+        let (free, total) = match query().or_else(|e| {
             tracing::debug!("cuMemGetInfo on {}: {e}; retrying once", self.device.name);
             query()
         }) {
-            Ok((free, total)) => Some(DeviceMemory { free: free as u64, total: total as u64 }),
+            Ok(m) => m,
             Err(e) => {
                 tracing::warn!("cannot read the free memory of {}: {e}", self.device.name);
-                None
+                return None;
             }
-        }
-    }
-
-    fn device_bytes_per_frame(&mut self, geometry: &Geometry, plan: &Plan) -> u64 {
+        };
         let layout = FrameLayout::new(geometry);
         let out_layout = FrameLayout::new(&plan.output_geometry(geometry));
         // Without the algorithm (it failed to start) configure fails anyway; its scratch counts 0.
         let scratch = self.ensure_algorithm(plan).ok().and(self.algorithm.as_ref()).map_or(0, |(_, a)| a.output_scratch_bytes(geometry));
-        (layout.frame_bytes + OutputFrame::device_bytes(&out_layout, scratch)) as u64
-    }
-
-    fn pipeline_depth(&self) -> usize {
-        self.depth
+        let per_frame = (layout.frame_bytes + OutputFrame::device_bytes(&out_layout, scratch)) as u64;
+        Some(DeviceMemory { free: free as u64, total: total as u64, per_frame })
     }
 }

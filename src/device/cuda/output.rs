@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
 
-use super::hostio::{frame_ranges, HostRange};
+use crate::device::frames::{plane_ranges as frame_ranges, HostRange};
 use super::layout::FrameLayout;
 use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::convert::copy_bytes;

@@ -51,7 +51,7 @@ impl DeviceRing {
     /// Sends `frame`'s planes into `slot` straight from host memory that is page-locked
     /// (`ranges`, one per plane; see super::hostio): no staging copy. The frame must stay
     /// untouched until `arrived(slot)` completes (the engine keeps it until its job is finished).
-    pub fn upload_direct(&mut self, slot: usize, ranges: &[super::hostio::HostRange], stream: &Stream, reader_done: Option<&Event>) -> CuResult<()> {
+    pub fn upload_direct(&mut self, slot: usize, ranges: &[crate::device::frames::HostRange], stream: &Stream, reader_done: Option<&Event>) -> CuResult<()> {
         if let Some(e) = reader_done {
             stream.wait(e)?;
         }

@@ -18,7 +18,7 @@
 
 use cudarc::driver::{sys, CudaFunction};
 
-use super::hostio::HostRange;
+use crate::device::frames::HostRange;
 use super::layout::FrameLayout;
 use super::raw::{self, CuResult, DeviceBuffer, Stream};
 use super::{module, DeviceInfo};

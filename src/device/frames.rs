@@ -1,0 +1,257 @@
+//! Host frames that move by value between the engine, the caller and a backend.
+//!
+//! A [`Frame`] owns its planes ([`PlanarFrame`]) and, when the backend that made it DMAs host
+//! memory (CUDA), the page-lock of those planes: registered once when the frame is made and
+//! released when the frame is dropped, whoever drops it. At any time one layer holds a frame
+//! (the engine, the caller after `pop_planar`, or a backend between `submit` and `finish`), so no
+//! layer has to keep frames alive for another, and no address is remembered after its frame is
+//! gone.
+//!
+//! A [`FramePool`] belongs to a backend: frames of the stream's geometries are made once and
+//! reused (the engine takes input frames from it and gives spent ones back). A frame given back
+//! with planes the pool no longer keeps (after a change of geometry) is dropped.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use crate::planar::{Geometry, PlanarFrame};
+
+/// Address and length of one plane's samples in host memory.
+pub type HostRange = (usize, usize);
+
+/// Address and length of every plane of `frame`, in plane order.
+pub fn plane_ranges(frame: &PlanarFrame) -> Vec<HostRange> {
+    frame
+        .planes
+        .iter()
+        .map(|p| {
+            let b = p.samples.as_bytes();
+            (b.as_ptr() as usize, b.len())
+        })
+        .collect()
+}
+
+/// Releases page-locks a backend took ([`FrameMaker::make`]); called when a pinned frame is
+/// dropped, on whatever thread drops it.
+pub trait PageLock: Send + Sync {
+    /// Releases the page-lock of `ranges` (taken by the same object, never released before).
+    fn release(&self, ranges: &[HostRange]);
+}
+
+/// The page-lock a frame carries: the ranges locked and who releases them.
+struct Pin {
+    ranges: Vec<HostRange>,
+    lock: Arc<dyn PageLock>,
+}
+
+/// A host frame owned by value (see the module doc). Its samples are read and written through
+/// `Deref`; the page-lock it may carry covers the planes as they were made, so a caller that
+/// replaces a plane's storage gets a frame that is no longer page-locked there
+/// ([`Frame::pinned_ranges`] then says `None` and a backend copies through staging memory).
+pub struct Frame {
+    planar: PlanarFrame,
+    pin: Option<Pin>,
+}
+
+impl Frame {
+    /// A frame of ordinary (pageable) memory.
+    pub fn new(planar: PlanarFrame) -> Self {
+        Frame { planar, pin: None }
+    }
+
+    /// A frame of `geometry`, zeroed, of ordinary memory.
+    pub fn zeroed(geometry: &Geometry) -> Self {
+        Frame::new(PlanarFrame::zeroed(geometry))
+    }
+
+    /// A frame whose planes `lock` has page-locked (`ranges`: [`plane_ranges`] of `planar` when
+    /// it locked them); released when the frame is dropped.
+    pub fn pinned(planar: PlanarFrame, ranges: Vec<HostRange>, lock: Arc<dyn PageLock>) -> Self {
+        Frame { planar, pin: Some(Pin { ranges, lock }) }
+    }
+
+    /// The page-locked ranges of the planes, when the frame carries a page-lock that still
+    /// covers every plane as it is now.
+    pub fn pinned_ranges(&self) -> Option<&[HostRange]> {
+        let pin = self.pin.as_ref()?;
+        (pin.ranges == plane_ranges(&self.planar)).then_some(&pin.ranges)
+    }
+
+    /// The planes, without the page-lock (released here).
+    pub fn into_planar(mut self) -> PlanarFrame {
+        self.unpin();
+        std::mem::replace(&mut self.planar, PlanarFrame { planes: Vec::new() })
+    }
+
+    fn unpin(&mut self) {
+        if let Some(pin) = self.pin.take() {
+            pin.lock.release(&pin.ranges);
+        }
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        // Before the planes' memory goes back to the allocator.
+        self.unpin();
+    }
+}
+
+impl Deref for Frame {
+    type Target = PlanarFrame;
+    fn deref(&self) -> &PlanarFrame {
+        &self.planar
+    }
+}
+
+impl DerefMut for Frame {
+    fn deref_mut(&mut self) -> &mut PlanarFrame {
+        &mut self.planar
+    }
+}
+
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frame").field("planes", &self.planar.planes.len()).field("pinned", &self.pinned_ranges().is_some()).finish()
+    }
+}
+
+/// Makes the frames of a backend's pool (page-locked for a backend that DMAs them).
+pub trait FrameMaker: Send + Sync {
+    fn make(&self, geometry: &Geometry) -> Frame;
+}
+
+/// Frames of ordinary memory (host backends).
+pub struct HostFrames;
+
+impl FrameMaker for HostFrames {
+    fn make(&self, geometry: &Geometry) -> Frame {
+        Frame::zeroed(geometry)
+    }
+}
+
+/// A backend's frames by geometry (see the module doc).
+pub struct FramePool {
+    maker: Arc<dyn FrameMaker>,
+    lists: Vec<(Geometry, Vec<Frame>)>,
+    /// Frames made since the pool was created (the benchmarks show that it stops growing).
+    made: u64,
+}
+
+impl FramePool {
+    pub fn new(maker: Arc<dyn FrameMaker>) -> Self {
+        FramePool { maker, lists: Vec::new(), made: 0 }
+    }
+
+    /// A pool of ordinary frames.
+    pub fn host() -> Self {
+        FramePool::new(Arc::new(HostFrames))
+    }
+
+    /// What makes this pool's frames (chunked execution hands its workers' maker to its own
+    /// pool, so that the frames it takes in are the ones its devices DMA).
+    pub fn maker(&self) -> Arc<dyn FrameMaker> {
+        self.maker.clone()
+    }
+
+    /// Keeps frames of `geometries` from now on; frames of other planes are dropped.
+    pub fn keep_only(&mut self, geometries: &[&Geometry]) {
+        self.lists.retain(|(g, _)| geometries.contains(&g));
+        for g in geometries {
+            if !self.lists.iter().any(|(h, _)| h == *g) {
+                self.lists.push(((*g).clone(), Vec::new()));
+            }
+        }
+    }
+
+    /// A spare frame of `geometry` if the pool holds one.
+    pub fn take_spare(&mut self, geometry: &Geometry) -> Option<Frame> {
+        self.lists.iter_mut().find(|(g, _)| g == geometry).and_then(|(_, l)| l.pop())
+    }
+
+    /// A frame of `geometry`: a spare one, or a new one (its content is whatever it held).
+    pub fn take(&mut self, geometry: &Geometry) -> Frame {
+        match self.take_spare(geometry) {
+            Some(f) => f,
+            None => {
+                self.made += 1;
+                self.maker.make(geometry)
+            }
+        }
+    }
+
+    /// Keeps `frame` for reuse if the pool keeps its planes; drops it otherwise.
+    pub fn give(&mut self, frame: Frame) {
+        if let Some((_, l)) = self.lists.iter_mut().find(|(g, _)| frame.matches(g)) {
+            l.push(frame);
+        }
+    }
+
+    /// Frames made since the pool was created.
+    pub fn made(&self) -> u64 {
+        self.made
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::PixelFormat;
+    use crate::frame::VideoInfo;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<Vec<HostRange>>>);
+
+    impl PageLock for Recorder {
+        fn release(&self, ranges: &[HostRange]) {
+            self.0.lock().unwrap().push(ranges.to_vec());
+        }
+    }
+
+    fn geometry(w: usize) -> Geometry {
+        Geometry::from_video_info(&VideoInfo::new(PixelFormat::I420, w, 8).unwrap())
+    }
+
+    #[test]
+    fn a_pinned_frame_is_released_once_when_dropped() {
+        let lock = Arc::new(Recorder::default());
+        let planar = PlanarFrame::zeroed(&geometry(16));
+        let ranges = plane_ranges(&planar);
+        let f = Frame::pinned(planar, ranges.clone(), lock.clone());
+        assert_eq!(f.pinned_ranges(), Some(&ranges[..]));
+        drop(f);
+        assert_eq!(*lock.0.lock().unwrap(), vec![ranges]);
+    }
+
+    #[test]
+    fn replaced_storage_is_not_reported_pinned() {
+        let lock = Arc::new(Recorder::default());
+        let planar = PlanarFrame::zeroed(&geometry(16));
+        let ranges = plane_ranges(&planar);
+        let mut f = Frame::pinned(planar, ranges, lock.clone());
+        f.planes[0] = PlanarFrame::zeroed(&geometry(16)).planes.remove(0);
+        assert!(f.pinned_ranges().is_none(), "a plane's storage changed: no DMA straight into it");
+        let p = f.into_planar();
+        assert_eq!(p.planes.len(), 3);
+        assert_eq!(lock.0.lock().unwrap().len(), 1, "into_planar releases the page-lock");
+    }
+
+    #[test]
+    fn the_pool_reuses_frames_and_drops_other_planes() {
+        let mut pool = FramePool::host();
+        let (a, b) = (geometry(16), geometry(32));
+        pool.keep_only(&[&a]);
+        let f = pool.take(&a);
+        let at = f.planes[0].samples.as_bytes().as_ptr();
+        pool.give(f);
+        let g = pool.take(&a);
+        assert_eq!(g.planes[0].samples.as_bytes().as_ptr(), at, "the same frame comes back");
+        assert_eq!(pool.made(), 1);
+        pool.give(pool.maker().make(&b));
+        assert!(pool.take_spare(&b).is_none(), "frames of planes the pool does not keep are dropped");
+        pool.keep_only(&[&b]);
+        pool.give(g);
+        assert!(pool.take_spare(&a).is_none());
+    }
+}
