@@ -1,19 +1,21 @@
 //! The engine: one stream of frames in, denoised frames out, in order.
 //!
-//! Data flow per frame: unpack the caller's frame into planes ([`crate::convert`]) -> store it in
-//! the backend's ring at the slot the temporal window assigns ([`crate::window`]) -> launch every
-//! job whose window is complete -> finish jobs in order into the frame's own planar copy (planes
-//! that are not denoised stay as they came) -> pack into the caller's output frame. An algorithm
-//! whose output frames are larger (super-resolution, `Plan::resizes`) finishes into a frame of
-//! the output geometry instead, from a pool of its own.
+//! Data flow per frame: take a frame from the backend's pool and unpack the caller's frame into it
+//! ([`crate::convert`]) -> move it into the backend's ring at the slot the temporal window assigns
+//! ([`crate::window`]) -> launch every job whose window is complete -> finish jobs in order: the
+//! backend moves each output frame back (planes that are not denoised as they came) -> pack it
+//! into the caller's output frame, or hand it over as it is ([`Denoiser::pop_planar`]), and give
+//! it back to the pool. Frames move by value ([`crate::device::frames`]): the engine never holds a
+//! frame the backend may still be copying.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::backends::{self, BackendOptions};
 use crate::convert;
-use crate::device::Backend;
+use crate::device::{Backend, Frame, StreamSetup};
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};
@@ -37,64 +39,20 @@ fn count_ns(i: usize, since: Instant) {
     ENGINE_NS[i].fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
 }
 
-/// A frame waiting for its output, with the caller's tag (timestamps, buffer flags, index...).
+/// A frame pushed and not finished: the backend holds it; the engine keeps the caller's tag.
 struct Pending<T> {
     tag: T,
-    /// The input as the backend takes it (planar, or stored where the backend converts layouts
-    /// itself); becomes the output once its job finishes.
-    frame: PlanarFrame,
-    /// The caller's stored frame ([`Denoiser::push_planar`]) whose content was unpacked into
-    /// `frame` on the host: the output is packed back into it when it is popped.
-    target: Option<PlanarFrame>,
+    /// The caller's stored frame ([`Denoiser::push_planar`]) whose content was unpacked on the
+    /// host into the frame the backend holds: the output is packed back into it when popped.
+    target: Option<Frame>,
 }
 
-/// Spare frames by geometry: frames handed out and given back, reused for new ones.
-struct Spares {
-    lists: Vec<(Geometry, Vec<PlanarFrame>)>,
-}
-
-impl Spares {
-    fn new(geometries: &[&Geometry]) -> Self {
-        let mut s = Spares { lists: Vec::new() };
-        s.keep_only(geometries, &mut Vec::new());
-        s
-    }
-
-    /// Keeps lists for `geometries` only; frames of the others go to `retired`.
-    fn keep_only(&mut self, geometries: &[&Geometry], retired: &mut Vec<PlanarFrame>) {
-        for (g, frames) in std::mem::take(&mut self.lists) {
-            if geometries.contains(&&g) {
-                self.lists.push((g, frames));
-            } else {
-                retired.extend(frames);
-            }
-        }
-        for g in geometries {
-            if !self.lists.iter().any(|(h, _)| h == *g) {
-                self.lists.push(((*g).clone(), Vec::new()));
-            }
-        }
-    }
-
-    fn pop(&mut self, geometry: &Geometry) -> Option<PlanarFrame> {
-        self.lists.iter_mut().find(|(g, _)| g == geometry).and_then(|(_, l)| l.pop())
-    }
-
-    /// A spare frame of `geometry`, or a new one.
-    fn take(&mut self, geometry: &Geometry) -> PlanarFrame {
-        self.pop(geometry).unwrap_or_else(|| PlanarFrame::zeroed(geometry))
-    }
-
-    /// Keeps `frame` if one of the lists has its planes; gives it back otherwise.
-    fn give(&mut self, frame: PlanarFrame) -> Option<PlanarFrame> {
-        match self.lists.iter_mut().find(|(g, _)| frame.matches(g)) {
-            Some((_, l)) => {
-                l.push(frame);
-                None
-            }
-            None => Some(frame),
-        }
-    }
+/// A finished frame, in the form the backend gives it (planar, or stored where the backend
+/// converts layouts itself).
+struct Finished<T> {
+    tag: T,
+    frame: Frame,
+    target: Option<Frame>,
 }
 
 /// The denoiser of one stream (the algorithm its parameters name). `T` is whatever the caller wants back with each output frame.
@@ -113,15 +71,13 @@ pub struct Denoiser<T> {
     /// The newest smoothed estimate (kept across the estimator's resets, for reports).
     last_noise: Option<NoiseEstimate>,
     plan: Plan,
-    /// Declared before `pending`, so dropped first: an asynchronous backend waits for its copies
-    /// while the frames they read and write still exist (Backend::upload / launch).
     backend: Box<dyn Backend>,
     window: TemporalWindow,
     /// Frames pushed and not yet finished, oldest first.
     pending: VecDeque<Pending<T>>,
     /// How many of the oldest `pending` frames have been launched.
     launched: usize,
-    ready: VecDeque<Pending<T>>,
+    ready: VecDeque<Finished<T>>,
     /// Tags of pushed frames that will never come out because a backend call failed, oldest
     /// first, until the caller takes them ([`Self::take_lost`]).
     lost: Vec<T>,
@@ -130,17 +86,13 @@ pub struct Denoiser<T> {
     /// (`planar::exchange_layout`).
     lent_in: Geometry,
     lent_out: Geometry,
-    /// The backend takes stored frames and converts layouts itself
-    /// (`Backend::take_stored_frames`): pending frames are `lent_in` frames, no host unpacking.
+    /// The backend takes stored frames and converts layouts itself (`Configured::stored`):
+    /// submitted frames are `lent_in` frames, no host unpacking.
     stored_on_backend: bool,
-    /// Frames already handed out, reused for new frames (every geometry above).
-    spares: Spares,
-    /// Frames of planes the engine no longer uses (the output geometry changed, a caller gave
-    /// back a frame of other planes), kept until the engine goes: the CUDA backend may have
-    /// page-locked them (device::cuda::hostio), and a freed frame's address coming back for a
-    /// new allocation while the backend lives would be taken for page-locked memory. Declared
-    /// after `backend`, so freed after it.
-    retired: Vec<PlanarFrame>,
+    /// The backend computes on a device of its own (a GPU).
+    on_device: bool,
+    /// Jobs the backend may have in flight beyond the one being finished.
+    depth: usize,
 }
 
 impl<T> Denoiser<T> {
@@ -159,12 +111,11 @@ impl<T> Denoiser<T> {
         let params = params.with_estimate(FALLBACK_SIGMA, None);
         let plan = Plan::new(&geometry, &params)?;
         let (out_info, out_geometry) = output_of(&info, &geometry, &plan)?;
-        let stored_on_backend = offer_stored_frames(backend.as_mut(), &info, &out_info);
-        let window = configure_backend(backend.as_mut(), &geometry, &plan, &params)?;
-        tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
         let lent_in = exchange_layout(&info).0;
         let lent_out = exchange_layout(&out_info).0;
-        let spares = Spares::new(&[&geometry, &out_geometry, &lent_in, &lent_out]);
+        let stream = configure_backend(backend.as_mut(), &info, &out_info, &geometry, &plan, &params)?;
+        backend.pool().keep_only(&[&geometry, &out_geometry, &lent_in, &lent_out]);
+        tracing::debug!("denoiser for {}x{} {} on {}", info.width, info.height, info.format, backend.describe());
         Ok(Denoiser {
             info,
             geometry,
@@ -176,16 +127,16 @@ impl<T> Denoiser<T> {
             last_noise: None,
             plan,
             backend,
-            window,
+            window: stream.window,
             pending: VecDeque::new(),
             launched: 0,
             ready: VecDeque::new(),
             lost: Vec::new(),
             lent_in,
             lent_out,
-            stored_on_backend,
-            spares,
-            retired: Vec::new(),
+            stored_on_backend: stream.stored,
+            on_device: stream.on_device,
+            depth: stream.depth,
         })
     }
 
@@ -235,15 +186,15 @@ impl<T> Denoiser<T> {
         self.backend.describe()
     }
 
-    /// True when frames are computed on a GPU (a backend that reports device memory).
+    /// True when frames are computed on a GPU (a device of the backend's own).
     pub fn on_gpu(&self) -> bool {
-        self.backend.device_memory().is_some()
+        self.on_device
     }
 
     /// Frames between pushing a frame and being able to pop it: the future frames a job reads
     /// (`Params::frames_needed`) plus the backend's pipeline depth.
     pub fn latency_frames(&self) -> usize {
-        self.params.latency_frames() as usize + self.backend.pipeline_depth()
+        self.params.latency_frames() as usize + self.depth
     }
 
     /// Frames pushed whose output has not been popped yet.
@@ -256,6 +207,16 @@ impl<T> Denoiser<T> {
         self.ready.len()
     }
 
+    /// The planes of the frames the backend takes: stored frames where it converts layouts
+    /// itself, planar ones otherwise.
+    fn work_geometry(&self) -> &Geometry {
+        if self.stored_on_backend {
+            &self.lent_in
+        } else {
+            &self.geometry
+        }
+    }
+
     /// Adds a frame. Outputs that became ready are available through [`Self::pop`].
     pub fn push(&mut self, frame: &FrameRef<'_>, tag: T) -> Result<()> {
         if frame.info != self.info {
@@ -264,20 +225,21 @@ impl<T> Denoiser<T> {
                 frame.info.width, frame.info.height, frame.info.format, self.info.width, self.info.height, self.info.format
             )));
         }
-        if self.stored_on_backend {
+        let work = self.work_geometry().clone();
+        let mut into = self.backend.pool().take(&work);
+        let t = Instant::now();
+        let filled = if self.stored_on_backend {
             // The backend converts layouts: the frame's rows are copied as they are.
-            let mut stored = self.spares.take(&self.lent_in);
-            let t = Instant::now();
-            let copied = convert::stored_mut(self.info, &mut stored).and_then(|mut to| convert::copy_frame(frame, &mut to));
-            count_ns(UNPACK, t);
-            if let Err(e) = copied {
-                self.recycle(stored);
-                return Err(e);
-            }
-            return self.push_filled(stored, None, tag, None);
+            convert::stored_mut(self.info, &mut into).and_then(|mut to| convert::copy_frame(frame, &mut to))
+        } else {
+            convert::unpack(frame, &mut into)
+        };
+        count_ns(UNPACK, t);
+        if let Err(e) = filled {
+            self.recycle(into);
+            return Err(e);
         }
-        let planar = self.spares.take(&self.geometry);
-        self.push_filled(planar, None, tag, Some(frame))
+        self.push_filled(into, None, tag)
     }
 
     /// Adds a frame that is already in the form callers exchange without copies (one this engine
@@ -285,16 +247,15 @@ impl<T> Denoiser<T> {
     /// input; its planes are [`Self::exchange_geometry`]'s). Planar frames, and stored frames on a
     /// backend that converts layouts itself, are taken without a copy; stored frames on other
     /// backends are unpacked on the host, and the output is packed back into the same frame.
-    pub fn push_planar(&mut self, frame: PlanarFrame, tag: T) -> Result<()> {
-        let work = if self.stored_on_backend { &self.lent_in } else { &self.geometry };
-        if frame.matches(work) {
-            return self.push_filled(frame, None, tag, None);
+    pub fn push_planar(&mut self, frame: Frame, tag: T) -> Result<()> {
+        if frame.matches(self.work_geometry()) {
+            return self.push_filled(frame, None, tag);
         }
         if !frame.matches(&self.lent_in) {
-            self.retired.push(frame);
             return Err(Error::InvalidFrame("planar frame does not match the stream's planes".into()));
         }
-        let mut planar = self.spares.take(&self.geometry);
+        let geometry = self.geometry.clone();
+        let mut planar = self.backend.pool().take(&geometry);
         let t = Instant::now();
         let unpacked = convert::stored_ref(self.info, &frame).and_then(|from| convert::unpack(&from, &mut planar));
         count_ns(UNPACK, t);
@@ -303,7 +264,7 @@ impl<T> Denoiser<T> {
             self.recycle(frame);
             return Err(e);
         }
-        self.push_filled(planar, Some(frame), tag, None)
+        self.push_filled(planar, Some(frame), tag)
     }
 
     /// True when the backend takes frames as they are stored and converts layouts itself (CUDA,
@@ -318,73 +279,46 @@ impl<T> Denoiser<T> {
         (&self.lent_in, &self.lent_out)
     }
 
-    /// A spare frame of the input's exchange planes (one popped and recycled, or a new one), for
-    /// a caller that fills it and gives it back with [`Self::push_planar`].
-    pub fn take_spare(&mut self) -> PlanarFrame {
-        self.spares.take(&self.lent_in)
+    /// A frame of the input's exchange planes from the backend's pool (a recycled one, or a new
+    /// one: page-locked on CUDA), for a caller that fills it and gives it back with
+    /// [`Self::push_planar`].
+    pub fn take_spare(&mut self) -> Frame {
+        let g = self.lent_in.clone();
+        self.backend.pool().take(&g)
     }
 
-    /// A spare frame of the input's exchange planes if the engine holds one (a caller lending
+    /// A spare frame of the input's exchange planes if the pool holds one (a caller lending
     /// frames gives these back to its own store: with output frames of other planes,
     /// super-resolution, finished inputs become spare here).
-    pub fn spare_frame(&mut self) -> Option<PlanarFrame> {
-        self.spares.pop(&self.lent_in)
+    pub fn spare_frame(&mut self) -> Option<Frame> {
+        let g = self.lent_in.clone();
+        self.backend.pool().take_spare(&g)
     }
 
-    /// Stores the input (`source`, unpacked into `planar`; without it `planar` holds the input),
-    /// estimates the noise, uploads and launches what became ready. `target`: the caller's
-    /// stored frame the output goes back into ([`Pending::target`]).
-    fn push_filled(&mut self, mut planar: PlanarFrame, target: Option<PlanarFrame>, tag: T, source: Option<&FrameRef<'_>>) -> Result<()> {
+    /// Estimates the noise on `frame` (the input, in the backend's form), moves it into the
+    /// backend's ring and launches what became ready. `target`: the caller's stored frame the
+    /// output goes back into ([`Pending::target`]).
+    fn push_filled(&mut self, frame: Frame, target: Option<Frame>, tag: T) -> Result<()> {
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
-        let uploaded = if self.backend.input_frame().is_some() {
-            // Straight into the backend's own frame (chunked execution: no copy from the
-            // caller); `planar` only receives the output (Backend::upload_filled).
-            let own = self.backend.input_frame().expect("checked");
-            let t = Instant::now();
-            let filled = match source {
-                Some(frame) => convert::unpack(frame, own),
-                None => {
-                    for (to, from) in own.planes.iter_mut().zip(&planar.planes) {
-                        to.samples.as_bytes_mut().copy_from_slice(from.samples.as_bytes());
-                    }
-                    Ok(())
-                }
-            };
-            count_ns(UNPACK, t);
-            let update = filled.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, false, own));
-            if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
-                self.recycle_pending(planar, target);
-                return Err(e);
+        let update = self.noise.update(&self.user_params, &self.geometry, self.info, self.stored_on_backend, &frame);
+        if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
+            self.recycle(frame);
+            if let Some(t) = target {
+                self.recycle(t);
             }
-            let slot = self.window.push();
-            self.backend.upload_filled(slot, &planar)
-        } else {
-            let unpacked = match source {
-                Some(frame) => {
-                    let t = Instant::now();
-                    let r = convert::unpack(frame, &mut planar);
-                    count_ns(UNPACK, t);
-                    r
-                }
-                None => Ok(()),
-            };
-            let stored = self.stored_on_backend;
-            let update = unpacked.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, stored, &planar));
-            if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
-                self.recycle_pending(planar, target);
-                return Err(e);
-            }
-            let slot = self.window.push();
-            self.backend.upload(slot, &planar)
-        };
-        if let Err(e) = uploaded {
+            return Err(e);
+        }
+        let slot = self.window.push();
+        if let Err(e) = self.backend.submit(slot, Arc::new(frame)) {
             // The window counted a frame the ring does not hold: start over from the next frame.
-            self.recycle_pending(planar, target);
+            if let Some(t) = target {
+                self.recycle(t);
+            }
             self.recover_from_backend_error();
             self.lost.push(tag);
             return Err(e);
         }
-        self.pending.push_back(Pending { tag, frame: planar, target });
+        self.pending.push_back(Pending { tag, target });
         let r = self.run_ready_jobs();
         if r.is_err() {
             self.recover_from_backend_error();
@@ -401,22 +335,22 @@ impl<T> Denoiser<T> {
         self.reconfigure_backend();
     }
 
-    /// A new window on a backend configured again (nothing pending).
+    /// A new window on a backend configured again (nothing pending; the backend lets go of the
+    /// frames it held).
     fn reconfigure_backend(&mut self) {
         self.window.reset();
-        match configure_backend(self.backend.as_mut(), &self.geometry, &self.plan, &self.params) {
-            Ok(w) => self.window = w,
+        match configure_backend(self.backend.as_mut(), &self.info, &self.out_info, &self.geometry, &self.plan, &self.params) {
+            Ok(s) => self.window = s.window,
             Err(e) => tracing::warn!("reconfiguring the backend after an error failed: {e}"),
         }
     }
 
     /// Launches every job whose window is complete and finishes jobs beyond the pipeline depth.
     fn run_ready_jobs(&mut self) -> Result<()> {
-        let depth = self.backend.pipeline_depth();
         while let Some(job) = self.window.next_job() {
-            self.backend.launch(&job, &self.plan)?;
+            self.backend.launch(std::slice::from_ref(&job), &self.plan)?;
             self.launched += 1;
-            while self.launched > depth {
+            while self.launched > self.depth {
                 self.finish_oldest()?;
             }
         }
@@ -424,40 +358,30 @@ impl<T> Denoiser<T> {
     }
 
     fn finish_oldest(&mut self) -> Result<()> {
-        let mut p = self.pending.pop_front().ok_or_else(|| Error::State("no launched frame to finish".into()))?;
+        let p = self.pending.pop_front().ok_or_else(|| Error::State("no launched frame to finish".into()))?;
         self.launched -= 1;
-        if self.plan.resizes() {
-            // The input frame is done with (its upload preceded this job's launch); the output
-            // goes into a frame of the output geometry.
-            let work = if self.stored_on_backend { &self.lent_out } else { &self.out_geometry };
-            let mut out = self.spares.take(work);
-            let r = self.backend.finish(&mut out);
-            let input = std::mem::replace(&mut p.frame, out);
-            self.recycle(input);
-            // A stored input frame cannot take the larger output: it is done with too.
-            if let Some(t) = p.target.take() {
-                self.recycle(t);
-            }
-            return match r {
-                Ok(()) => {
-                    self.ready.push_back(p);
-                    Ok(())
+        match self.backend.finish() {
+            Ok(frame) => {
+                let mut target = p.target;
+                if self.plan.resizes() {
+                    // A stored input frame cannot take the larger output.
+                    if let Some(t) = target.take() {
+                        self.recycle(t);
+                    }
                 }
-                Err(e) => {
-                    self.recycle(p.frame);
+                if !frame.matches(&self.out_geometry) && !frame.matches(&self.lent_out) {
+                    // Never from a backend keeping the protocol; reported rather than packed.
                     self.lost.push(p.tag);
-                    Err(e)
+                    return Err(Error::State("the backend finished a frame of other planes".into()));
                 }
-            };
-        }
-        match self.backend.finish(&mut p.frame) {
-            Ok(()) => {
-                self.ready.push_back(p);
+                self.ready.push_back(Finished { tag: p.tag, frame, target });
                 Ok(())
             }
             Err(e) => {
                 // Its output is unknown: the frame is lost, and this error reports it.
-                self.recycle_pending(p.frame, p.target);
+                if let Some(t) = p.target {
+                    self.recycle(t);
+                }
                 self.lost.push(p.tag);
                 Err(e)
             }
@@ -478,7 +402,10 @@ impl<T> Denoiser<T> {
             convert::stored_ref(self.out_info, &p.frame).and_then(|from| convert::copy_frame(&from, out))
         };
         count_ns(PACK, t);
-        self.recycle_pending(p.frame, p.target);
+        self.recycle(p.frame);
+        if let Some(t) = p.target {
+            self.recycle(t);
+        }
         r.map(|_| Some(p.tag))
     }
 
@@ -486,7 +413,7 @@ impl<T> Denoiser<T> {
     /// [`Self::exchange_geometry`]), with its tag; give the frame back with [`Self::recycle`] to
     /// avoid an allocation. Where the output was computed in planar form for a stored frame, it
     /// is packed into it here.
-    pub fn pop_planar(&mut self) -> Option<(T, PlanarFrame)> {
+    pub fn pop_planar(&mut self) -> Option<(T, Frame)> {
         let p = self.ready.pop_front()?;
         if p.frame.matches(&self.lent_out) {
             if let Some(t) = p.target {
@@ -500,7 +427,8 @@ impl<T> Denoiser<T> {
                 if let Some(t) = other {
                     self.recycle(t);
                 }
-                self.spares.take(&self.lent_out)
+                let g = self.lent_out.clone();
+                self.backend.pool().take(&g)
             }
         };
         let t = Instant::now();
@@ -512,20 +440,10 @@ impl<T> Denoiser<T> {
         Some((p.tag, stored))
     }
 
-    /// Gives back a frame handed out ([`Self::pop_planar`], [`Self::take_spare`]) for reuse; one
-    /// of planes the engine no longer uses is kept, unused, until the engine goes.
-    pub fn recycle(&mut self, frame: PlanarFrame) {
-        if let Some(f) = self.spares.give(frame) {
-            self.retired.push(f);
-        }
-    }
-
-    /// [`Self::recycle`] of a pending frame and of its caller's stored frame, if any.
-    fn recycle_pending(&mut self, frame: PlanarFrame, target: Option<PlanarFrame>) {
-        self.recycle(frame);
-        if let Some(t) = target {
-            self.recycle(t);
-        }
+    /// Gives back a frame handed out ([`Self::pop_planar`], [`Self::take_spare`]) for reuse; a
+    /// frame of planes the engine no longer uses is dropped.
+    pub fn recycle(&mut self, frame: Frame) {
+        self.backend.pool().give(frame);
     }
 
     /// End of stream (or a discontinuity): computes every pending frame with the frames that
@@ -561,15 +479,17 @@ impl<T> Denoiser<T> {
         if self.pending.is_empty() {
             self.window.reset();
         } else {
-            // Frames no launched job has read: an asynchronous backend may still be copying from
-            // them (Backend::upload), so it is configured again before they are reused.
+            // Frames no launched job has read: the backend holds them; configured again, it
+            // lets go of them once their copies are done.
             self.discard_pending();
             self.reconfigure_backend();
         }
-        self.discard_pending();
         let ready: Vec<_> = self.ready.drain(..).collect();
         for p in ready {
             self.recycle(p.frame);
+            if let Some(t) = p.target {
+                self.recycle(t);
+            }
         }
         // A flush drops frames by definition; what a failure lost before it was reported then.
         self.lost.clear();
@@ -580,7 +500,9 @@ impl<T> Denoiser<T> {
         self.launched = 0;
         let mut tags = Vec::with_capacity(self.pending.len());
         for p in std::mem::take(&mut self.pending) {
-            self.recycle_pending(p.frame, p.target);
+            if let Some(t) = p.target {
+                self.recycle(t);
+            }
             tags.push(p.tag);
         }
         tags
@@ -636,26 +558,26 @@ impl<T> Denoiser<T> {
             )));
         }
         self.finish_stream()?;
-        let stored_on_backend = offer_stored_frames(self.backend.as_mut(), &self.info, &out_info);
-        let window = match configure_backend(self.backend.as_mut(), &self.geometry, &plan, &params) {
-            Ok(w) => w,
+        let stream = match configure_backend(self.backend.as_mut(), &self.info, &out_info, &self.geometry, &plan, &params) {
+            Ok(s) => s,
             Err(e) => {
                 // Keep running with the previous parameters.
-                self.stored_on_backend = offer_stored_frames(self.backend.as_mut(), &self.info, &self.out_info);
-                self.window = configure_backend(self.backend.as_mut(), &self.geometry, &self.plan, &self.params)?;
+                let s = configure_backend(self.backend.as_mut(), &self.info, &self.out_info, &self.geometry, &self.plan, &self.params)?;
+                self.window = s.window;
                 return Err(e);
             }
         };
-        self.window = window;
+        self.window = stream.window;
+        self.stored_on_backend = stream.stored;
+        self.depth = stream.depth;
         self.user_params = user;
         self.params = params;
         self.plan = plan;
-        self.stored_on_backend = stored_on_backend;
         self.lent_out = exchange_layout(&out_info).0;
         self.out_info = out_info;
         self.out_geometry = out_geometry;
         let keep = [&self.geometry, &self.out_geometry, &self.lent_in, &self.lent_out];
-        self.spares.keep_only(&keep, &mut self.retired);
+        self.backend.pool().keep_only(&keep);
         Ok(())
     }
 }
@@ -709,31 +631,27 @@ impl NoiseState {
     }
 }
 
-/// Offers the backend stored frames where the format interleaves components (NV12, P010,
-/// packed RGB; `Backend::take_stored_frames`); true when it takes them.
-fn offer_stored_frames(backend: &mut dyn Backend, info: &VideoInfo, out_info: &VideoInfo) -> bool {
-    let planar = info.format.info().planes_as_stored().is_some();
-    backend.take_stored_frames(if planar { None } else { Some((*info, *out_info)) })
+/// A backend configured for a stream, and the temporal window that goes with it.
+struct StreamState {
+    window: TemporalWindow,
+    depth: usize,
+    /// The backend takes stored frames.
+    stored: bool,
+    on_device: bool,
 }
 
-/// Configures `backend` for a stream and returns the temporal window that goes with it. The
-/// window's ring holds `past + 1 + future + pipeline_depth` slots (`Params::frames_needed`); a backend may
-/// only know its pipeline depth once configured (chunked execution with an automatic chunk size
-/// sizes chunks from the frame size), so when the depth changed the window is rebuilt and the
-/// backend configured again with the final slot count.
-fn configure_backend(backend: &mut dyn Backend, geometry: &Geometry, plan: &Plan, params: &Params) -> Result<TemporalWindow> {
+/// Configures `backend` for a stream of `info` frames (output `out_info`) under `plan` and
+/// returns the temporal window that goes with it: `past + 1 + future + pipeline_depth` slots
+/// (`Params::frames_needed`), the ring the backend allocated. Stored frames are offered where
+/// the format interleaves components (NV12, P010, packed RGB).
+fn configure_backend(backend: &mut dyn Backend, info: &VideoInfo, out_info: &VideoInfo, geometry: &Geometry, plan: &Plan, params: &Params) -> Result<StreamState> {
     let (past, future) = params.frames_needed();
-    backend.set_window(past, future);
-    let window = TemporalWindow::new(past, future, backend.pipeline_depth());
-    backend.configure(geometry, plan, window.slots())?;
-    let depth = backend.pipeline_depth();
-    let expected = TemporalWindow::new(past, future, depth);
-    if expected.slots() == window.slots() {
-        return Ok(window);
+    let planar = info.format.info().planes_as_stored().is_some();
+    let stored = if planar { None } else { Some((*info, *out_info)) };
+    let c = backend.configure(&StreamSetup { geometry, plan, past, future, stored, ring_slots: None })?;
+    let window = TemporalWindow::new(past, future, c.pipeline_depth);
+    if window.slots() != c.ring_slots {
+        return Err(Error::State(format!("the backend's ring has {} slots; the window needs {}", c.ring_slots, window.slots())));
     }
-    backend.configure(geometry, plan, expected.slots())?;
-    if backend.pipeline_depth() != depth {
-        return Err(Error::State("backend changed its pipeline depth on a second configure".into()));
-    }
-    Ok(expected)
+    Ok(StreamState { window, depth: c.pipeline_depth, stored: c.stored, on_device: c.on_device })
 }

@@ -180,12 +180,14 @@ impl Backend for HostBackend {
         }
         self.geometry = None;
         self.queue.clear();
-        let ring_slots = (setup.past + 1 + setup.future) as usize;
+        let ring_slots = setup.ring_slots.unwrap_or((setup.past + 1 + setup.future) as usize).max(1);
         self.slots = vec![(None, false); ring_slots];
         let (_, a) = self.algorithm.as_mut().expect("just set");
         a.configure(setup.geometry, setup.plan, ring_slots, &self.workers)?;
         self.geometry = Some(setup.geometry.clone());
-        self.out_geometry = Some(setup.plan.output_geometry(setup.geometry));
+        let out_geometry = setup.plan.output_geometry(setup.geometry);
+        self.frames.keep_only(&[setup.geometry, &out_geometry]);
+        self.out_geometry = Some(out_geometry);
         Ok(Configured { pipeline_depth: 0, ring_slots, stored: false, on_device: false })
     }
 

@@ -185,6 +185,9 @@ pub struct StreamSetup<'a> {
     /// plane), for a backend that converts between that layout and planes by itself; `None` for
     /// formats that are planar as stored.
     pub stored: Option<(VideoInfo, VideoInfo)>,
+    /// Exactly this many ring slots instead of `past + 1 + future + pipeline_depth`: for a
+    /// caller that places frames in slots itself (chunked workers; at least pipeline depth + 1).
+    pub ring_slots: Option<usize>,
 }
 
 /// What a backend answers to [`Backend::configure`].

@@ -7,28 +7,22 @@ use std::time::Instant;
 /// Where the time goes, in nanoseconds summed over the run (benchmarks read it).
 #[derive(Debug, Default)]
 pub struct ChunkStats {
-    /// Caller's thread: copying uploaded frames into pooled input frames.
-    pub main_copy_ns: AtomicU64,
-    /// Caller's thread: copying the output planes of pooled output frames into the engine's.
-    pub main_copy_out_ns: AtomicU64,
     /// Caller's thread: waiting for a worker's outputs.
     pub main_wait_ns: AtomicU64,
-    /// Host frames the pools allocated (input + output), ever: stops growing once the pipeline
-    /// is full, since pooled frames are reused and never freed while the backend lives.
+    /// Host frames the backend's pool made, ever: stops growing once the pipeline is full, since
+    /// frames come back to the pool.
     pub pool_frames: AtomicU64,
     pub workers: Vec<WorkerStats>,
 }
 
 #[derive(Debug, Default)]
 pub struct WorkerStats {
-    /// `Backend::upload` calls (host staging + enqueueing the copy on CUDA).
+    /// `Backend::submit` calls (host staging or enqueueing the copy on CUDA).
     pub upload_ns: AtomicU64,
-    /// `Backend::launch_batch` calls (enqueueing the kernels on CUDA).
+    /// `Backend::launch` calls (enqueueing the kernels on CUDA).
     pub launch_ns: AtomicU64,
-    /// `Backend::finish` calls: waiting for kernels + download into a pooled output frame.
+    /// `Backend::finish` calls: waiting for kernels + download into an output frame.
     pub finish_ns: AtomicU64,
-    /// Writing each job's output planes into the caller's frame.
-    pub copy_ns: AtomicU64,
     /// Waiting for work.
     pub idle_ns: AtomicU64,
     pub chunks: AtomicU64,

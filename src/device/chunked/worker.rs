@@ -1,23 +1,23 @@
 //! A chunk worker: one thread per device with its own backend. It receives chunks (frames and
 //! jobs) from the caller's thread, uploads the frames its device does not hold yet, launches each
-//! chunk as one batch, finishes its jobs into pooled output frames and answers when a chunk is
-//! complete.
+//! chunk as one batch, finishes its jobs (into frames of its backend's pool) and answers with
+//! the output frames when a chunk is complete.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::stats::{add, ChunkStats, WorkerStats};
-use super::HostTarget;
-use crate::device::{Backend, DeviceMemory};
+use crate::device::frames::{Frame, FrameMaker};
+use crate::device::{Backend, DeviceMemory, StreamSetup};
 use crate::error::{BackendError, Error, Result};
 use crate::plan::Plan;
-use crate::planar::{Geometry, PlanarFrame};
+use crate::planar::Geometry;
 use crate::window::{Job, Reference};
 
 pub(super) type FrameId = u64;
@@ -25,57 +25,43 @@ pub(super) type FrameId = u64;
 /// Makes a worker's backend: `(worker index, pipeline depth)`.
 pub type BackendFactory = Arc<dyn Fn(usize, usize) -> Result<Box<dyn Backend>> + Send + Sync>;
 
-/// A pooled output frame: the worker's backend finishes into it, the caller's thread copies out
-/// of it; one at a time (the lock is never contended).
-pub(super) type OutFrame = Arc<Mutex<PlanarFrame>>;
-
 pub(super) struct ChunkJob {
     pub(super) epoch: u64,
     pub(super) seq: u64,
     pub(super) target: FrameId,
     pub(super) refs: Vec<(FrameId, i32)>,
     pub(super) plan: Arc<Plan>,
-    /// Pooled frame the job is finished into (any content before).
-    pub(super) output: OutFrame,
-    /// The caller's frame the output planes then go to (see [`HostTarget`]), and whether the
-    /// other planes go there too (from the target's input frame).
-    pub(super) write_to: HostTarget,
-    pub(super) whole: bool,
 }
 
 pub(super) struct ChunkMsg {
-    pub(super) frames: Vec<(FrameId, Arc<PlanarFrame>)>,
+    /// Every frame the chunk's jobs read, shared with the caller's thread (and neighbouring
+    /// chunks) read-only.
+    pub(super) frames: Vec<(FrameId, Arc<Frame>)>,
     pub(super) jobs: Vec<ChunkJob>,
+    /// Frames of the output planes for the worker's backend to finish the jobs into (its pool
+    /// would otherwise make new ones for every chunk: the outputs leave with the answer).
+    pub(super) spares: Vec<Frame>,
 }
 
 pub(super) enum ToWorker {
-    /// Free memory, bytes per frame and bytes this worker holds now.
-    Query {
-        geometry: Geometry,
-        plan: Plan,
-    },
-    /// `fresh`: create a new backend first (the pools' frames are about to be replaced).
-    Configure {
-        geometry: Geometry,
-        plan: Plan,
-        slots: usize,
-        depth: usize,
-        fresh: bool,
-    },
+    /// The device's memory (with what one more frame costs) and bytes this worker holds now.
+    Query { geometry: Geometry, plan: Plan },
+    Configure { geometry: Geometry, plan: Plan, slots: usize, depth: usize },
     Chunk(ChunkMsg),
     /// Finish every chunk in flight (the caller is about to wait for them).
     Flush,
 }
 
-pub(super) type MemoryInfo = Option<(DeviceMemory, u64, u64)>;
+pub(super) type MemoryInfo = Option<(DeviceMemory, u64)>;
 
 pub(super) enum FromWorker {
-    Init(Result<String>),
+    /// The backend's description and what makes its frames (page-locked for its device).
+    Init(Result<(String, Arc<dyn FrameMaker>)>),
     Memory(Result<MemoryInfo>),
     Configured(Result<()>),
-    /// A chunk is finished (its outputs are in its jobs' output frames) and the worker holds
-    /// none of its frames any more.
-    Chunk(Result<()>),
+    /// A chunk is finished: its output frames in job order. The worker holds none of its input
+    /// frames any more.
+    Chunk(Result<Vec<Frame>>),
 }
 
 pub(super) struct WorkerHandle {
@@ -101,20 +87,23 @@ impl WorkerHandle {
 }
 
 pub(super) struct InFlight {
-    /// Every frame of the chunk, held until the chunk is finished: a backend may still read an
-    /// uploaded host frame after `upload` returns (DMA from page-locked host memory), and the
-    /// caller's thread reuses a pooled frame only once no `Arc` but the pool's is left. Dropped
-    /// before the chunk is answered, so that the caller finds them free.
-    frames: Vec<Arc<PlanarFrame>>,
-    outputs: Vec<OutFrame>,
-    /// Per job: its plan, the caller's frame its output planes go to and, when every plane goes
-    /// there, the job's input frame.
-    write_to: Vec<(Arc<Plan>, HostTarget, Option<Arc<PlanarFrame>>)>,
+    /// Every input frame of the chunk, held until the chunk is finished, so that the worker's
+    /// backend never holds the only reference (it writes the outputs into frames of its pool
+    /// instead of the shared inputs). Dropped before the chunk is answered, so that the caller
+    /// finds them free.
+    frames: Vec<Arc<Frame>>,
+    /// Jobs of the chunk.
+    jobs: usize,
+    outputs: Vec<Frame>,
     slots: Vec<usize>,
     /// Jobs launched on the backend (finish is called exactly that many times).
     launched: usize,
-    /// Jobs finished (outputs complete).
-    done: usize,
+}
+
+impl InFlight {
+    fn empty() -> Self {
+        InFlight { frames: Vec::new(), jobs: 0, outputs: Vec::new(), slots: Vec::new(), launched: 0 }
+    }
 }
 
 pub(super) struct Worker {
@@ -135,7 +124,7 @@ pub(super) struct Worker {
 }
 
 pub(super) fn worker_main(index: usize, factory: BackendFactory, rx: Receiver<ToWorker>, tx: Sender<FromWorker>, stats: Arc<ChunkStats>) {
-    let backend = match catch_unwind(AssertUnwindSafe(|| factory(index, 0))) {
+    let mut backend = match catch_unwind(AssertUnwindSafe(|| factory(index, 0))) {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
             let _ = tx.send(FromWorker::Init(Err(e)));
@@ -146,7 +135,7 @@ pub(super) fn worker_main(index: usize, factory: BackendFactory, rx: Receiver<To
             return;
         }
     };
-    let _ = tx.send(FromWorker::Init(Ok(backend.describe())));
+    let _ = tx.send(FromWorker::Init(Ok((backend.describe(), backend.pool().maker()))));
     let mut w = Worker { index, created_depth: 0, factory, backend, tx, stats, slots: Vec::new(), resident: HashMap::new(), bytes_per_frame: 0, inflight: VecDeque::new(), dirty: true };
     // Finish jobs whenever there is nothing else to do, one at a time, so that a chunk that
     // arrives meanwhile is uploaded and launched (the device computes it) while the older one is
@@ -187,13 +176,12 @@ impl Worker {
         let panicked = move || Error::Backend(BackendError::Host(format!("chunk worker {index} panicked")));
         match msg {
             ToWorker::Query { geometry, plan } => {
-                let r =
-                    catch_unwind(AssertUnwindSafe(|| self.backend.device_memory().map(|m| (m, self.backend.device_bytes_per_frame(&geometry, &plan), self.slots.len() as u64 * self.bytes_per_frame))))
-                        .map_err(|_| panicked());
+                let own = self.slots.len() as u64 * self.bytes_per_frame;
+                let r = catch_unwind(AssertUnwindSafe(|| self.backend.memory(&geometry, &plan).map(|m| (m, own)))).map_err(|_| panicked());
                 let _ = self.tx.send(FromWorker::Memory(r));
             }
-            ToWorker::Configure { geometry, plan, slots, depth, fresh } => {
-                let r = catch_unwind(AssertUnwindSafe(|| self.configure(&geometry, &plan, slots, depth, fresh))).unwrap_or_else(|_| Err(panicked()));
+            ToWorker::Configure { geometry, plan, slots, depth } => {
+                let r = catch_unwind(AssertUnwindSafe(|| self.configure(&geometry, &plan, slots, depth))).unwrap_or_else(|_| Err(panicked()));
                 self.dirty = r.is_err();
                 let _ = self.tx.send(FromWorker::Configured(r));
             }
@@ -210,7 +198,7 @@ impl Worker {
                     Err(_) => panicked(),
                 };
                 if self.inflight.len() == before {
-                    self.inflight.push_back(InFlight { frames: Vec::new(), outputs: Vec::new(), write_to: Vec::new(), slots: Vec::new(), launched: 0, done: 0 });
+                    self.inflight.push_back(InFlight::empty());
                 }
                 self.fail(e);
             }
@@ -222,21 +210,18 @@ impl Worker {
         }
     }
 
-    fn configure(&mut self, geometry: &Geometry, plan: &Plan, slots: usize, depth: usize, fresh: bool) -> Result<()> {
+    fn configure(&mut self, geometry: &Geometry, plan: &Plan, slots: usize, depth: usize) -> Result<()> {
         self.inflight.clear();
         self.resident.clear();
         self.slots.clear();
-        if fresh || depth > self.created_depth {
+        if depth > self.created_depth {
             // A backend that sizes its in-flight outputs from `pipeline_depth` (CUDA) gets room
-            // for two chunks up front; `fresh`: the old one may hold host frames page-locked
-            // that are about to be freed (dropping it releases them).
-            let depth = depth.max(self.created_depth);
+            // for two chunks up front.
             self.backend = (self.factory)(self.index, depth)?;
             self.created_depth = depth;
         }
-        self.backend.set_window(0, 0);
-        self.backend.configure(geometry, plan, slots)?;
-        self.bytes_per_frame = self.backend.device_bytes_per_frame(geometry, plan);
+        self.backend.configure(&StreamSetup { geometry, plan, past: 0, future: 0, stored: None, ring_slots: Some(slots) })?;
+        self.bytes_per_frame = self.backend.memory(geometry, plan).map_or(0, |m| m.per_frame);
         self.slots = vec![(None, 0); slots];
         Ok(())
     }
@@ -268,7 +253,10 @@ impl Worker {
         let st = &stats.workers[self.index];
         let mut used = Vec::with_capacity(c.frames.len());
         let mut slot_of = HashMap::with_capacity(c.frames.len());
-        let mut inflight = InFlight { frames: Vec::new(), outputs: Vec::new(), write_to: Vec::new(), slots: Vec::new(), launched: 0, done: 0 };
+        let mut inflight = InFlight { jobs: c.jobs.len(), ..InFlight::empty() };
+        for f in c.spares {
+            self.backend.pool().give(f);
+        }
         let r = (|| {
             for (id, frame) in &c.frames {
                 let slot = match self.resident.get(id) {
@@ -277,7 +265,7 @@ impl Worker {
                         let s = self.free_slot()?;
                         self.slots[s].0 = None;
                         let t = Instant::now();
-                        self.backend.upload(s, frame)?;
+                        self.backend.submit(s, frame.clone())?;
                         add(&st.upload_ns, t);
                         st.uploads.fetch_add(1, Ordering::Relaxed);
                         self.slots[s].0 = Some(*id);
@@ -299,7 +287,7 @@ impl Worker {
             while a < jobs.len() {
                 let plan = &c.jobs[a].plan;
                 let b = (a..jobs.len()).find(|&k| !Arc::ptr_eq(&c.jobs[k].plan, plan)).unwrap_or(jobs.len());
-                let r = self.backend.launch_batch(&jobs[a..b], plan);
+                let r = self.backend.launch(&jobs[a..b], plan);
                 // A failed batch may have launched part of its jobs; the worker is reconfigured.
                 r?;
                 inflight.launched = b;
@@ -309,10 +297,6 @@ impl Worker {
             Ok(())
         })();
         inflight.slots = used;
-        inflight.outputs = c.jobs.iter().map(|j| j.output.clone()).collect();
-        let input_of: HashMap<FrameId, &Arc<PlanarFrame>> = c.frames.iter().map(|(id, f)| (*id, f)).collect();
-        inflight.write_to = c.jobs.iter().map(|j| (j.plan.clone(), j.write_to.clone(), j.whole.then(|| input_of.get(&j.target).map(|f| (*f).clone())).flatten())).collect();
-        drop(input_of);
         inflight.frames = c.frames.into_iter().map(|(_, f)| f).collect();
         let failed = r.is_err();
         self.inflight.push_back(inflight);
@@ -338,7 +322,7 @@ impl Worker {
         let stats = self.stats.clone();
         let st = &stats.workers[self.index];
         let r = catch_unwind(AssertUnwindSafe(|| self.finish_job(&mut f, st))).unwrap_or_else(|_| Err(Error::Backend(BackendError::Host(format!("chunk worker {} panicked", self.index)))));
-        if r.is_ok() && f.done < f.outputs.len() {
+        if r.is_ok() && f.outputs.len() < f.jobs {
             self.inflight.push_front(f);
             return;
         }
@@ -347,11 +331,12 @@ impl Worker {
                 slot.1 = slot.1.saturating_sub(1);
             }
         }
-        // The chunk's frames go back to the caller's pools before it hears of the chunk.
+        // The chunk's input frames go back to the caller before it hears of the chunk.
+        let outputs = std::mem::take(&mut f.outputs);
         drop(f);
         match r {
             Ok(()) => {
-                let _ = self.tx.send(FromWorker::Chunk(Ok(())));
+                let _ = self.tx.send(FromWorker::Chunk(Ok(outputs)));
             }
             Err(e) => {
                 let _ = self.tx.send(FromWorker::Chunk(Err(e)));
@@ -361,25 +346,13 @@ impl Worker {
     }
 
     fn finish_job(&mut self, f: &mut InFlight, st: &WorkerStats) -> Result<()> {
-        if f.launched < f.outputs.len() {
+        if f.launched < f.jobs {
             return Err(Error::State("chunk launched only in part".into()));
         }
-        let mut out = f.outputs[f.done].lock().unwrap_or_else(|e| e.into_inner());
         let t = Instant::now();
-        let e = self.backend.finish(&mut out);
+        let out = self.backend.finish();
         add(&st.finish_ns, t);
-        if e.is_ok() {
-            let t = Instant::now();
-            let (plan, to, input) = &f.write_to[f.done];
-            // SAFETY: the caller's frame of this job's target slot, launched and not finished
-            // (the caller's thread waits for this chunk's answer before `finish` returns), same
-            // geometry (checked at upload) — Backend::launch's / upload_filled's promise.
-            unsafe { to.write_planes(&out, plan, input.as_deref()) };
-            add(&st.copy_ns, t);
-        }
-        drop(out);
-        e?;
-        f.done += 1;
+        f.outputs.push(out?);
         Ok(())
     }
 

@@ -590,13 +590,13 @@ impl Backend for CudaBackend {
     }
 
     fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Ready> {
-        let StreamSetup { geometry, plan, past, future, stored } = *setup;
+        let StreamSetup { geometry, plan, past, future, stored, ring_slots } = *setup;
         self.bind()?;
         // Every copy that may read or write a host frame held now is done before they go.
         self.synchronize()?;
         self.state = None;
         self.ensure_algorithm(plan)?;
-        let ring_slots = (past + 1 + future) as usize + self.depth;
+        let ring_slots = ring_slots.unwrap_or((past + 1 + future) as usize + self.depth).max(1);
         let layout = FrameLayout::new(geometry);
         let ring = DeviceRing::new(&self.device.ctx, layout.clone(), ring_slots).map_err(backend_err)?;
         let scratch_bytes = self.algorithm.as_ref().map_or(0, |(_, a)| a.output_scratch_bytes(geometry));
@@ -633,6 +633,8 @@ impl Backend for CudaBackend {
             last_upload: None,
             stored,
         });
+        let state = self.state.as_ref().expect("just set");
+        self.frames.keep_only(&[state.host_geometry(), state.copy_back().0]);
         Ok(Ready { pipeline_depth: self.depth, ring_slots, stored: takes_stored, on_device: true })
     }
 
