@@ -9,8 +9,8 @@
 //! frame the backend may still be copying.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::backends::{self, BackendOptions};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{make_frame, Content, Waves};
 use nlmdenoise::device::chunked::{host_threads_per_worker, BackendFactory, ChunkedBackend, AUTO_MAX_FRAMES, FREE_FRACTION, HOST_CHUNK_FRAMES};
 use nlmdenoise::device::host::HostBackend;
-use nlmdenoise::device::{Backend, ChunkFrames, DeviceMemory, Devices};
+use nlmdenoise::device::{Backend, ChunkFrames, Configured, DeviceMemory, Devices, Frame, FramePool, StreamSetup};
 use nlmdenoise::error::{Error, Result};
 use nlmdenoise::plan::Plan;
 use nlmdenoise::planar::{Geometry, PlanarFrame};
@@ -339,32 +339,33 @@ impl Backend for Fake {
     fn describe(&self) -> String {
         "fake device".into()
     }
-    fn configure(&mut self, g: &Geometry, p: &Plan, slots: usize) -> Result<()> {
-        self.slots = slots;
-        self.inner.configure(g, p, slots)
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Configured> {
+        let c = self.inner.configure(setup)?;
+        self.slots = c.ring_slots;
+        Ok(c)
     }
-    fn upload(&mut self, slot: usize, f: &PlanarFrame) -> Result<()> {
-        self.inner.upload(slot, f)
+    fn pool(&mut self) -> &mut FramePool {
+        self.inner.pool()
     }
-    fn launch(&mut self, j: &Job, p: &Plan) -> Result<()> {
-        self.inner.launch(j, p)
+    fn submit(&mut self, slot: usize, f: Arc<Frame>) -> Result<()> {
+        self.inner.submit(slot, f)
     }
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+    fn launch(&mut self, jobs: &[Job], p: &Plan) -> Result<()> {
+        self.inner.launch(jobs, p)
+    }
+    fn finish(&mut self) -> Result<Frame> {
         let k = self.finishes.fetch_add(1, Ordering::SeqCst);
         if Some(k) == self.panic_at {
             panic!("injected panic");
         }
         if Some(k) == self.fail_at {
-            let _ = self.inner.finish(out);
+            let _ = self.inner.finish();
             return Err(Error::Backend(nlmdenoise::BackendError::Launch("injected failure".into())));
         }
-        self.inner.finish(out)
+        self.inner.finish()
     }
-    fn device_memory(&self) -> Option<DeviceMemory> {
-        (self.per_frame > 0).then_some(DeviceMemory { free: self.free.saturating_sub(self.slots as u64 * self.per_frame), total: 2 * self.free })
-    }
-    fn device_bytes_per_frame(&mut self, _: &Geometry, _: &Plan) -> u64 {
-        self.per_frame
+    fn memory(&mut self, _: &Geometry, _: &Plan) -> Option<DeviceMemory> {
+        (self.per_frame > 0).then_some(DeviceMemory { free: self.free.saturating_sub(self.slots as u64 * self.per_frame), total: 2 * self.free, per_frame: self.per_frame })
     }
 }
 
@@ -498,68 +499,61 @@ fn dropping_the_denoiser_joins_its_workers() {
 // ---------------------------------------------------------------------------------------------
 // Pooled host frames.
 
-/// A CPU backend that reads an uploaded frame only when it finishes a job, as a DMA engine may
-/// read page-locked memory after `upload` returned (Backend::upload's promise: the frame stays
-/// alive and unchanged until a job launched after the upload is finished). Had the chunked
-/// backend reused or freed a pooled frame that a worker's chunk still holds, the outputs would
-/// differ from the unchunked ones.
+/// A CPU backend that reads submitted frames late (as a DMA engine would): at the next finish,
+/// checking that each frame still holds what it held when it was submitted. Were a frame reused
+/// or written while a worker's chunk still holds it, the check or the outputs would fail.
 struct Deferred {
     inner: HostBackend,
-    geometry: Option<Geometry>,
     ops: VecDeque<DeferredOp>,
-    /// Frames read late, and how many different host addresses they came from.
+    /// Frames read late.
     reads: Arc<AtomicUsize>,
 }
 
 enum DeferredOp {
-    /// Slot, plane ranges and a checksum of the frame when it was given.
-    Upload(usize, Vec<(usize, usize)>, u64),
-    Launch(Job, Plan),
+    /// Slot, the frame and a checksum of it when it was given.
+    Submit(usize, Arc<Frame>, u64),
+    Launch(Vec<Job>, Plan),
 }
 
 impl Backend for Deferred {
     fn describe(&self) -> String {
         "deferred-read cpu".into()
     }
-    fn configure(&mut self, g: &Geometry, p: &Plan, slots: usize) -> Result<()> {
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Configured> {
         self.ops.clear();
-        self.geometry = Some(g.clone());
-        self.inner.configure(g, p, slots)
+        self.inner.configure(setup)
     }
-    fn upload(&mut self, slot: usize, f: &PlanarFrame) -> Result<()> {
-        let ranges = f.planes.iter().map(|p| (p.samples.as_bytes().as_ptr() as usize, p.samples.as_bytes().len())).collect();
-        self.ops.push_back(DeferredOp::Upload(slot, ranges, checksum(f)));
+    fn pool(&mut self) -> &mut FramePool {
+        self.inner.pool()
+    }
+    fn submit(&mut self, slot: usize, f: Arc<Frame>) -> Result<()> {
+        let sum = checksum(&f);
+        self.ops.push_back(DeferredOp::Submit(slot, f, sum));
         Ok(())
     }
-    fn launch(&mut self, j: &Job, p: &Plan) -> Result<()> {
-        self.ops.push_back(DeferredOp::Launch(j.clone(), p.clone()));
+    fn launch(&mut self, jobs: &[Job], p: &Plan) -> Result<()> {
+        self.ops.push_back(DeferredOp::Launch(jobs.to_vec(), p.clone()));
         Ok(())
     }
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
-        let g = self.geometry.clone().expect("configured");
-        if self.ops.iter().any(|o| matches!(o, DeferredOp::Upload(..))) {
+    fn finish(&mut self) -> Result<Frame> {
+        if self.ops.iter().any(|o| matches!(o, DeferredOp::Submit(..))) {
             // A slow DMA engine: the caller's thread goes on meanwhile.
             std::thread::sleep(std::time::Duration::from_millis(4));
         }
         while let Some(op) = self.ops.pop_front() {
             match op {
-                DeferredOp::Upload(slot, ranges, sum) => {
-                    let mut f = PlanarFrame::zeroed(&g);
-                    for (p, (addr, len)) in f.planes.iter_mut().zip(ranges) {
-                        let d = p.samples.as_bytes_mut();
-                        assert_eq!(d.len(), len);
-                        // SAFETY: the upload promise (alive and unchanged until a job launched
-                        // after it is finished; this finish is the first such one at the latest).
-                        d.copy_from_slice(unsafe { std::slice::from_raw_parts(addr as *const u8, len) });
-                    }
-                    assert_eq!(checksum(&f), sum, "an uploaded frame changed before a job launched after its upload was finished");
+                DeferredOp::Submit(slot, f, sum) => {
+                    assert_eq!(checksum(&f), sum, "a submitted frame changed before its job was finished");
                     self.reads.fetch_add(1, Ordering::SeqCst);
-                    self.inner.upload(slot, &f)?;
+                    self.inner.submit(slot, f)?;
                 }
                 DeferredOp::Launch(j, p) => self.inner.launch(&j, &p)?,
             }
         }
-        self.inner.finish(out)
+        self.inner.finish()
+    }
+    fn memory(&mut self, _: &Geometry, _: &Plan) -> Option<DeviceMemory> {
+        None
     }
 }
 
@@ -568,7 +562,7 @@ fn checksum(f: &PlanarFrame) -> u64 {
 }
 
 fn deferred_factory(reads: Arc<AtomicUsize>) -> BackendFactory {
-    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: nlmdenoise::backends::cpu(1)?, geometry: None, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
+    Arc::new(move |_, _| Ok(Box::new(Deferred { inner: nlmdenoise::backends::cpu(1)?, ops: VecDeque::new(), reads: reads.clone() }) as Box<dyn Backend>))
 }
 
 #[test]
@@ -629,14 +623,34 @@ fn pooled_frames_are_reused_across_chunks() {
     }
 }
 
+/// Submits `planar` frames into slots 0.. of `b`, launches one job per frame (each reading the
+/// frame before it) and returns the finished frames; `keep`: the caller keeps a reference to every
+/// submitted frame (as chunked execution does), so the backend cannot write in place.
+fn run_on(b: &mut dyn Backend, geometry: &Geometry, plan: &Plan, planar: &[PlanarFrame], keep: bool) -> Vec<Frame> {
+    let mut kept = Vec::new();
+    for (i, p) in planar.iter().enumerate() {
+        let mut f = b.pool().take(geometry);
+        f.planes.iter_mut().zip(&p.planes).for_each(|(to, from)| to.samples.as_bytes_mut().copy_from_slice(from.samples.as_bytes()));
+        let f = Arc::new(f);
+        if keep {
+            kept.push(f.clone());
+        }
+        b.submit(i, f).unwrap();
+        let references = if i > 0 { vec![nlmdenoise::window::Reference { slot: i - 1, dt: -1 }] } else { vec![] };
+        b.launch(&[Job { epoch: 0, seq: i as u64, slot: i, references }], plan).unwrap();
+    }
+    let out = planar.iter().map(|_| b.finish().unwrap()).collect();
+    assert!(b.finish().is_err(), "nothing left to finish");
+    out
+}
+
 #[test]
-fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
+fn finished_frames_carry_the_input_where_the_plan_does_not_write() {
     let info = VideoInfo::new(PixelFormat::I420, 16, 12).unwrap();
     let geometry = Geometry::from_video_info(&info);
-    let params = Params { planes: PlaneSelection::Luma, ..base() };
+    let params = Params { planes: PlaneSelection::Luma, temporal_past: 1, ..base() };
     let plan = Plan::new(&geometry, &params).unwrap();
-    let inputs = frames(info, 2, 9);
-    let mut planar: Vec<PlanarFrame> = inputs
+    let planar: Vec<PlanarFrame> = frames(info, 3, 9)
         .iter()
         .map(|f| {
             let mut p = PlanarFrame::zeroed(&geometry);
@@ -644,36 +658,35 @@ fn finish_into_another_frame_copies_only_the_planes_the_plan_writes() {
             p
         })
         .collect();
-    // The same job on the reference backend, finished into its own uploaded frame.
+    let setup = StreamSetup { geometry: &geometry, plan: &plan, past: 1, future: 0, stored: None, ring_slots: Some(4) };
     let mut r = nlmdenoise::backends::reference();
-    r.configure(&geometry, &plan, 2).unwrap();
-    let mut expect = planar[0].clone();
-    r.upload(0, &expect).unwrap();
-    r.launch(&Job { epoch: 0, seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
-    r.finish(&mut expect).unwrap();
-    assert!(expect.planes[0] != planar[0].planes[0], "the luma plane is denoised");
-
-    let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(1), &[0], Arc::new(|_, _| Ok(Box::new(nlmdenoise::backends::reference()) as Box<dyn Backend>))).unwrap();
-    b.configure(&geometry, &plan, 4).unwrap();
-    b.upload(0, &planar[0]).unwrap();
-    b.launch(&Job { epoch: 0, seq: 0, slot: 0, references: vec![] }, &plan).unwrap();
-    // Another frame than the uploaded one: the luma plane comes from the pooled output frame,
-    // the chroma planes stay what they were in that frame.
-    let (uploaded, other) = planar.split_at_mut(1);
-    let before = other[0].clone();
-    b.finish(&mut other[0]).unwrap();
-    assert!(other[0].planes[0] == expect.planes[0], "luma denoised into the other frame");
-    assert!(other[0].planes[1..] == before.planes[1..], "the other frame's chroma untouched");
-    // The uploaded frame may have received the output planes (Backend::launch allows it) and
-    // still holds its own chroma.
-    assert!(uploaded[0].planes[1..] == expect.planes[1..]);
-    assert!(b.finish(&mut other[0]).is_err(), "nothing left to finish");
+    r.configure(&setup).unwrap();
+    let expect = run_on(&mut r, &geometry, &plan, &planar, false);
+    assert!(expect[0].planes[0] != planar[0].planes[0], "the luma plane is denoised");
+    // The same jobs where the caller keeps the frames (outputs into frames of the pool, whose
+    // previous content must not show), and through chunks of 2 on 2 workers.
+    let mut shared = nlmdenoise::backends::reference();
+    shared.configure(&setup).unwrap();
+    let spare: Vec<Frame> = (0..3).map(|_| shared.pool().take(&geometry)).collect();
+    for mut f in spare {
+        f.planes.iter_mut().for_each(|p| p.samples.as_bytes_mut().fill(0x5A));
+        shared.pool().give(f);
+    }
+    let got = run_on(&mut shared, &geometry, &plan, &planar, true);
+    let mut chunked = ChunkedBackend::with_factory(ChunkFrames::Frames(2), &[0, 0], Arc::new(|_, _| Ok(Box::new(nlmdenoise::backends::reference()) as Box<dyn Backend>))).unwrap();
+    chunked.configure(&StreamSetup { ring_slots: Some(8), ..setup }).unwrap();
+    let through_chunks = run_on(&mut chunked, &geometry, &plan, &planar, false);
+    for (i, ((e, g), c)) in expect.iter().zip(&got).zip(&through_chunks).enumerate() {
+        assert!(e.planes[1..] == planar[i].planes[1..], "frame {i}: chroma as it came in");
+        assert!(g.planes == e.planes, "frame {i}: output into a pool frame == in place");
+        assert!(c.planes == e.planes, "frame {i}: through chunks == in place");
+    }
 }
 
 #[test]
-fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
-    // A backend may hold pooled frames page-locked by address: before the pools are replaced
-    // (new geometry) every worker drops its backend and makes a new one.
+fn a_new_geometry_keeps_the_worker_backends_and_drops_the_old_frames() {
+    // Frames carry their own page-lock (released when dropped), so a new geometry needs no new
+    // worker backends; the pool keeps no frame of the old planes.
     let created = Arc::new(AtomicUsize::new(0));
     let live = Arc::new(AtomicUsize::new(0));
     let (c, l) = (created.clone(), live.clone());
@@ -686,15 +699,14 @@ fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
     let mut b = ChunkedBackend::with_factory(ChunkFrames::Frames(2), &[0, 0], factory).unwrap();
     let params = Params { temporal_past: 1, ..base() };
     let mut outputs = Vec::new();
+    let mut first = None;
     for (w, h) in [(16, 12), (16, 12), (20, 10)] {
         let info = VideoInfo::new(PixelFormat::I420, w, h).unwrap();
         let geometry = Geometry::from_video_info(&info);
         let plan = Plan::new(&geometry, &params).unwrap();
-        b.set_window(1, 0);
-        b.configure(&geometry, &plan, 8).unwrap();
-        let before = created.load(Ordering::SeqCst);
-        let inputs = frames(info, 3, 4);
-        let mut planar: Vec<PlanarFrame> = inputs
+        b.configure(&StreamSetup { geometry: &geometry, plan: &plan, past: 1, future: 0, stored: None, ring_slots: Some(8) }).unwrap();
+        let created_before = *first.get_or_insert(created.load(Ordering::SeqCst));
+        let planar: Vec<PlanarFrame> = frames(info, 3, 4)
             .iter()
             .map(|f| {
                 let mut p = PlanarFrame::zeroed(&geometry);
@@ -702,22 +714,15 @@ fn a_new_geometry_gets_new_worker_backends_before_the_old_frames_go() {
                 p
             })
             .collect();
-        for (i, p) in planar.iter().enumerate() {
-            b.upload(i, p).unwrap();
-            let references = if i > 0 { vec![nlmdenoise::window::Reference { slot: i - 1, dt: -1 }] } else { vec![] };
-            b.launch(&Job { epoch: 0, seq: i as u64, slot: i, references }, &plan).unwrap();
-        }
-        for p in planar.iter_mut() {
-            b.finish(p).unwrap();
-        }
-        assert_eq!(created.load(Ordering::SeqCst), before, "no backend is made while the stream runs");
-        assert!(b.pool_frames() > 0);
-        outputs.push((created.load(Ordering::SeqCst), planar));
+        let out = run_on(&mut b, &geometry, &plan, &planar, false);
+        assert_eq!(created.load(Ordering::SeqCst), created_before, "no backend is made for a new stream or geometry");
+        out.into_iter().for_each(|f| b.pool().give(f));
+        assert!(b.pool().take_spare(&geometry).is_some(), "finished frames go back to the pool");
+        outputs.push(planar);
     }
-    assert_eq!(outputs[0].0, outputs[1].0, "same geometry again: the workers keep their backends");
-    assert_eq!(outputs[2].0, outputs[1].0 + 2, "new geometry: one new backend per worker");
-    assert_eq!(live.load(Ordering::SeqCst), 2, "the old backends are gone");
-    assert!(outputs[0].1 == outputs[1].1, "same input, same output after a reconfigure");
+    let old = Geometry::from_video_info(&VideoInfo::new(PixelFormat::I420, 16, 12).unwrap());
+    assert!(b.pool().take_spare(&old).is_none(), "no frame of the old planes is kept");
+    assert_eq!(live.load(Ordering::SeqCst), 2);
     drop(b);
     assert_eq!(live.load(Ordering::SeqCst), 0);
 }

@@ -122,13 +122,13 @@ fn chunks_are_sized_from_device_memory() {
         return;
     }
     let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() }).unwrap();
-    let mem = b.device_memory().expect("the CUDA backend reports its device memory");
-    assert!(mem.free > 0 && mem.free <= mem.total, "{mem:?}");
     let info = VideoInfo::new(PixelFormat::Y444_16LE, 3840, 2160).unwrap();
     let geometry = nlmdenoise::planar::Geometry::from_video_info(&info);
     let params = Params { temporal_past: 2, temporal_future: 2, ..Params::default() };
     let plan = nlmdenoise::plan::Plan::new(&geometry, &params).unwrap();
-    let per_frame = b.device_bytes_per_frame(&geometry, &plan);
+    let mem = b.memory(&geometry, &plan).expect("the CUDA backend reports its device memory");
+    assert!(mem.free > 0 && mem.free <= mem.total, "{mem:?}");
+    let per_frame = mem.per_frame;
     assert!(per_frame >= 3840 * 2160 * 3 * 2, "a 16-bit 4:4:4 4K frame costs at least its samples: {per_frame}");
     drop(b);
     // 1024 such frames (twice, for two chunks) cannot fit in any GPU of today.

@@ -14,7 +14,6 @@
 mod common;
 
 use common::{assert_padding_kept, base, case, compare, denoise, gpu_or_skip, inputs, seed, tolerance, Case, Content, Waves};
-use nlmdenoise::device::cuda::CudaBackend;
 use nlmdenoise::device::Backend;
 use nlmdenoise::BackendOptions;
 use nlmdenoise::{BackendKind, ChromaMode, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, Weighting};
@@ -190,44 +189,56 @@ fn benchmark_parameters_and_large_radii() {
     check(&Case { frames: 2, ..case(PixelFormat::Y444, 40, 37, p) }, &mut rng);
 }
 
-/// Runs `jobs` on a fresh backend either one launch per job or as one `launch_batch`, and returns
-/// the finished frames (host frames filled with `fill` first, device outputs poisoned).
+/// Runs `jobs` on a fresh backend either one launch per job or as one launch of all, and returns
+/// the finished frames (device outputs poisoned). Single launches get frames only the backend
+/// holds (the output is written into them, as for the engine); batched ones get frames the test
+/// keeps a reference to (the output goes into frames of the pool, filled with `fill` first, as
+/// for chunked execution).
 fn run_jobs(c: &Case, frames: &[nlmdenoise::planar::PlanarFrame], jobs: &[nlmdenoise::window::Job], slots: usize, batched: bool, fill: u8) -> Vec<nlmdenoise::planar::PlanarFrame> {
+    use nlmdenoise::device::{Frame, StreamSetup};
     use nlmdenoise::plan::Plan;
     use nlmdenoise::planar::Geometry;
+    use std::sync::Arc;
     let info = nlmdenoise::VideoInfo::new(c.format, c.width, c.height).unwrap();
     let geometry = Geometry::from_video_info(&info);
     let plan = Plan::new(&geometry, &c.params).unwrap();
     let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
     b.set_poison_outputs(true);
-    b.configure(&geometry, &plan, slots).unwrap();
+    b.configure(&StreamSetup { geometry: &geometry, plan: &plan, past: 0, future: 0, stored: None, ring_slots: Some(slots) }).unwrap();
+    let spares: Vec<Frame> = (0..jobs.len())
+        .map(|_| {
+            let mut f = b.pool().take(&geometry);
+            f.planes.iter_mut().for_each(|p| p.samples.as_bytes_mut().fill(fill));
+            f
+        })
+        .collect();
+    spares.into_iter().for_each(|f| b.pool().give(f));
+    let mut kept = Vec::new();
     for (slot, f) in frames.iter().enumerate() {
-        b.upload(slot, f).unwrap();
+        let mut frame = b.pool().take(&geometry);
+        frame.planes.iter_mut().zip(&f.planes).for_each(|(to, from)| to.samples.as_bytes_mut().copy_from_slice(from.samples.as_bytes()));
+        let frame = Arc::new(frame);
+        if batched {
+            kept.push(frame.clone());
+        }
+        b.submit(slot, frame).unwrap();
     }
     let mut outs = Vec::new();
-    let finish = |b: &mut CudaBackend, outs: &mut Vec<nlmdenoise::planar::PlanarFrame>| {
-        let mut o = frames[0].clone();
-        for p in &mut o.planes {
-            p.samples.as_bytes_mut().fill(fill);
-        }
-        b.finish(&mut o).unwrap();
-        outs.push(o);
-    };
     if batched {
-        b.launch_batch(jobs, &plan).unwrap();
+        b.launch(jobs, &plan).unwrap();
         for _ in jobs {
-            finish(&mut b, &mut outs);
+            outs.push(b.finish().unwrap().into_planar());
         }
     } else {
         for j in jobs {
-            b.launch(j, &plan).unwrap();
-            finish(&mut b, &mut outs);
+            b.launch(std::slice::from_ref(j), &plan).unwrap();
+            outs.push(b.finish().unwrap().into_planar());
         }
     }
     outs
 }
 
-/// `launch_batch` (one launch per plane group, grid over jobs) gives the same bits as launching
+/// A batched launch (one launch per plane group, grid over jobs) gives the same bits as launching
 /// the jobs one by one, for several group kinds, window shapes and batch sizes.
 #[test]
 fn batched_launch_equals_single_launches() {
@@ -284,7 +295,7 @@ fn batched_launch_equals_single_launches() {
             let written: Vec<usize> = plan.output_planes();
             assert_eq!(batched.len(), single.len());
             for (i, (a, b)) in single.iter().zip(&batched).enumerate() {
-                // Planes the plan does not denoise are never written (they keep each run's fill).
+                // Planes the plan does not denoise are the input's in both.
                 for (p, (pa, pb)) in a.planes.iter().zip(&b.planes).enumerate().filter(|(p, _)| written.contains(p)) {
                     assert!(pa.samples.as_bytes() == pb.samples.as_bytes(), "{:?} {}x{}: job {i} plane {p} differs between single and batched launches ({n} per batch)", c.format, c.width, c.height);
                 }

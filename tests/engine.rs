@@ -391,24 +391,30 @@ impl nlmdenoise::device::Backend for FlakyBackend {
     fn describe(&self) -> String {
         "flaky reference".into()
     }
-    fn configure(&mut self, g: &Geometry, plan: &nlmdenoise::plan::Plan, slots: usize) -> nlmdenoise::Result<()> {
-        if plan.nlm("test")?.search_radius == self.refuse_search_radius {
-            self.inner.configure(g, plan, 0)?;
+    fn configure(&mut self, setup: &nlmdenoise::device::StreamSetup<'_>) -> nlmdenoise::Result<nlmdenoise::device::Configured> {
+        if setup.plan.nlm("test")?.search_radius == self.refuse_search_radius {
+            self.inner.configure(&nlmdenoise::device::StreamSetup { ring_slots: Some(1), ..*setup })?;
             return Err(Error::Unsupported("search radius refused by the test backend".into()));
         }
-        self.inner.configure(g, plan, slots)
+        self.inner.configure(setup)
     }
-    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> nlmdenoise::Result<()> {
-        self.inner.upload(slot, frame)
+    fn pool(&mut self) -> &mut nlmdenoise::device::FramePool {
+        self.inner.pool()
     }
-    fn launch(&mut self, job: &nlmdenoise::window::Job, plan: &nlmdenoise::plan::Plan) -> nlmdenoise::Result<()> {
+    fn submit(&mut self, slot: usize, frame: std::sync::Arc<nlmdenoise::device::Frame>) -> nlmdenoise::Result<()> {
+        self.inner.submit(slot, frame)
+    }
+    fn launch(&mut self, jobs: &[nlmdenoise::window::Job], plan: &nlmdenoise::plan::Plan) -> nlmdenoise::Result<()> {
         if self.fail_next_launch.swap(false, std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Backend(nlmdenoise::BackendError::Launch("injected launch failure".into())));
         }
-        self.inner.launch(job, plan)
+        self.inner.launch(jobs, plan)
     }
-    fn finish(&mut self, out: &mut PlanarFrame) -> nlmdenoise::Result<()> {
-        self.inner.finish(out)
+    fn finish(&mut self) -> nlmdenoise::Result<nlmdenoise::device::Frame> {
+        self.inner.finish()
+    }
+    fn memory(&mut self, g: &Geometry, plan: &nlmdenoise::plan::Plan) -> Option<nlmdenoise::device::DeviceMemory> {
+        self.inner.memory(g, plan)
     }
 }
 
@@ -511,7 +517,7 @@ fn push_planar_matches_push() {
             assert!(a == b, "{format} chunked {chunked}: push_planar differs from push");
         }
         let mut d: Denoiser<usize> = Denoiser::new(info, small_params(), &options(BackendKind::Cpu)).unwrap();
-        let other = PlanarFrame::zeroed(&Geometry::from_video_info(&VideoInfo::new(format, 22, 11).unwrap()));
+        let other = nlmdenoise::device::Frame::zeroed(&Geometry::from_video_info(&VideoInfo::new(format, 22, 11).unwrap()));
         assert!(matches!(d.push_planar(other, 0), Err(Error::InvalidFrame(_))));
     }
 }

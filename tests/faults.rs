@@ -10,9 +10,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use nlmdenoise::device::{Backend, BackendKind, DeviceMemory};
+use nlmdenoise::device::{Backend, BackendKind, Configured, DeviceMemory, Frame, FramePool, StreamSetup};
 use nlmdenoise::plan::Plan;
-use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::planar::Geometry;
 use nlmdenoise::window::Job;
 use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, Error, OwnedFrame, Params, PixelFormat, Result, VideoInfo};
@@ -52,32 +52,29 @@ impl Backend for Faulty {
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())
     }
-    fn configure(&mut self, geometry: &Geometry, plan: &Plan, ring_slots: usize) -> Result<()> {
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> Result<Configured> {
         if self.dead {
             return Err(Error::Backend(nlmdenoise::BackendError::DeviceLost("device lost (injected)".into())));
         }
-        self.inner.configure(geometry, plan, ring_slots)
+        self.inner.configure(setup)
     }
-    fn upload(&mut self, slot: usize, frame: &PlanarFrame) -> Result<()> {
+    fn pool(&mut self) -> &mut FramePool {
+        self.inner.pool()
+    }
+    fn submit(&mut self, slot: usize, frame: Arc<Frame>) -> Result<()> {
         self.check(Op::Upload)?;
-        self.inner.upload(slot, frame)
+        self.inner.submit(slot, frame)
     }
-    fn launch(&mut self, job: &Job, plan: &Plan) -> Result<()> {
+    fn launch(&mut self, jobs: &[Job], plan: &Plan) -> Result<()> {
         self.check(Op::Launch)?;
-        self.inner.launch(job, plan)
+        self.inner.launch(jobs, plan)
     }
-    fn finish(&mut self, out: &mut PlanarFrame) -> Result<()> {
+    fn finish(&mut self) -> Result<Frame> {
         self.check(Op::Finish)?;
-        self.inner.finish(out)
+        self.inner.finish()
     }
-    fn pipeline_depth(&self) -> usize {
-        self.inner.pipeline_depth()
-    }
-    fn set_window(&mut self, past: u32, future: u32) {
-        self.inner.set_window(past, future)
-    }
-    fn device_memory(&self) -> Option<DeviceMemory> {
-        self.inner.device_memory()
+    fn memory(&mut self, geometry: &Geometry, plan: &Plan) -> Option<DeviceMemory> {
+        self.inner.memory(geometry, plan)
     }
 }
 

@@ -56,29 +56,22 @@ pub fn push_pop_fps(d: &mut nlmdenoise::Denoiser<usize>, frames: usize, warmed_u
     Ok(popped as f64 / t.elapsed().as_secs_f64())
 }
 
-/// Configures `b` for frames of `info` with a ring of 8 slots, uploads frames of this pattern and
-/// returns the plan and up to 8 jobs with a full window (for kernel-only timing). Every uploaded
-/// frame is pushed to `held`: it must stay alive and unchanged while the backend may still copy
-/// from it (`Backend::upload`).
-pub fn uploaded_jobs(
-    b: &mut dyn nlmdenoise::device::Backend,
-    info: VideoInfo,
-    params: &nlmdenoise::Params,
-    held: &mut Vec<nlmdenoise::planar::PlanarFrame>,
-) -> nlmdenoise::Result<(nlmdenoise::Plan, Vec<nlmdenoise::window::Job>)> {
-    use nlmdenoise::planar::{Geometry, PlanarFrame};
+/// Configures `b` for frames of `info` with a ring of 8 slots, submits frames of this pattern
+/// (the backend keeps them) and returns the plan and up to 8 jobs with a full window (for
+/// kernel-only timing).
+pub fn uploaded_jobs(b: &mut dyn nlmdenoise::device::Backend, info: VideoInfo, params: &nlmdenoise::Params) -> nlmdenoise::Result<(nlmdenoise::Plan, Vec<nlmdenoise::window::Job>)> {
+    use nlmdenoise::planar::Geometry;
     let geometry = Geometry::from_video_info(&info);
     let plan = nlmdenoise::Plan::new(&geometry, params)?;
     let slots = 8;
-    b.configure(&geometry, &plan, slots)?;
+    b.configure(&nlmdenoise::device::StreamSetup { geometry: &geometry, plan: &plan, past: 0, future: 0, stored: None, ring_slots: Some(slots) })?;
     let mut window = nlmdenoise::window::TemporalWindow::new(params.temporal_past, params.temporal_future, slots - params.window_frames() as usize);
     let mut jobs = Vec::new();
     for n in 0..slots + params.temporal_future as usize + 2 {
-        let mut planar = PlanarFrame::zeroed(&geometry);
+        let mut planar = b.pool().take(&geometry);
         nlmdenoise::convert::unpack(&frame(info, n, 7).as_ref(), &mut planar)?;
         let slot = window.push();
-        b.upload(slot, &planar)?;
-        held.push(planar);
+        b.submit(slot, std::sync::Arc::new(planar))?;
         while let Some(j) = window.next_job() {
             if j.references.len() == (params.window_frames() - 1) as usize {
                 jobs.push(j);

@@ -110,18 +110,7 @@ impl HostBackend {
             .thread_name(|i| format!("nlm-cpu-{i}"))
             .build()
             .map_err(|e| Error::Backend(BackendError::Host(format!("cannot start {threads} CPU worker threads: {e}"))))?;
-        Ok(HostBackend {
-            which,
-            workers,
-            threads,
-            factory,
-            algorithm: None,
-            frames: FramePool::host(),
-            geometry: None,
-            out_geometry: None,
-            slots: Vec::new(),
-            queue: VecDeque::new(),
-        })
+        Ok(HostBackend { which, workers, threads, factory, algorithm: None, frames: FramePool::host(), geometry: None, out_geometry: None, slots: Vec::new(), queue: VecDeque::new() })
     }
 
     pub fn threads(&self) -> usize {

@@ -16,8 +16,8 @@ use crate::frame::VideoInfo;
 use crate::plan::Plan;
 use crate::planar::Geometry;
 
-pub use frames::{Frame, FramePool};
 use crate::window::Job;
+pub use frames::{Frame, FramePool};
 
 pub mod chunked;
 pub mod cuda;

@@ -29,8 +29,9 @@ use nlmdenoise_bench::bench_frames::frame;
 use clap::Parser;
 use nlmdenoise::device::chunked::{BackendFactory, ChunkStats, ChunkedBackend};
 use nlmdenoise::device::{Backend, BackendKind, ChunkFrames, Devices};
+use nlmdenoise::device::{Configured, DeviceMemory, Frame, FramePool, StreamSetup};
 use nlmdenoise::plan::Plan;
-use nlmdenoise::planar::{Geometry, PlanarFrame};
+use nlmdenoise::planar::Geometry;
 use nlmdenoise::window::Job;
 use nlmdenoise::BackendOptions;
 use nlmdenoise::{Denoiser, OwnedFrame, Params, PixelFormat, VideoInfo};
@@ -95,37 +96,55 @@ struct Args {
 struct Sim {
     us: u64,
     depth: usize,
-    /// Completion time of each launched job, oldest first.
-    done_at: VecDeque<Instant>,
+    /// Completion time of each launched job, oldest first, with its target's frame.
+    done_at: VecDeque<(Instant, Option<Arc<Frame>>)>,
+    slots: Vec<Option<Arc<Frame>>>,
+    frames: FramePool,
+    out: Option<Geometry>,
 }
 
 impl Backend for Sim {
     fn describe(&self) -> String {
         format!("sim ({} us per job, depth {})", self.us, self.depth)
     }
-    fn configure(&mut self, _: &Geometry, _: &Plan, _: usize) -> nlmdenoise::Result<()> {
+    fn configure(&mut self, setup: &StreamSetup<'_>) -> nlmdenoise::Result<Configured> {
         self.done_at.clear();
+        let ring_slots = setup.ring_slots.unwrap_or((setup.past + 1 + setup.future) as usize + self.depth);
+        self.slots = vec![None; ring_slots];
+        self.out = Some(setup.plan.output_geometry(setup.geometry));
+        Ok(Configured { pipeline_depth: self.depth, ring_slots, stored: false, on_device: false })
+    }
+    fn pool(&mut self) -> &mut FramePool {
+        &mut self.frames
+    }
+    fn submit(&mut self, slot: usize, frame: Arc<Frame>) -> nlmdenoise::Result<()> {
+        self.slots[slot] = Some(frame);
         Ok(())
     }
-    fn upload(&mut self, _: usize, _: &PlanarFrame) -> nlmdenoise::Result<()> {
+    fn launch(&mut self, jobs: &[Job], _: &Plan) -> nlmdenoise::Result<()> {
+        for job in jobs {
+            let now = Instant::now();
+            let start = self.done_at.back().map(|d| d.0).filter(|t| *t > now).unwrap_or(now);
+            let target = self.slots[job.slot].take();
+            self.done_at.push_back((start + Duration::from_micros(self.us), target));
+        }
         Ok(())
     }
-    fn launch(&mut self, _: &Job, _: &Plan) -> nlmdenoise::Result<()> {
-        let now = Instant::now();
-        let start = self.done_at.back().copied().filter(|t| *t > now).unwrap_or(now);
-        self.done_at.push_back(start + Duration::from_micros(self.us));
-        Ok(())
-    }
-    fn finish(&mut self, _: &mut PlanarFrame) -> nlmdenoise::Result<()> {
-        let t = self.done_at.pop_front().ok_or_else(|| nlmdenoise::Error::State("finish without a launched job".into()))?;
+    fn finish(&mut self) -> nlmdenoise::Result<Frame> {
+        let (t, target) = self.done_at.pop_front().ok_or_else(|| nlmdenoise::Error::State("finish without a launched job".into()))?;
         let now = Instant::now();
         if t > now {
             std::thread::sleep(t - now);
         }
-        Ok(())
+        // The input as its own output (timing only); a frame of the pool where it is shared.
+        let out = self.out.clone().ok_or_else(|| nlmdenoise::Error::State("finish before configure".into()))?;
+        Ok(match target.map(Arc::try_unwrap) {
+            Some(Ok(f)) if f.matches(&out) => f,
+            _ => self.frames.take(&out),
+        })
     }
-    fn pipeline_depth(&self) -> usize {
-        self.depth
+    fn memory(&mut self, _: &Geometry, _: &Plan) -> Option<DeviceMemory> {
+        None
     }
 }
 
@@ -176,13 +195,10 @@ struct Run {
     push_ms: f64,
     pop_ms: f64,
     /// Chunk counters per frame (ms), summed over workers for the worker columns.
-    copy_ms: f64,
-    copy_out_ms: f64,
     wait_ms: f64,
     upload_ms: f64,
     launch_ms: f64,
     finish_ms: f64,
-    write_ms: f64,
     idle_ms: f64,
     uploads_per_frame: f64,
     /// Pooled host frames allocated during the measured run (0: the pools were reused).
@@ -211,11 +227,9 @@ fn ms(ns: &AtomicU64, frames: usize) -> f64 {
 }
 
 fn reset_stats(s: &ChunkStats) {
-    for c in [&s.main_copy_ns, &s.main_copy_out_ns, &s.main_wait_ns] {
-        c.store(0, Ordering::Relaxed);
-    }
+    s.main_wait_ns.store(0, Ordering::Relaxed);
     for w in &s.workers {
-        for c in [&w.upload_ns, &w.launch_ns, &w.finish_ns, &w.copy_ns, &w.idle_ns, &w.chunks, &w.frames, &w.uploads] {
+        for c in [&w.upload_ns, &w.launch_ns, &w.finish_ns, &w.idle_ns, &w.chunks, &w.frames, &w.uploads] {
             c.store(0, Ordering::Relaxed);
         }
     }
@@ -229,7 +243,7 @@ fn options(args: &Args, chunk: ChunkFrames, devices: Devices) -> BackendOptions 
 /// everything; `tick` runs after every push (memory sampling).
 fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u64>, frames: usize, lent: bool, mut tick: impl FnMut(usize)) -> nlmdenoise::Result<Run> {
     let (backend, stats): (Box<dyn Backend>, Option<Arc<ChunkStats>>) = if let Some(us) = sim_us {
-        let make = move |depth: usize| Box::new(Sim { us, depth, done_at: VecDeque::new() }) as Box<dyn Backend>;
+        let make = move |depth: usize| Box::new(Sim { us, depth, done_at: VecDeque::new(), slots: Vec::new(), frames: FramePool::host(), out: None }) as Box<dyn Backend>;
         if opts.chunked() {
             let ordinals = match &opts.devices {
                 Devices::List(v) => v.clone(),
@@ -303,8 +317,6 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u6
         ..Default::default()
     };
     if let Some(s) = &stats {
-        r.copy_ms = ms(&s.main_copy_ns, n);
-        r.copy_out_ms = ms(&s.main_copy_out_ns, n);
         r.wait_ms = ms(&s.main_wait_ns, n);
         r.pool_frames = s.pool_frames.load(Ordering::Relaxed);
         r.pool_growth = r.pool_frames - pool_before;
@@ -312,7 +324,6 @@ fn run(info: VideoInfo, params: Params, opts: &BackendOptions, sim_us: Option<u6
             r.upload_ms += ms(&w.upload_ns, n);
             r.launch_ms += ms(&w.launch_ns, n);
             r.finish_ms += ms(&w.finish_ns, n);
-            r.write_ms += ms(&w.copy_ns, n);
             r.idle_ms += ms(&w.idle_ns, n);
             r.uploads_per_frame += w.uploads.load(Ordering::Relaxed) as f64 / n as f64;
         }
@@ -339,8 +350,8 @@ fn flush() {
 fn sizes_table(args: &Args) {
     println!("\n### Frames/s against chunk size ({} backend, {} frames per run)\n", args.backend, args.frames);
     println!("Per output frame, ms. Caller's thread: push (unpack, copy in, dispatch, waiting, copy out), pop (pack); of push: copy in (into a pooled input frame), copy out (output planes into the engine's frame when the worker could not write them there), wait (for a worker). Workers, summed: idle (waiting for a chunk). Pool: pooled host frames (allocated during the measured run).\n");
-    println!("| size | config | chunk | latency (frames) | frames/s | push | pop | copy in | copy out | wait | worker idle | uploads/frame | pool | backend |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    println!("| size | config | chunk | latency (frames) | frames/s | push | pop | wait | worker idle | uploads/frame | pool | backend |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     flush();
     for size in &args.sizes {
         let Some((w, h)) = parse_size(size) else {
@@ -366,10 +377,10 @@ fn sizes_table(args: &Args) {
                 let label = if spec == ChunkFrames::Off { format!("off (depth {})", args.depth) } else { chunk.clone() };
                 match run(info, c.params, &options(args, spec, Devices::Default), sim(args), args.frames, args.lent, |_| {}) {
                     Ok(r) => println!(
-                        "| {size} | {} | {label} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} (+{}) | {} |",
-                        c.name, r.latency, r.fps, r.push_ms, r.pop_ms, r.copy_ms, r.copy_out_ms, r.wait_ms, r.idle_ms, r.uploads_per_frame, r.pool_frames, r.pool_growth, r.describe
+                        "| {size} | {} | {label} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} (+{}) | {} |",
+                        c.name, r.latency, r.fps, r.push_ms, r.pop_ms, r.wait_ms, r.idle_ms, r.uploads_per_frame, r.pool_frames, r.pool_growth, r.describe
                     ),
-                    Err(e) => println!("| {size} | {} | {label} | error: {e} | | | | | | | | | | |", c.name),
+                    Err(e) => println!("| {size} | {} | {label} | error: {e} | | | | | | | | |", c.name),
                 }
                 flush();
             }
@@ -399,8 +410,8 @@ fn devices_table(args: &Args) {
     let api = if args.lent { "frames lent both ways" } else { "the copying API" };
     println!("\n### Scaling over devices, {w}x{h} I420, chunk {chunk} ({} backend, {} frames per run, {api})\n", args.backend, args.frames);
     println!("Per output frame, ms. Caller's thread: push (unpack + copy in + dispatch + waiting + copy out), of which copy in (into pooled input frames), wait (for a worker) and copy out (output planes into the engine's frame), and pop (pack). Workers (summed over workers): upload (host staging or DMA enqueue), launch (enqueue kernels), finish (waiting for kernels + download into a pooled output frame), write (output planes into the engine's frame), idle (waiting for a chunk). Pool: pooled host frames (allocated during the measured run).\n");
-    println!("| config | devices | frames/s | speed-up | latency | push | copy in | wait | copy out | pop | upload | launch | finish | write | idle | pool |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| config | devices | frames/s | speed-up | latency | push | wait | pop | upload | launch | finish | idle | pool |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     flush();
     let mut sets = vec![vec![all[0]]];
     if all.len() > 1 {
@@ -423,26 +434,23 @@ fn devices_table(args: &Args) {
                 Ok(r) => {
                     let b = *base.get_or_insert(r.fps);
                     println!(
-                        "| {} | {label} | {:.1} | {:.2}x | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} (+{}) |",
+                        "| {} | {label} | {:.1} | {:.2}x | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} (+{}) |",
                         c.name,
                         r.fps,
                         r.fps / b,
                         r.latency,
                         r.push_ms,
-                        r.copy_ms,
                         r.wait_ms,
-                        r.copy_out_ms,
                         r.pop_ms,
                         r.upload_ms,
                         r.launch_ms,
                         r.finish_ms,
-                        r.write_ms,
                         r.idle_ms,
                         r.pool_frames,
                         r.pool_growth
                     );
                 }
-                Err(e) => println!("| {} | {label} | error: {e} | | | | | | | | | | | | | |", c.name),
+                Err(e) => println!("| {} | {label} | error: {e} | | | | | | | | | | |", c.name),
             }
             flush();
         }
@@ -476,21 +484,11 @@ fn long_run(args: &Args) {
     let sampler = {
         let (peak, stop, devs, k) = (peak_used.clone(), stop.clone(), devices.clone(), kind(args));
         std::thread::spawn(move || {
-            let probes: Vec<Option<Box<dyn Backend>>> = devs
-                .iter()
-                .map(|&d| {
-                    if k == BackendKind::Cpu || k == BackendKind::Reference {
-                        None
-                    } else {
-                        nlmdenoise::backends::create_single(&BackendOptions { kind: BackendKind::Cuda, device_id: d, ..Default::default() }).ok()
-                    }
-                })
-                .collect();
+            let gpu = k != BackendKind::Cpu && k != BackendKind::Reference;
             let mut base = vec![u64::MAX; devs.len()];
             while !stop.load(Ordering::Relaxed) {
-                for (i, p) in probes.iter().enumerate() {
-                    if let Some(m) = p.as_ref().and_then(|p| p.device_memory()) {
-                        let used = m.total - m.free;
+                for (i, &d) in devs.iter().enumerate() {
+                    if let Some(used) = gpu.then(|| nlmdenoise::device::cuda::device_memory_in_use(d)).flatten() {
                         base[i] = base[i].min(used);
                         peak[i].fetch_max(used, Ordering::Relaxed);
                     }
@@ -515,7 +513,7 @@ fn long_run(args: &Args) {
     println!("\n### Long run: {total} frames of 1920x1080 I420 ({}, chunk {chunk}, {} backend, devices {:?})\n", c.name, args.backend, devices);
     match r {
         Ok(r) => {
-            println!("| frames | seconds | frames/s | latency | peak RSS (VmHWM) | VmHWM after 1/4, 2/4, 3/4, 4/4 | pooled host frames (allocated during the run) | peak device memory used (device-wide, `Backend::device_memory` every 50 ms; idle baseline) |");
+            println!("| frames | seconds | frames/s | latency | peak RSS (VmHWM) | VmHWM after 1/4, 2/4, 3/4, 4/4 | pooled host frames (allocated during the run) | peak device memory used (device-wide, `device::cuda::device_memory_in_use` every 50 ms; idle baseline) |");
             println!("| ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |");
             let dev = devices
                 .iter()

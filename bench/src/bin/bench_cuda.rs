@@ -243,8 +243,7 @@ fn kernel_ms_with(info: VideoInfo, params: &Params, iters: usize, tile: Option<T
     }
     opts.nlm.tuning.exact_ties = exact_ties;
     let mut b = nlmdenoise::backends::cuda(&opts)?;
-    let mut held = Vec::new();
-    let (plan, jobs) = uploaded_jobs(&mut b, info, params, &mut held)?;
+    let (plan, jobs) = uploaded_jobs(&mut b, info, params)?;
     let mut times = Vec::new();
     for _ in 0..5 {
         times.push(if batched { b.time_batched(&jobs, &plan, iters)? } else { b.time_kernels(&jobs, &plan, iters)? });

@@ -71,8 +71,7 @@ fn multipass_ms(c: &Config, per_pass: u32, inter: Intermediate, iters: usize) ->
     let opts =
         BackendOptions { kind: BackendKind::Cuda, nlm: NlmOptions { gpu_kernel: GpuKernel::Multipass, offsets_per_pass: per_pass, intermediate: inter, ..Default::default() }, ..Default::default() };
     let mut b = nlmdenoise::backends::cuda(&opts)?;
-    let mut held = Vec::new();
-    let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params, &mut held)?;
+    let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params)?;
     let mut t = Vec::new();
     for _ in 0..3 {
         t.push(b.time_kernels(&jobs, &plan, iters)?);
@@ -83,8 +82,7 @@ fn multipass_ms(c: &Config, per_pass: u32, inter: Intermediate, iters: usize) ->
 fn fused_ms(c: &Config, iters: usize) -> nlmdenoise::Result<f64> {
     let opts = BackendOptions { kind: BackendKind::Cuda, nlm: NlmOptions { gpu_kernel: GpuKernel::Fused, ..Default::default() }, ..Default::default() };
     let mut b = nlmdenoise::backends::cuda(&opts)?;
-    let mut held = Vec::new();
-    let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params, &mut held)?;
+    let (plan, jobs) = uploaded_jobs(&mut b, c.info, &c.params)?;
     let mut t = Vec::new();
     for _ in 0..3 {
         t.push(b.time_kernels(&jobs, &plan, iters)?);

@@ -58,8 +58,7 @@ fn window(name: &str) -> Option<(u32, u32)> {
 /// Kernel-only milliseconds per frame (median of 5 rounds of 50 jobs).
 fn kernel_ms(info: VideoInfo, params: &Params) -> nlmdenoise::Result<f64> {
     let mut b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, ..Default::default() })?;
-    let mut held = Vec::new();
-    let (plan, jobs) = uploaded_jobs(&mut b, info, params, &mut held)?;
+    let (plan, jobs) = uploaded_jobs(&mut b, info, params)?;
     let mut times: Vec<f64> = (0..5).map(|_| b.time_kernels(&jobs, &plan, 50)).collect::<nlmdenoise::Result<_>>()?;
     times.sort_by(|a, b| a.total_cmp(b));
     Ok(times[2])

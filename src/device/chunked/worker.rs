@@ -45,8 +45,16 @@ pub(super) struct ChunkMsg {
 
 pub(super) enum ToWorker {
     /// The device's memory (with what one more frame costs) and bytes this worker holds now.
-    Query { geometry: Geometry, plan: Plan },
-    Configure { geometry: Geometry, plan: Plan, slots: usize, depth: usize },
+    Query {
+        geometry: Geometry,
+        plan: Plan,
+    },
+    Configure {
+        geometry: Geometry,
+        plan: Plan,
+        slots: usize,
+        depth: usize,
+    },
     Chunk(ChunkMsg),
     /// Finish every chunk in flight (the caller is about to wait for them).
     Flush,

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
 
-use crate::device::frames::{plane_ranges as frame_ranges, HostRange};
 use super::layout::FrameLayout;
 use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::convert::copy_bytes;
 use crate::device::cuda::raw::Context as _;
+use crate::device::frames::{plane_ranges as frame_ranges, HostRange};
 use crate::planar::PlanarFrame;
 
 pub struct OutputFrame {

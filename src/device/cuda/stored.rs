@@ -18,11 +18,11 @@
 
 use cudarc::driver::{sys, CudaFunction};
 
-use crate::device::frames::HostRange;
 use super::layout::FrameLayout;
 use super::raw::{self, CuResult, DeviceBuffer, Stream};
 use super::{module, DeviceInfo};
 use crate::device::cuda::raw::Context as _;
+use crate::device::frames::HostRange;
 use crate::error::{Error, Result};
 use crate::frame::VideoInfo;
 use crate::planar::{Geometry, PlaneGeometry};
