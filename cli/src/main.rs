@@ -494,7 +494,7 @@ impl Cli {
             },
             ..BackendOptions::default()
         };
-        gstnlmdenoise::nlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
+        gstnlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
         Ok(options)
     }
 }

@@ -111,7 +111,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     }
     let options = cli.backend_options()?;
     den.set_property_from_str("backend", backend);
-    den.set_property("device-id", gstnlmdenoise::nlmdenoise::devices_to_string(&options));
+    den.set_property("device-id", gstnlmdenoise::devices_to_string(&options));
     den.set_property("chunk-frames", cli.chunk_frames);
     den.set_property("threads", cli.threads as u32);
     den.set_property_from_str(
@@ -180,7 +180,7 @@ fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
         BackendKind::Reference => bail!("--backend reference is only available for y4m input and output"),
     };
     up.set_property_from_str("backend", backend);
-    up.set_property("device-id", gstnlmdenoise::nlmdenoise::devices_to_string(&options));
+    up.set_property("device-id", gstnlmdenoise::devices_to_string(&options));
     up.set_property("chunk-frames", cli.chunk_frames);
     up.set_property("threads", cli.threads.min(1024) as u32);
     up.set_property("pipeline-depth", cli.pipeline_depth.min(4) as u32);
@@ -508,7 +508,7 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         let reader = Y4mReader::new(std::io::BufReader::with_capacity(1 << 20, file)).with_context(|| format!("reading the y4m header of '{input}'"))?;
         let header = reader.header().clone();
         let (num, den_) = header.frame_rate.unwrap_or((25, 1));
-        let format = gstnlmdenoise::nlmdenoise::format_to_gst(header.layout.format);
+        let format = gstnlmdenoise::format_to_gst(header.layout.format);
         let vinfo = gst_video::VideoInfo::builder(format, header.width as u32, header.height as u32)
             .fps(gst::Fraction::new(num.min(i32::MAX as u64) as i32, den_.clamp(1, i32::MAX as u64) as i32))
             .build()
@@ -836,7 +836,7 @@ fn describe_error(err: &gst::message::Error, input: &str, den: &gst::Element, sh
 /// engine takes it (no conversion), else the engine formats of the same bit depth class
 /// (videoconvert picks the closest one).
 fn working_caps(decoded: &gst::CapsRef) -> gst::Caps {
-    use gstnlmdenoise::nlmdenoise::{format_to_gst, gst_to_format};
+    use gstnlmdenoise::{format_to_gst, gst_to_format};
     // Unfixed caps (a decoder that could not say what it outputs) have no VideoInfo.
     let info = decoded.is_fixed().then(|| gst_video::VideoInfo::from_caps(decoded).ok()).flatten();
     if let Some(f) = info.as_ref().and_then(|i| gst_to_format(i.format())) {

@@ -13,15 +13,19 @@
 //! rows as stored) for NV12, P010 and packed RGB. A buffer holds one memory per memory plane,
 //! each plane's rows at a stride of their own length; where that is the caps' default layout no
 //! `GstVideoMeta` is needed.
+//!
+//! [`Lending`] is what a stream's state lends (the stores, the layouts of output buffers and of
+//! the pool proposed upstream), [`PlaneLayout`] how a lent frame's planes sit in its buffer.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use gst::glib;
 use gst::subclass::prelude::*;
-use nlmdenoise::planar::{Geometry, PlanarFrame, Plane};
+use nlmdenoise::planar::{exchange_layout, Geometry, PlanarFrame, Plane};
+use nlmdenoise::Denoiser;
 
-use crate::transform::lock;
+use crate::lock;
 
 /// Planes of one geometry that GStreamer gave back, per component, and the addresses of the first
 /// planes the pool lent upstream (to recognise its buffers when they come in).
@@ -197,6 +201,82 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
     }
     // Checked above: one plane per component.
     Ok(PlanarFrame { planes: planes.into_iter().flatten().collect() })
+}
+
+/// The state's frames lent to GStreamer: downstream as output buffers where `output` allows,
+/// upstream through the proposed pool where the input caps allow, and the stores they come back
+/// to (one store when input and output frames have the same planes).
+pub struct Lending {
+    pub output: Option<PlaneLayout>,
+    pub out_store: PlaneStore,
+    pub input: Option<PlaneOrder>,
+    pub in_store: PlaneStore,
+    /// The pool proposed upstream (created at the first allocation query of these caps).
+    pub pool: Option<PlanarPool>,
+}
+
+impl Lending {
+    pub fn new<T>(denoiser: &Denoiser<T>, in_info: &gst_video::VideoInfo, out_info: &gst_video::VideoInfo) -> Self {
+        let (in_geometry, out_geometry) = denoiser.exchange_geometry();
+        let in_store = PlaneStore::new(in_geometry);
+        let out_store = if out_geometry == in_geometry { in_store.clone() } else { PlaneStore::new(out_geometry) };
+        let output = PlaneLayout::new(denoiser.output_info(), out_info);
+        // Upstream writes the caps' default layout into a pool's buffers: a pool is offered only
+        // where that is the engine's.
+        let input = PlaneLayout::new(denoiser.info(), in_info).filter(|l| l.default_layout).map(|l| l.order);
+        Lending { output, out_store, input, in_store, pool: None }
+    }
+}
+
+/// The engine's exchange frames as GStreamer buffers: one memory per memory
+/// plane of the format, each plane's rows at a stride of their own length. Planar formats lend
+/// the engine's planar frames; formats that interleave components (NV12, P010, packed RGB) lend
+/// stored frames (`planar::exchange_layout`), which the CUDA backend (de)interleaves on the GPU.
+pub struct PlaneLayout {
+    pub order: PlaneOrder,
+    /// Byte offset of each memory plane in the buffer and its row stride.
+    offsets: Vec<usize>,
+    strides: Vec<i32>,
+    /// The offsets and strides are the caps' default ones (no `GstVideoMeta` needed).
+    pub default_layout: bool,
+}
+
+impl PlaneLayout {
+    fn new(engine: nlmdenoise::VideoInfo, info: &gst_video::VideoInfo) -> Option<Self> {
+        let (geometry, order) = exchange_layout(&engine);
+        let mut offsets = Vec::with_capacity(order.len());
+        let mut strides = Vec::with_capacity(order.len());
+        let mut at = 0;
+        for &c in &order {
+            let plane = &geometry.planes[c];
+            offsets.push(at);
+            strides.push((plane.width * geometry.bytes_per_sample) as i32);
+            at += plane.width * plane.height * geometry.bytes_per_sample;
+        }
+        let default_layout = info.offset().iter().zip(&offsets).all(|(a, b)| *a == *b) && info.stride().iter().zip(&strides).all(|(a, b)| a == b) && at == info.size();
+        Some(PlaneLayout { order: PlaneOrder(order), offsets, strides, default_layout })
+    }
+
+    /// `frame` lent downstream as a buffer, with a `GstVideoMeta` where the layout is not the
+    /// default one or downstream takes one (it then maps plane by plane; without the meta a
+    /// whole-buffer map merges the planes into a copy).
+    pub fn lend(&self, frame: PlanarFrame, store: &PlaneStore, info: &gst_video::VideoInfo, video_meta: bool) -> Result<gst::Buffer, gst::FlowError> {
+        let mut buffer = lend_output(frame, &self.order, store);
+        if video_meta || !self.default_layout {
+            let b = buffer.get_mut().expect("new buffer");
+            gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), info.format(), info.width(), info.height(), &self.offsets, &self.strides).map_err(|_| gst::FlowError::Error)?;
+        }
+        Ok(buffer)
+    }
+}
+
+/// Input frames the engine holds spare go back to the lending store, the one free list of
+/// input frames while frames are lent (the pool's next buffers and the next copied-in inputs
+/// take from it); so no list grows while the other allocates.
+pub fn return_spares<T>(denoiser: &mut Denoiser<T>, store: &PlaneStore) {
+    while let Some(frame) = denoiser.spare_frame() {
+        store.give_frame(frame);
+    }
 }
 
 glib::wrapper! {
