@@ -81,11 +81,8 @@ pub enum Target {
 pub fn set_common_property(s: &mut Settings, name: &str, value: &glib::Value) -> Option<Result<Target, String>> {
     // `value` has been validated against the pspec (type and range) by GObject.
     let p = &mut s.params;
-    let target = match name {
-        "backend" => {
-            s.options.kind = value.get::<Backend>().unwrap_or_default().into();
-            Target::Options
-        }
+    match name {
+        "backend" => s.options.kind = value.get::<Backend>().unwrap_or_default().into(),
         "device-id" => {
             let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
             if let Err(e) = apply_devices(&mut s.options, &text) {
@@ -94,59 +91,36 @@ pub fn set_common_property(s: &mut Settings, name: &str, value: &glib::Value) ->
                 return Some(Err(bad));
             }
             s.bad_device_id = None;
-            Target::Options
         }
-        "chunk-frames" => {
-            s.options.chunk_frames = chunk_frames_from_property(value.get::<u32>().unwrap_or(1));
-            Target::Options
+        "chunk-frames" => s.options.chunk_frames = chunk_frames_from_property(value.get::<u32>().unwrap_or(1)),
+        "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
+        "pipeline-depth" => s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize,
+        "zero-copy" => s.zero_copy = value.get().unwrap_or(true),
+        _ => {
+            match name {
+                "temporal-past" => p.temporal_past = value.get().unwrap_or(p.temporal_past),
+                "temporal-future" => p.temporal_future = value.get().unwrap_or(p.temporal_future),
+                "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
+                "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
+                // An explicit strength turns the automatic ones (from sigma or the estimate) off.
+                "strength" => {
+                    p.strength = value.get().unwrap_or(p.strength);
+                    s.strength_set = true;
+                }
+                "chroma-strength" => {
+                    p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
+                    s.strength_set = true;
+                }
+                "sigma" => {
+                    let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
+                    p.sigma = if v < 0.0 { None } else { Some(v) };
+                }
+                _ => return None,
+            }
+            return Some(Ok(Target::Params));
         }
-        "threads" => {
-            s.options.threads = value.get::<u32>().unwrap_or(0) as usize;
-            Target::Options
-        }
-        "pipeline-depth" => {
-            s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize;
-            Target::Options
-        }
-        "zero-copy" => {
-            s.zero_copy = value.get().unwrap_or(true);
-            Target::Options
-        }
-        "temporal-past" => {
-            p.temporal_past = value.get().unwrap_or(p.temporal_past);
-            Target::Params
-        }
-        "temporal-future" => {
-            p.temporal_future = value.get().unwrap_or(p.temporal_future);
-            Target::Params
-        }
-        "search-radius" => {
-            p.search_radius = value.get().unwrap_or(p.search_radius);
-            Target::Params
-        }
-        "patch-radius" => {
-            p.patch_radius = value.get().unwrap_or(p.patch_radius);
-            Target::Params
-        }
-        // An explicit strength turns the automatic ones (from sigma or the estimate) off.
-        "strength" => {
-            p.strength = value.get().unwrap_or(p.strength);
-            s.strength_set = true;
-            Target::Params
-        }
-        "chroma-strength" => {
-            p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
-            s.strength_set = true;
-            Target::Params
-        }
-        "sigma" => {
-            let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
-            p.sigma = if v < 0.0 { None } else { Some(v) };
-            Target::Params
-        }
-        _ => return None,
-    };
-    Some(Ok(target))
+    }
+    Some(Ok(Target::Options))
 }
 
 /// The value of a property both elements have that the settings hold (`backend-in-use` is the
