@@ -12,6 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 use gst::glib;
 use gst::prelude::*;
+use gst_base::prelude::*;
 
 use nlmdenoise::device::{BackendKind, BackendOptions};
 use nlmdenoise::Denoiser;
@@ -61,8 +62,10 @@ impl Core {
     }
 
     /// Binds the core to its element (from the element's `constructed`): messages and logs go
-    /// there, engine logs into `cat`.
+    /// there, engine logs into `cat`. Turns QoS on, as `GstVideoFilter` does (the base class's
+    /// default is off): late frames are then dropped before they cost a denoise.
     pub fn attach(&self, obj: &gst_base::BaseTransform, cat: gst::DebugCategory) {
+        obj.set_qos(true);
         let _ = self.element.set(obj.downgrade());
         let _ = self.cat.set(cat);
         let _ = self.dispatch.set(tracing::Dispatch::new(GstLogSubscriber::new(obj.upcast_ref(), cat)));

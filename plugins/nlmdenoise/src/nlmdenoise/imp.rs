@@ -8,7 +8,6 @@ use std::sync::LazyLock;
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
-use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
 use nlmdenoise::params::{BM3D_MAX_GROUP, BM3D_MAX_SEARCH_RADIUS, BM3D_MAX_SEEDS, BM3D_MAX_SEED_RADIUS, MAX_SIGMA, MAX_WREF};
@@ -330,9 +329,7 @@ impl ObjectImpl for NlmDenoise {
 
     fn constructed(&self) {
         self.parent_constructed();
-        let obj = self.obj();
-        obj.set_qos(true);
-        self.core.attach(obj.upcast_ref(), *CAT);
+        self.core.attach(self.obj().upcast_ref(), *CAT);
     }
 }
 

@@ -8,7 +8,6 @@ use std::sync::LazyLock;
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
-use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
 use nlmdenoise::params::{SR_BASE_STRENGTH, SR_MAX_DEBLUR, SR_MAX_SCALE, SR_STRENGTH_PER_SIGMA};
@@ -148,9 +147,7 @@ impl ObjectImpl for NlmUpscale {
 
     fn constructed(&self) {
         self.parent_constructed();
-        let obj = self.obj();
-        obj.set_qos(true);
-        self.core.attach(obj.upcast_ref(), *CAT);
+        self.core.attach(self.obj().upcast_ref(), *CAT);
     }
 }
 
