@@ -14,6 +14,8 @@
 //!   plugin crate ([`media`]): `filesrc ! decodebin` (or `appsrc` fed from a y4m file), video through
 //!   `nlmdenoise`, x264enc + mp4mux / matroskamux or y4menc, audio re-encoded (AAC / Opus).
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 
 use anyhow::{bail, Result};
