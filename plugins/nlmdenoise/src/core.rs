@@ -27,6 +27,8 @@ use crate::settings::Settings;
 use crate::state::{FrameMeta, State};
 use crate::{lock, CAT};
 
+/// What an element of the plugin holds besides its own code: settings (written by properties),
+/// the stream's state (written by the streaming thread), and the binding to the element.
 #[derive(Default)]
 pub struct Core {
     pub settings: Mutex<Settings>,

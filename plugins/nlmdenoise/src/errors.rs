@@ -10,7 +10,7 @@ use crate::core::Core;
 use crate::logbridge::with_engine_logs;
 use crate::state::{FrameMeta, State};
 
-/// How many frames a failure lost, with their timestamps ("frames lost: none" when none).
+/// How many frames a failure lost, with their timestamps ("no frame lost" when none).
 fn lost_report(lost: &[FrameMeta]) -> String {
     match (lost.first(), lost.last()) {
         (Some(first), Some(last)) => format!("{} frame(s) in flight lost (timestamps {} to {})", lost.len(), first.pts.display(), last.pts.display()),

@@ -7,9 +7,9 @@
 //!
 //! Layout (the gst-plugins-rs pattern: siblings share through crate modules, never through each
 //! other): each element's folder holds its `glib::wrapper!` (`mod.rs`) and its own properties and
-//! caps (`imp.rs`). What both use lives here: the frame flow ([`core`], [`flow`], [`allocation`],
-//! [`qos`], [`errors`], [`state`], [`lending`]), the settings and the shared property table
-//! ([`settings`], [`properties`], [`enums`]) and the caps ([`caps`]).
+//! caps (`imp.rs`). What both use lives in crate modules: the frame flow (`core`, `flow`,
+//! `allocation`, `qos`, `errors`, `state`, `lending`), the settings and the shared property
+//! table (`settings`, `properties`, [`enums`]) and the caps (`caps`).
 
 #![forbid(unsafe_code)]
 
