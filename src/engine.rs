@@ -287,6 +287,12 @@ impl<T> Denoiser<T> {
         self.backend.pool().take(&g)
     }
 
+    /// What makes the backend's frames (page-locked on CUDA), for a caller that keeps a free list
+    /// of frames of its own (the element's lending store) and must not make ordinary ones.
+    pub fn frame_maker(&mut self) -> std::sync::Arc<dyn crate::device::frames::FrameMaker> {
+        self.backend.pool().maker()
+    }
+
     /// A spare frame of the input's exchange planes if the pool holds one (a caller lending
     /// frames gives these back to its own store: with output frames of other planes,
     /// super-resolution, finished inputs become spare here).

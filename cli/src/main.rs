@@ -14,6 +14,8 @@
 //!   plugin crate ([`media`]): `filesrc ! decodebin` (or `appsrc` fed from a y4m file), video through
 //!   `nlmdenoise`, x264enc + mp4mux / matroskamux or y4menc, audio re-encoded (AAC / Opus).
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -498,7 +500,7 @@ impl Cli {
             },
             ..BackendOptions::default()
         };
-        gstnlmdenoise::nlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
+        gstnlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
         Ok(options)
     }
 }

@@ -38,25 +38,39 @@ pub trait PageLock: Send + Sync {
     fn release(&self, ranges: &[HostRange]);
 }
 
-/// The page-lock a frame carries: the ranges locked and who releases them.
+/// The page-lock of a frame's planes: the ranges locked and who releases them (when the last
+/// holder of the token lets go of it).
 struct Pin {
     ranges: Vec<HostRange>,
     lock: Arc<dyn PageLock>,
 }
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.lock.release(&self.ranges);
+    }
+}
+
+/// A frame's page-lock, apart from its planes ([`Frame::into_parts`]): for a caller that lends
+/// the planes one by one (a GStreamer buffer of one memory per plane) and puts the frame
+/// together again. It keeps the planes page-locked while any copy of it lives.
+#[derive(Clone)]
+pub struct PinToken(Arc<Pin>);
 
 /// A host frame owned by value (see the module doc). Its samples are read and written through
 /// `Deref`; the page-lock it may carry covers the planes as they were made, so a caller that
 /// replaces a plane's storage gets a frame that is no longer page-locked there
 /// ([`Frame::pinned_ranges`] then says `None` and a backend copies through staging memory).
 pub struct Frame {
+    // Declared first, so released before the planes' memory goes back to the allocator.
+    pin: Option<PinToken>,
     planar: PlanarFrame,
-    pin: Option<Pin>,
 }
 
 impl Frame {
     /// A frame of ordinary (pageable) memory.
     pub fn new(planar: PlanarFrame) -> Self {
-        Frame { planar, pin: None }
+        Frame { pin: None, planar }
     }
 
     /// A frame of `geometry`, zeroed, of ordinary memory.
@@ -65,35 +79,37 @@ impl Frame {
     }
 
     /// A frame whose planes `lock` has page-locked (`ranges`: [`plane_ranges`] of `planar` when
-    /// it locked them); released when the frame is dropped.
+    /// it locked them); released when the frame (and every [`PinToken`] taken from it) is gone.
     pub fn pinned(planar: PlanarFrame, ranges: Vec<HostRange>, lock: Arc<dyn PageLock>) -> Self {
-        Frame { planar, pin: Some(Pin { ranges, lock }) }
+        Frame { pin: Some(PinToken(Arc::new(Pin { ranges, lock }))), planar }
     }
 
-    /// The page-locked ranges of the planes, when the frame carries a page-lock that still
-    /// covers every plane as it is now.
+    /// The page-locked ranges of the planes, when the frame carries a page-lock that covers
+    /// every plane as it is now.
     pub fn pinned_ranges(&self) -> Option<&[HostRange]> {
-        let pin = self.pin.as_ref()?;
+        let pin = &self.pin.as_ref()?.0;
         (pin.ranges == plane_ranges(&self.planar)).then_some(&pin.ranges)
     }
 
-    /// The planes, without the page-lock (released here).
-    pub fn into_planar(mut self) -> PlanarFrame {
-        self.unpin();
-        std::mem::replace(&mut self.planar, PlanarFrame { planes: Vec::new() })
+    /// The planes, without the page-lock (released here unless a token of it lives on).
+    pub fn into_planar(self) -> PlanarFrame {
+        self.into_parts().0
     }
 
-    fn unpin(&mut self) {
-        if let Some(pin) = self.pin.take() {
-            pin.lock.release(&pin.ranges);
-        }
+    /// The planes and the page-lock apart.
+    pub fn into_parts(self) -> (PlanarFrame, Option<PinToken>) {
+        (self.planar, self.pin)
     }
-}
 
-impl Drop for Frame {
-    fn drop(&mut self) {
-        // Before the planes' memory goes back to the allocator.
-        self.unpin();
+    /// A frame put together again from [`Self::into_parts`]; page-locked where `pin` covers
+    /// exactly these planes ([`Self::pinned_ranges`]).
+    pub fn from_parts(planar: PlanarFrame, pin: Option<PinToken>) -> Self {
+        Frame { pin, planar }
+    }
+
+    /// True when both tokens are the same page-lock.
+    pub fn same_pin(a: &PinToken, b: &PinToken) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
     }
 }
 
@@ -235,6 +251,21 @@ mod tests {
         let p = f.into_planar();
         assert_eq!(p.planes.len(), 3);
         assert_eq!(lock.0.lock().unwrap().len(), 1, "into_planar releases the page-lock");
+    }
+
+    #[test]
+    fn a_page_lock_taken_apart_lives_until_its_last_token() {
+        let lock = Arc::new(Recorder::default());
+        let planar = PlanarFrame::zeroed(&geometry(16));
+        let ranges = plane_ranges(&planar);
+        let (planes, pin) = Frame::pinned(planar, ranges.clone(), lock.clone()).into_parts();
+        let token = pin.clone().expect("pinned");
+        let again = Frame::from_parts(planes, pin);
+        assert_eq!(again.pinned_ranges(), Some(&ranges[..]), "put together again: still page-locked");
+        drop(again);
+        assert!(lock.0.lock().unwrap().is_empty(), "a token still holds the page-lock");
+        drop(token);
+        assert_eq!(lock.0.lock().unwrap().len(), 1);
     }
 
     #[test]

@@ -2,71 +2,95 @@
 //! buffers, downstream (the outputs) and upstream (empty frames for the next inputs, through a
 //! buffer pool the element proposes), and taken back.
 //!
-//! Every plane lent out comes back to a [`PlaneStore`] when GStreamer lets go of it, never to
-//! the allocator: the CUDA backend page-locks the planes it sees (device::cuda::hostio) and a
-//! freed plane whose address came back for another allocation while that backend lives would be
-//! taken for page-locked memory it no longer is. A store is freed after the element's engine (it
-//! is declared after it in the state) or, when buffers outlive the state, after the engine went.
+//! Every plane lent out comes back to a [`PlaneStore`] when GStreamer lets go of it, with the
+//! page-lock of its frame (`device::frames::PinToken`: the CUDA backend's frames are page-locked
+//! when made, and released when the last plane or frame holding the token goes), so that the
+//! frames the store hands out again go to the device by DMA. The store makes new frames with the
+//! engine's frame maker, page-locked as the engine's own.
 //!
 //! The frames are the engine's exchange frames (`planar::exchange_layout`): planar frames for
 //! formats that store one component per memory plane, stored frames (one plane per memory plane,
 //! rows as stored) for NV12, P010 and packed RGB. A buffer holds one memory per memory plane,
 //! each plane's rows at a stride of their own length; where that is the caps' default layout no
 //! `GstVideoMeta` is needed.
+//!
+//! [`Lending`] is what a stream's state lends (the stores, the layouts of output buffers and of
+//! the pool proposed upstream), [`PlaneLayout`] how a lent frame's planes sit in its buffer.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use gst::glib;
 use gst::subclass::prelude::*;
-use nlmdenoise::planar::{Geometry, PlanarFrame, Plane};
+use nlmdenoise::device::frames::{FrameMaker, PinToken};
+use nlmdenoise::device::Frame;
+use nlmdenoise::planar::{exchange_layout, Geometry, PlanarFrame, Plane};
+use nlmdenoise::Denoiser;
 
-use crate::transform::lock;
+use crate::lock;
 
-/// Planes of one geometry that GStreamer gave back, per component, and the addresses of the first
-/// planes the pool lent upstream (to recognise its buffers when they come in).
+/// Planes of one geometry that GStreamer gave back, per component, each with its frame's
+/// page-lock, and the addresses of the first planes the pool lent upstream (to recognise its
+/// buffers when they come in).
 #[derive(Clone)]
 pub struct PlaneStore(Arc<Mutex<StoreInner>>);
 
+type StoredPlane = (Plane, Option<PinToken>);
+
 struct StoreInner {
     geometry: Geometry,
-    planes: Vec<Vec<Plane>>,
+    planes: Vec<Vec<StoredPlane>>,
     lent_to_upstream: HashSet<usize>,
+    maker: Arc<dyn FrameMaker>,
 }
 
 impl PlaneStore {
-    pub fn new(geometry: &Geometry) -> Self {
-        PlaneStore(Arc::new(Mutex::new(StoreInner { geometry: geometry.clone(), planes: vec![Vec::new(); geometry.planes.len()], lent_to_upstream: HashSet::new() })))
+    pub fn new(geometry: &Geometry, maker: Arc<dyn FrameMaker>) -> Self {
+        PlaneStore(Arc::new(Mutex::new(StoreInner { geometry: geometry.clone(), planes: vec![Vec::new(); geometry.planes.len()], lent_to_upstream: HashSet::new(), maker })))
     }
 
-    fn geometry(&self) -> Geometry {
-        lock(&self.0).geometry.clone()
-    }
-
-    fn give(&self, component: usize, plane: Plane) {
+    fn give(&self, component: usize, plane: Plane, pin: Option<PinToken>) {
         let mut s = lock(&self.0);
         if let Some(list) = s.planes.get_mut(component) {
-            list.push(plane);
+            list.push((plane, pin));
         }
     }
 
-    pub fn give_frame(&self, frame: PlanarFrame) {
-        for (c, plane) in frame.planes.into_iter().enumerate() {
-            self.give(c, plane);
+    pub fn give_frame(&self, frame: Frame) {
+        let (planar, pin) = frame.into_parts();
+        for (c, plane) in planar.planes.into_iter().enumerate() {
+            self.give(c, plane, pin.clone());
         }
     }
 
-    /// A frame assembled from given-back planes, if there is one of each.
-    pub fn take_frame(&self) -> Option<PlanarFrame> {
+    /// A frame assembled from given-back planes, if there is one of each (planes of one frame
+    /// together where they are, so that its page-lock still covers it).
+    pub fn take_frame(&self) -> Option<Frame> {
         let mut s = lock(&self.0);
         if s.planes.iter().any(|l| l.is_empty()) {
             return None;
         }
-        Some(PlanarFrame { planes: s.planes.iter_mut().map(|l| l.pop().expect("checked")).collect() })
+        let (first, pin) = s.planes[0].pop().expect("checked");
+        let mut planes = vec![first];
+        for list in s.planes.iter_mut().skip(1) {
+            let same = pin.as_ref().and_then(|p| list.iter().rposition(|(_, q)| q.as_ref().is_some_and(|q| Frame::same_pin(p, q))));
+            let (plane, _) = match same {
+                Some(i) => list.swap_remove(i),
+                None => list.pop().expect("checked"),
+            };
+            planes.push(plane);
+        }
+        Some(Frame::from_parts(PlanarFrame { planes }, pin))
     }
 
-    fn take_or_new(&self) -> PlanarFrame {
-        self.take_frame().unwrap_or_else(|| PlanarFrame::zeroed(&self.geometry()))
+    fn take_or_new(&self) -> Frame {
+        self.take_frame().unwrap_or_else(|| {
+            let (maker, geometry) = {
+                let s = lock(&self.0);
+                (s.maker.clone(), s.geometry.clone())
+            };
+            maker.make(&geometry)
+        })
     }
 
     pub fn same(&self, other: &PlaneStore) -> bool {
@@ -81,7 +105,7 @@ pub struct PlaneOrder(pub Vec<usize>);
 /// A frame lent downstream inside an output buffer (read-only memories, one per plane); back to
 /// its store when the last of them goes.
 struct LentFrame {
-    frame: Option<PlanarFrame>,
+    frame: Option<Frame>,
     store: PlaneStore,
 }
 
@@ -106,7 +130,7 @@ impl AsRef<[u8]> for LentPlane {
 }
 
 /// `frame` as a buffer of read-only memories in `order`, returning to `store` when released.
-pub fn lend_output(frame: PlanarFrame, order: &PlaneOrder, store: &PlaneStore) -> gst::Buffer {
+pub fn lend_output(frame: Frame, order: &PlaneOrder, store: &PlaneStore) -> gst::Buffer {
     let shared = Arc::new(LentFrame { frame: Some(frame), store: store.clone() });
     let mut buffer = gst::Buffer::new();
     {
@@ -123,6 +147,8 @@ pub fn lend_output(frame: PlanarFrame, order: &PlaneOrder, store: &PlaneStore) -
 struct FillPlane {
     component: usize,
     plane: Option<Plane>,
+    /// The page-lock of the frame the plane belongs to.
+    pin: Option<PinToken>,
     store: PlaneStore,
 }
 
@@ -138,7 +164,7 @@ impl AsMut<[u8]> for FillPlane {
 impl Drop for FillPlane {
     fn drop(&mut self) {
         if let Some(p) = self.plane.take() {
-            self.store.give(self.component, p);
+            self.store.give(self.component, p, self.pin.take());
         }
     }
 }
@@ -151,7 +177,7 @@ fn data_address(buffer: &gst::BufferRef) -> Option<usize> {
 /// An input buffer the element's pool lent upstream, filled: its frame, taken back without a copy
 /// (`Err` gives the buffer back, unchanged in content, when it is not one of the pool's or is
 /// shared with someone else).
-pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStore) -> Result<PlanarFrame, gst::Buffer> {
+pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStore) -> Result<Frame, gst::Buffer> {
     let n = order.0.len();
     if buffer.n_memory() != n || !buffer.is_writable() || !buffer.is_all_memory_writable() {
         return Err(buffer);
@@ -192,11 +218,91 @@ pub fn take_input(mut buffer: gst::Buffer, order: &PlaneOrder, store: &PlaneStor
         }
         return Err(buffer);
     }
+    let mut pin = None;
     for mut fill in parts.into_iter().flatten() {
         planes[fill.component] = fill.plane.take();
+        pin = pin.or(fill.pin.take());
     }
-    // Checked above: one plane per component.
-    Ok(PlanarFrame { planes: planes.into_iter().flatten().collect() })
+    // Checked above: one plane per component. The frame is page-locked again where the planes
+    // are still the ones its page-lock covers (Frame::pinned_ranges checks).
+    Ok(Frame::from_parts(PlanarFrame { planes: planes.into_iter().flatten().collect() }, pin))
+}
+
+/// The state's frames lent to GStreamer: downstream as output buffers where `output` allows,
+/// upstream through the proposed pool where the input caps allow, and the stores they come back
+/// to (one store when input and output frames have the same planes).
+pub struct Lending {
+    pub output: Option<PlaneLayout>,
+    pub out_store: PlaneStore,
+    pub input: Option<PlaneOrder>,
+    pub in_store: PlaneStore,
+    /// The pool proposed upstream (created at the first allocation query of these caps).
+    pub pool: Option<PlanarPool>,
+}
+
+impl Lending {
+    pub fn new<T>(denoiser: &mut Denoiser<T>, in_info: &gst_video::VideoInfo, out_info: &gst_video::VideoInfo) -> Self {
+        let maker = denoiser.frame_maker();
+        let (in_geometry, out_geometry) = denoiser.exchange_geometry();
+        let in_store = PlaneStore::new(in_geometry, maker.clone());
+        let out_store = if out_geometry == in_geometry { in_store.clone() } else { PlaneStore::new(out_geometry, maker) };
+        let output = PlaneLayout::new(denoiser.output_info(), out_info);
+        // Upstream writes the caps' default layout into a pool's buffers: a pool is offered only
+        // where that is the engine's.
+        let input = PlaneLayout::new(denoiser.info(), in_info).filter(|l| l.default_layout).map(|l| l.order);
+        Lending { output, out_store, input, in_store, pool: None }
+    }
+}
+
+/// The engine's exchange frames as GStreamer buffers: one memory per memory
+/// plane of the format, each plane's rows at a stride of their own length. Planar formats lend
+/// the engine's planar frames; formats that interleave components (NV12, P010, packed RGB) lend
+/// stored frames (`planar::exchange_layout`), which the CUDA backend (de)interleaves on the GPU.
+pub struct PlaneLayout {
+    pub order: PlaneOrder,
+    /// Byte offset of each memory plane in the buffer and its row stride.
+    offsets: Vec<usize>,
+    strides: Vec<i32>,
+    /// The offsets and strides are the caps' default ones (no `GstVideoMeta` needed).
+    pub default_layout: bool,
+}
+
+impl PlaneLayout {
+    fn new(engine: nlmdenoise::VideoInfo, info: &gst_video::VideoInfo) -> Option<Self> {
+        let (geometry, order) = exchange_layout(&engine);
+        let mut offsets = Vec::with_capacity(order.len());
+        let mut strides = Vec::with_capacity(order.len());
+        let mut at = 0;
+        for &c in &order {
+            let plane = &geometry.planes[c];
+            offsets.push(at);
+            strides.push((plane.width * geometry.bytes_per_sample) as i32);
+            at += plane.width * plane.height * geometry.bytes_per_sample;
+        }
+        let default_layout = info.offset().iter().zip(&offsets).all(|(a, b)| *a == *b) && info.stride().iter().zip(&strides).all(|(a, b)| a == b) && at == info.size();
+        Some(PlaneLayout { order: PlaneOrder(order), offsets, strides, default_layout })
+    }
+
+    /// `frame` lent downstream as a buffer, with a `GstVideoMeta` where the layout is not the
+    /// default one or downstream takes one (it then maps plane by plane; without the meta a
+    /// whole-buffer map merges the planes into a copy).
+    pub fn lend(&self, frame: Frame, store: &PlaneStore, info: &gst_video::VideoInfo, video_meta: bool) -> Result<gst::Buffer, gst::FlowError> {
+        let mut buffer = lend_output(frame, &self.order, store);
+        if video_meta || !self.default_layout {
+            let b = buffer.get_mut().expect("new buffer");
+            gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), info.format(), info.width(), info.height(), &self.offsets, &self.strides).map_err(|_| gst::FlowError::Error)?;
+        }
+        Ok(buffer)
+    }
+}
+
+/// Input frames the engine holds spare go back to the lending store, the one free list of
+/// input frames while frames are lent (the pool's next buffers and the next copied-in inputs
+/// take from it); so no list grows while the other allocates.
+pub fn return_spares<T>(denoiser: &mut Denoiser<T>, store: &PlaneStore) {
+    while let Some(frame) = denoiser.spare_frame() {
+        store.give_frame(frame);
+    }
 }
 
 glib::wrapper! {
@@ -263,13 +369,13 @@ mod imp {
 
         fn alloc_buffer(&self, _params: Option<&gst::BufferPoolAcquireParams>) -> Result<gst::Buffer, gst::FlowError> {
             let Some(PoolSetup { store, order, info }) = lock(&self.setup).clone() else { return Err(gst::FlowError::NotNegotiated) };
-            let frame = store.take_or_new();
-            let mut planes: Vec<Option<Plane>> = frame.planes.into_iter().map(Some).collect();
+            let (planar, pin) = store.take_or_new().into_parts();
+            let mut planes: Vec<Option<Plane>> = planar.planes.into_iter().map(Some).collect();
             let mut buffer = gst::Buffer::new();
             {
                 let b = buffer.get_mut().expect("new buffer");
                 for &c in &order.0 {
-                    b.append_memory(gst::Memory::from_mut_slice(FillPlane { component: c, plane: planes[c].take(), store: store.clone() }));
+                    b.append_memory(gst::Memory::from_mut_slice(FillPlane { component: c, plane: planes[c].take(), pin: pin.clone(), store: store.clone() }));
                 }
                 if *lock(&self.video_meta) {
                     gst_video::VideoMeta::add_full(b, gst_video::VideoFrameFlags::empty(), info.format(), info.width(), info.height(), info.offset(), info.stride())

@@ -37,13 +37,13 @@ fn device_id_takes_an_ordinal_a_list_or_all() {
     assert!(flags.contains(gst::PARAM_FLAG_MUTABLE_READY));
 
     let mut o = BackendOptions::default();
-    gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "3").unwrap();
+    gstnlmdenoise::apply_devices(&mut o, "3").unwrap();
     assert_eq!((o.device_id, &o.devices), (3, &Devices::Default));
-    gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "1,0").unwrap();
+    gstnlmdenoise::apply_devices(&mut o, "1,0").unwrap();
     assert_eq!((o.device_id, &o.devices), (1, &Devices::List(vec![1, 0])));
-    gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "all").unwrap();
+    gstnlmdenoise::apply_devices(&mut o, "all").unwrap();
     assert_eq!(o.devices, Devices::All);
-    assert!(gstnlmdenoise::nlmdenoise::apply_devices(&mut o, "").is_err());
+    assert!(gstnlmdenoise::apply_devices(&mut o, "").is_err());
     let _ = ChunkFrames::Auto;
 }
 

@@ -1,21 +1,23 @@
-//! Implementation of the `nlmupscale` element: its properties and caps (output = input times
-//! `scale`); the frame flow (engine, draining, latency, allocation) is the shared
-//! [`crate::transform::Core`], the computation the engine's [`nlmdenoise::sr`].
+//! Implementation of the `nlmupscale` element: its own properties (`scale` and the fusion's
+//! settings) and caps (output = input times `scale`); the shared properties are
+//! [`crate::properties`], the frame flow (engine, draining, latency, allocation) the shared
+//! [`crate::core::Core`], the computation the engine's [`nlmdenoise::sr`].
 
 use std::sync::LazyLock;
 
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
-use gst_base::prelude::*;
 use gst_base::subclass::prelude::*;
 
-use nlmdenoise::params::{MAX_PATCH_RADIUS, MAX_SEARCH_RADIUS, MAX_SIGMA, MAX_STRENGTH, MAX_TEMPORAL_FUTURE, MAX_TEMPORAL_PAST, SR_BASE_STRENGTH, SR_MAX_DEBLUR, SR_MAX_SCALE, SR_STRENGTH_PER_SIGMA};
+use nlmdenoise::params::{SR_BASE_STRENGTH, SR_MAX_DEBLUR, SR_MAX_SCALE, SR_STRENGTH_PER_SIGMA};
 use nlmdenoise::{Params, SrParams};
 
-use crate::nlmdenoise::imp::{MAX_PIPELINE_DEPTH, MAX_SIDE, MAX_THREADS, SIGMA_UNSET};
-use crate::nlmdenoise::{apply_devices, devices_to_string, Backend};
-use crate::transform::{lock, Core, Settings};
+use crate::caps::MAX_SIDE;
+use crate::core::Core;
+use crate::lock;
+use crate::properties::{common_properties, Target, Words};
+use crate::settings::Settings;
 
 static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| gst::DebugCategory::new("nlmupscale", gst::DebugColorFlags::empty(), Some("Multi-frame NLM super-resolution")));
 
@@ -23,11 +25,16 @@ pub struct NlmUpscale {
     core: Core,
 }
 
+/// The upscaler's settings before any property is set: `Params::upscaling`, and clean-input
+/// strengths instead of an estimated noise level.
+fn default_settings() -> Settings {
+    Settings { params: Params::upscaling(SrParams::default().scale), estimate: false, base_strength: SR_BASE_STRENGTH, ..Settings::default() }
+}
+
 impl Default for NlmUpscale {
     fn default() -> Self {
         let core = Core::new("upscaler", "upscaling");
-        let p = Params::upscaling(SrParams::default().scale);
-        *lock(&core.settings) = Settings { params: p, estimate: false, base_strength: SR_BASE_STRENGTH, ..Settings::default() };
+        *lock(&core.settings) = default_settings();
         NlmUpscale { core }
     }
 }
@@ -48,236 +55,99 @@ impl ObjectSubclass for NlmUpscale {
 impl ObjectImpl for NlmUpscale {
     fn properties() -> &'static [glib::ParamSpec] {
         static PROPERTIES: LazyLock<Vec<glib::ParamSpec>> = LazyLock::new(|| {
-            let p = Params::upscaling(SrParams::default().scale);
-            let sr = p.sr;
-            vec![
-                glib::ParamSpecUInt::builder("scale")
-                    .nick("Scale")
-                    .blurb("Integer upscaling factor: output width and height are the input's times this")
-                    .minimum(2)
-                    .maximum(SR_MAX_SCALE)
-                    .default_value(sr.scale)
-                    .mutable_ready()
-                    .build(),
-                glib::ParamSpecEnum::builder_with_default("backend", Backend::Auto)
-                    .nick("Backend")
-                    .blurb("Compute backend: auto = CUDA when a usable GPU and NVRTC are present, else CPU, and CPU from then on if the GPU fails mid-stream; cuda = fail when unavailable or failing")
-                    .mutable_ready()
-                    .build(),
-                glib::ParamSpecString::builder("device-id")
-                    .nick("CUDA device(s)")
-                    .blurb("CUDA device ordinal, a comma-separated list of ordinals (chunks spread over those devices), or 'all'")
-                    .default_value(Some("0"))
-                    .mutable_ready()
-                    .build(),
-                crate::transform::chunk_frames_property(),
-                glib::ParamSpecUInt::builder("threads")
-                    .nick("CPU threads")
-                    .blurb("Worker threads of the CPU backend (0 = all cores)")
-                    .maximum(MAX_THREADS)
-                    .default_value(0)
-                    .mutable_ready()
-                    .build(),
-                crate::transform::zero_copy_property(),
-                glib::ParamSpecUInt::builder("pipeline-depth")
-                    .nick("Pipeline depth")
-                    .blurb("Frames in flight on the GPU (adds that many frames of latency); 0 = synchronous")
-                    .maximum(MAX_PIPELINE_DEPTH)
-                    .default_value(0)
-                    .mutable_ready()
-                    .build(),
-                glib::ParamSpecUInt::builder("temporal-past")
-                    .nick("Past frames")
-                    .blurb("Past frames fused (no added latency)")
-                    .maximum(MAX_TEMPORAL_PAST)
-                    .default_value(p.temporal_past)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecUInt::builder("temporal-future")
-                    .nick("Future frames")
-                    .blurb("Future frames fused; adds that many frames of latency")
-                    .maximum(MAX_TEMPORAL_FUTURE)
-                    .default_value(p.temporal_future)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecUInt::builder("search-radius")
-                    .nick("Search radius")
-                    .blurb("Low-resolution samples searched around each output sample's cell, in x and y")
-                    .maximum(MAX_SEARCH_RADIUS)
-                    .default_value(p.search_radius)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecUInt::builder("patch-radius")
-                    .nick("Patch radius")
-                    .blurb("Radius of the compared patches, in low-resolution samples")
-                    .maximum(MAX_PATCH_RADIUS)
-                    .default_value(p.patch_radius)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecFloat::builder("strength")
-                    .nick("Strength")
-                    .blurb("Strength h of the luma (and RGB) weights, 8-bit units; default: follows sigma when set")
-                    .minimum(0.01)
-                    .maximum(MAX_STRENGTH)
-                    .default_value(SR_BASE_STRENGTH)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecFloat::builder("chroma-strength")
-                    .nick("Chroma strength")
-                    .blurb("Strength h of the chroma weights, 8-bit units; default: follows sigma when set")
-                    .minimum(0.01)
-                    .maximum(MAX_STRENGTH)
-                    .default_value(SR_BASE_STRENGTH)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecFloat::builder("sigma")
-                    .nick("Noise sigma")
-                    .blurb(&format!("Noise standard deviation of the input in 8-bit code values, to denoise while upscaling: sigma^2 is subtracted from patch distances and, unless strength/chroma-strength were set, the strengths follow it (hypot({SR_BASE_STRENGTH}, {SR_STRENGTH_PER_SIGMA} * sigma)). -1 (default): a clean input"))
-                    .minimum(SIGMA_UNSET)
-                    .maximum(MAX_SIGMA)
-                    .default_value(SIGMA_UNSET)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecUInt::builder("iterations")
-                    .nick("Iterations")
-                    .blurb("Fusion passes: 1, or 2 (the second matches against the first's result; twice the cost)")
-                    .minimum(1)
-                    .maximum(2)
-                    .default_value(sr.iterations)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecUInt::builder("deblur")
-                    .nick("Deblur steps")
-                    .blurb("Back-projection steps of the initial estimate against the current frame: undo the blur of the downscale")
-                    .maximum(SR_MAX_DEBLUR)
-                    .default_value(sr.deblur)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecFloat::builder("fusion")
-                    .nick("Fusion")
-                    .blurb("Share of the correction fused from the temporal window that is added to the deblurred estimate (0 = the current frame alone)")
-                    .minimum(0.0)
-                    .maximum(1.0)
-                    .default_value(sr.fusion)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecBoolean::builder("novelty-gate")
-                    .nick("Novelty gate")
-                    .blurb("Apply the fused correction only where another frame matches better than the current one (static content stays as sharp as the deblurred frame); off: everywhere (repetitive, synthetic content gains, smooth static content softens)")
-                    .default_value(sr.novelty_gate)
-                    .mutable_playing()
-                    .build(),
-                glib::ParamSpecString::builder("backend-in-use")
-                    .nick("Backend in use")
-                    .blurb("The backend the running stream computes on (read-only; empty before caps)")
-                    .read_only()
-                    .build(),
-            ]
+            let defaults = default_settings();
+            let sr = defaults.params.sr;
+            let sigma = format!("Noise standard deviation of the input in 8-bit code values, to denoise while upscaling: sigma^2 is subtracted from patch distances and, unless strength/chroma-strength were set, the strengths follow it (hypot({SR_BASE_STRENGTH}, {SR_STRENGTH_PER_SIGMA} * sigma)). -1 (default): a clean input");
+            let words = Words {
+                device_id_nick: "CUDA device(s)",
+                device_id: "CUDA device ordinal, a comma-separated list of ordinals (chunks spread over those devices), or 'all'",
+                pipeline_depth: "Frames in flight on the GPU (adds that many frames of latency); 0 = synchronous",
+                temporal_past: "Past frames fused (no added latency)",
+                temporal_future: "Future frames fused; adds that many frames of latency",
+                search_radius: "Low-resolution samples searched around each output sample's cell, in x and y",
+                patch_radius: "Radius of the compared patches, in low-resolution samples",
+                strength: "Strength h of the luma (and RGB) weights, 8-bit units; default: follows sigma when set",
+                chroma_strength: "Strength h of the chroma weights, 8-bit units; default: follows sigma when set",
+                sigma: &sigma,
+                backend_in_use: "The backend the running stream computes on (read-only; empty before caps)",
+            };
+            let mut props = common_properties(&words, &defaults);
+            props.extend([
+            glib::ParamSpecUInt::builder("scale")
+                .nick("Scale")
+                .blurb("Integer upscaling factor: output width and height are the input's times this")
+                .minimum(2)
+                .maximum(SR_MAX_SCALE)
+                .default_value(sr.scale)
+                .mutable_ready()
+                .build(),
+            glib::ParamSpecUInt::builder("iterations")
+                .nick("Iterations")
+                .blurb("Fusion passes: 1, or 2 (the second matches against the first's result; twice the cost)")
+                .minimum(1)
+                .maximum(2)
+                .default_value(sr.iterations)
+                .mutable_playing()
+                .build(),
+            glib::ParamSpecUInt::builder("deblur")
+                .nick("Deblur steps")
+                .blurb("Back-projection steps of the initial estimate against the current frame: undo the blur of the downscale")
+                .maximum(SR_MAX_DEBLUR)
+                .default_value(sr.deblur)
+                .mutable_playing()
+                .build(),
+            glib::ParamSpecFloat::builder("fusion")
+                .nick("Fusion")
+                .blurb("Share of the correction fused from the temporal window that is added to the deblurred estimate (0 = the current frame alone)")
+                .minimum(0.0)
+                .maximum(1.0)
+                .default_value(sr.fusion)
+                .mutable_playing()
+                .build(),
+            glib::ParamSpecBoolean::builder("novelty-gate")
+                .nick("Novelty gate")
+                .blurb("Apply the fused correction only where another frame matches better than the current one (static content stays as sharp as the deblurred frame); off: everywhere (repetitive, synthetic content gains, smooth static content softens)")
+                .default_value(sr.novelty_gate)
+                .mutable_playing()
+                .build(),
+            ]);
+            props
         });
         PROPERTIES.as_ref()
     }
 
     fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
-        let mut guard = lock(&self.core.settings);
-        let s = &mut *guard;
-        let old_future = s.params.latency_frames();
-        // `value` has been validated against the pspec (type and range) by GObject.
-        match pspec.name() {
-            "backend" => s.options.kind = value.get::<Backend>().unwrap_or_default().to_engine(),
-            "device-id" => {
-                let text = value.get::<Option<String>>().ok().flatten().unwrap_or_else(|| "0".to_string());
-                match apply_devices(&mut s.options, &text) {
-                    Ok(()) => s.bad_device_id = None,
-                    Err(e) => s.bad_device_id = Some(format!("device-id '{text}': {e}")),
-                }
-                if let Some(bad) = &s.bad_device_id {
-                    gst::error!(CAT, imp = self, "{bad}");
-                    return;
-                }
+        self.core.set_property(self.obj().upcast_ref(), value, pspec, |s, name, value| {
+            let sr = &mut s.params.sr;
+            match name {
+                "scale" => sr.scale = value.get().unwrap_or(sr.scale),
+                "iterations" => sr.iterations = value.get().unwrap_or(sr.iterations),
+                "deblur" => sr.deblur = value.get().unwrap_or(sr.deblur),
+                "fusion" => sr.fusion = value.get().unwrap_or(sr.fusion),
+                "novelty-gate" => sr.novelty_gate = value.get().unwrap_or(sr.novelty_gate),
+                _ => return None,
             }
-            "chunk-frames" => s.options.chunk_frames = crate::transform::chunk_frames_from_property(value.get::<u32>().unwrap_or(1)),
-            "threads" => s.options.threads = value.get::<u32>().unwrap_or(0) as usize,
-            "pipeline-depth" => s.options.pipeline_depth = value.get::<u32>().unwrap_or(0) as usize,
-            "zero-copy" => s.zero_copy = value.get().unwrap_or(true),
-            name => {
-                let p = &mut s.params;
-                match name {
-                    "scale" => p.sr.scale = value.get().unwrap_or(p.sr.scale),
-                    "temporal-past" => p.temporal_past = value.get().unwrap_or(p.temporal_past),
-                    "temporal-future" => p.temporal_future = value.get().unwrap_or(p.temporal_future),
-                    "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
-                    "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
-                    "strength" => {
-                        p.strength = value.get().unwrap_or(p.strength);
-                        s.strength_set = true;
-                    }
-                    "chroma-strength" => {
-                        p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
-                        s.strength_set = true;
-                    }
-                    "sigma" => {
-                        let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
-                        p.sigma = if v < 0.0 { None } else { Some(v) };
-                    }
-                    "iterations" => p.sr.iterations = value.get().unwrap_or(p.sr.iterations),
-                    "deblur" => p.sr.deblur = value.get().unwrap_or(p.sr.deblur),
-                    "fusion" => p.sr.fusion = value.get().unwrap_or(p.sr.fusion),
-                    "novelty-gate" => p.sr.novelty_gate = value.get().unwrap_or(p.sr.novelty_gate),
-                    other => {
-                        gst::warning!(CAT, imp = self, "unknown property {other}");
-                        return;
-                    }
-                }
-                s.update_auto();
-                self.core.params_changed(s);
-            }
-        }
-        gst::debug!(CAT, imp = self, "{} set", pspec.name());
-        let latency_changed = s.params.latency_frames() != old_future;
-        drop(guard);
-        if latency_changed {
-            let obj = self.obj();
-            let _ = obj.post_message(gst::message::Latency::builder().src(&*obj).build());
-        }
+            Some(Target::Params)
+        });
     }
 
     fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
-        if pspec.name() == "backend-in-use" {
-            return lock(&self.core.state).as_ref().map(|st| st.denoiser.backend_description()).to_value();
-        }
-        let s = lock(&self.core.settings);
-        let (p, o) = (&s.params, &s.options);
-        match pspec.name() {
-            "scale" => p.sr.scale.to_value(),
-            "backend" => Backend::from_engine(o.kind).to_value(),
-            "device-id" => devices_to_string(o).to_value(),
-            "chunk-frames" => crate::transform::chunk_frames_to_property(o.chunk_frames).to_value(),
-            "threads" => (o.threads as u32).to_value(),
-            "pipeline-depth" => (o.pipeline_depth as u32).to_value(),
-            "zero-copy" => s.zero_copy.to_value(),
-            "temporal-past" => p.temporal_past.to_value(),
-            "temporal-future" => p.temporal_future.to_value(),
-            "search-radius" => p.search_radius.to_value(),
-            "patch-radius" => p.patch_radius.to_value(),
-            "strength" => p.strength.to_value(),
-            "chroma-strength" => p.chroma_strength.to_value(),
-            "sigma" => p.sigma.unwrap_or(SIGMA_UNSET).to_value(),
-            "iterations" => p.sr.iterations.to_value(),
-            "deblur" => p.sr.deblur.to_value(),
-            "fusion" => p.sr.fusion.to_value(),
-            "novelty-gate" => p.sr.novelty_gate.to_value(),
-            other => {
-                gst::warning!(CAT, imp = self, "unknown property {other}");
-                glib::Value::from_type(pspec.value_type())
-            }
-        }
+        self.core.property(self.obj().upcast_ref(), pspec, |s, name| {
+            let sr = &s.params.sr;
+            Some(match name {
+                "scale" => sr.scale.to_value(),
+                "iterations" => sr.iterations.to_value(),
+                "deblur" => sr.deblur.to_value(),
+                "fusion" => sr.fusion.to_value(),
+                "novelty-gate" => sr.novelty_gate.to_value(),
+                _ => return None,
+            })
+        })
     }
 
     fn constructed(&self) {
         self.parent_constructed();
-        let obj = self.obj();
-        obj.set_qos(true);
-        self.core.attach(obj.upcast_ref(), *CAT);
+        self.core.attach(self.obj().upcast_ref(), *CAT);
     }
 }
 
@@ -297,7 +167,7 @@ impl ElementImpl for NlmUpscale {
     }
 
     fn pad_templates() -> &'static [gst::PadTemplate] {
-        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(crate::transform::pad_templates);
+        static PAD_TEMPLATES: LazyLock<Vec<gst::PadTemplate>> = LazyLock::new(crate::caps::pad_templates);
         PAD_TEMPLATES.as_ref()
     }
 }
@@ -320,7 +190,7 @@ fn scale_dimension(value: &glib::SendValue, scale: i32, up: bool) -> Option<glib
 }
 
 impl BaseTransformImpl for NlmUpscale {
-    crate::transform::base_transform_via_core!();
+    crate::core::base_transform_via_core!();
 
     fn transform_caps(&self, direction: gst::PadDirection, caps: &gst::Caps, filter: Option<&gst::Caps>) -> Option<gst::Caps> {
         let scale = self.scale();

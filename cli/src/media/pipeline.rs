@@ -1,0 +1,331 @@
+//! Building the pipeline around the processing element: the video branch from its entry queue
+//! to the sink or muxer (with the encoder and its input format), the probes that count frames
+//! and end the stream early (`--frames`, an interrupt), and the decoding source: `decodebin`,
+//! whose pads are linked as they appear, video to the branch and audio re-encoded into the muxer
+//! (or dropped). The y4m source is [`super::y4m_src`].
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use gst::prelude::*;
+
+use super::configure::working_caps;
+use super::factories::{make, missing};
+use super::{lock, post_error, Shared};
+use crate::{BitDepthArg, Cli, Container};
+
+/// The elements of the video branch that the source and the callbacks set up or link to.
+pub struct VideoBranch {
+    /// The branch's first element (a queue), where the source links.
+    pub entry: gst::Element,
+    /// Pins the format the element works in (see `working_caps`): videoconvert alone would pick
+    /// the "least lossy" format, Y444_16LE, for everything.
+    pub format_filter: gst::Element,
+    /// The encoder's input format: set once the input's is known (`encoder_format`).
+    pub encoder_filter: Option<gst::Element>,
+    pub mux: Option<gst::Element>,
+}
+
+/// Adds and links `queue ! videoconvert ! capsfilter ! ELEMENT ! videoconvert ! ...` up to the
+/// encoder and muxer, `y4menc`, or a fakesink, as the output asks.
+pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, output: Option<&str>, container: Option<Container>) -> Result<VideoBranch> {
+    let vqueue = make("queue")?;
+    let conv_in = make("videoconvert")?;
+    let conv_out = make("videoconvert")?;
+    let format_filter = make("capsfilter")?;
+    let mut chain = vec![vqueue.clone(), conv_in, format_filter.clone(), den.clone(), conv_out];
+    let mut mux = None;
+    let mut encoder_filter: Option<gst::Element> = None;
+    match container {
+        Some(c @ (Container::Mp4 | Container::Mkv)) => {
+            let enc = video_encoder(cli)?;
+            // The encoder's input format: set once the input's is known (encoder_format).
+            let enc_filter = make("capsfilter")?;
+            chain.push(enc_filter.clone());
+            encoder_filter = Some(enc_filter);
+            let q = make("queue")?;
+            q.set_property("max-size-buffers", 0u32);
+            q.set_property("max-size-bytes", 0u32);
+            q.set_property("max-size-time", 0u64);
+            let m = make(if c == Container::Mp4 { "mp4mux" } else { "matroskamux" })?;
+            let sink = make("filesink")?;
+            sink.set_property("location", output.expect("a container comes with an output"));
+            pipeline.add_many([&m, &sink])?;
+            m.link(&sink).context("linking the muxer")?;
+            chain.extend([enc, q]);
+            mux = Some(m);
+        }
+        Some(Container::Y4m) => {
+            let enc = make("y4menc")?;
+            let sink = match output {
+                Some("-") | None => {
+                    let s = make("fdsink")?;
+                    s.set_property("fd", 1i32);
+                    s
+                }
+                Some(path) => {
+                    let s = make("filesink")?;
+                    s.set_property("location", path);
+                    s
+                }
+            };
+            chain.extend([enc, sink]);
+        }
+        None => {
+            let sink = make("fakesink")?;
+            sink.set_property("sync", false);
+            chain.push(sink);
+        }
+    }
+    pipeline.add_many(&chain)?;
+    gst::Element::link_many(&chain).context("linking the video branch")?;
+    if let Some(m) = &mux {
+        let pad = m.request_pad_simple("video_%u").context("the muxer refused a video stream")?;
+        chain.last().unwrap().static_pad("src").unwrap().link(&pad).context("linking video to the muxer")?;
+    }
+    Ok(VideoBranch { entry: vqueue, format_filter, encoder_filter, mux })
+}
+
+/// Counts the frames that leave the element, and ends the video branch at its entry at
+/// `--frames` or an interrupt.
+pub fn add_probes(video: &VideoBranch, den: &gst::Element, limit: Option<u64>, shared: &Arc<Shared>) {
+    {
+        let sh = shared.clone();
+        den.static_pad("src").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+            sh.frames_out.fetch_add(1, Ordering::Relaxed);
+            gst::PadProbeReturn::Ok
+        });
+    }
+    // --frames and interrupts: the video branch ends at its entry (EOS, later buffers dropped),
+    // and the audio at the same running time, so that the muxer finishes a playable file. (An EOS
+    // sent to the source would not do: the demuxer reads the file in pull mode.)
+    {
+        let sh = shared.clone();
+        video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+            let n = sh.frames_in.fetch_add(1, Ordering::Relaxed);
+            let rt = info.buffer().and_then(|b| b.pts()).and_then(|pts| running_time(pad, pts));
+            if let (0, Some(limit)) = (n, limit) {
+                // Provisional audio cut from the frame rate; made exact at frame `limit`.
+                let fps = pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
+                if let (Some(r0), Some(len)) = (rt, fps.and_then(|f| frames_duration(limit, f))) {
+                    lock(&sh.audio_cutoff).get_or_insert(r0 + len);
+                }
+            }
+            if !(limit.is_some_and(|l| n >= l) || crate::interrupt::requested()) {
+                return gst::PadProbeReturn::Ok;
+            }
+            if !sh.video_ended.swap(true, Ordering::SeqCst) {
+                if let Some(r) = rt {
+                    *lock(&sh.audio_cutoff) = Some(r);
+                }
+                pad.send_event(gst::event::Eos::new());
+            }
+            // Dropped here rather than with `Drop`, which GStreamer 1.22 answers with a critical
+            // (it unrefs the buffer the bindings already released).
+            drop(info.data.take());
+            gst::PadProbeReturn::Handled
+        });
+    }
+}
+
+/// Adds `filesrc ! decodebin` for `input`: video pads go to the branch (fixing its format and
+/// the encoder's), audio to the muxer when `container` keeps it, anything else to a fakesink.
+pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, input: &str, container: Option<Container>, shared: &Arc<Shared>) -> Result<()> {
+    let src = make("filesrc")?;
+    src.set_property("location", input);
+    let dec = make("decodebin")?;
+    pipeline.add_many([&src, &dec])?;
+    src.link(&dec).context("linking filesrc and decodebin")?;
+    let weak = pipeline.downgrade();
+    let vsink = video.entry.static_pad("sink").unwrap();
+    let sh = shared.clone();
+    let mux_ = video.mux.clone();
+    let filter = video.format_filter.clone();
+    let (enc_filter, bit_depth) = (video.encoder_filter.clone(), cli.bit_depth);
+    let keep_audio = !cli.no_audio && matches!(container, Some(Container::Mp4 | Container::Mkv));
+    let (audio_bitrate, frame_limit) = (cli.audio_bitrate, cli.frames);
+    dec.connect_pad_added(move |dec, pad| {
+        let Some(pipeline) = weak.upgrade() else { return };
+        let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+        let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
+        if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
+            filter.set_property("caps", working_caps(&caps));
+            let decoded = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten();
+            if let (Some(f), Some(info)) = (&enc_filter, decoded) {
+                let (enc_format, note) = encoder_format(&info.format_info(), bit_depth);
+                f.set_property("caps", gst::Caps::builder("video/x-raw").field("format", enc_format.to_str()).build());
+                *lock(&sh.encoding) = Some((enc_format, note));
+            }
+            if let Some(limit) = frame_limit {
+                // The audio cut (running time) before any buffer flows, so that audio the
+                // demuxer delivers ahead of the video is cut too; made exact at frame `limit`.
+                let fps = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten().map(|i| i.fps());
+                if let Some(len) = fps.and_then(|f| frames_duration(limit, f)) {
+                    lock(&sh.audio_cutoff).get_or_insert(len);
+                }
+            }
+            if let Err(e) = pad.link(&vsink) {
+                post_error(dec, &sh, format!("cannot link the decoded video ({caps}): {e:?}"));
+            }
+        } else if name.starts_with("audio/") && !sh.audio_linked.swap(true, Ordering::SeqCst) {
+            let summary = audio_summary(&caps);
+            if keep_audio {
+                let (mux, container) = (mux_.as_ref().expect("muxer"), container.expect("container"));
+                let to_mux = match link_audio(&pipeline, pad, mux, container, audio_bitrate) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        post_error(dec, &sh, format!("{e:#}"));
+                        return;
+                    }
+                };
+                {
+                    let sh2 = sh.clone();
+                    to_mux.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+                        let cut = *lock(&sh2.audio_cutoff);
+                        match (cut, info.buffer().and_then(|b| b.pts()).and_then(|pts| running_time(pad, pts))) {
+                            (Some(cut), Some(rt)) if rt >= cut => {
+                                if let Some(peer) = pad.peer() {
+                                    peer.send_event(gst::event::Eos::new());
+                                }
+                                drop(info.data.take());
+                                gst::PadProbeReturn::Handled
+                            }
+                            _ => gst::PadProbeReturn::Ok,
+                        }
+                    });
+                }
+                *lock(&sh.audio) = Some(format!("{summary}, re-encoded"));
+            } else {
+                *lock(&sh.audio) = Some(format!("{summary}, dropped"));
+                link_fakesink(&pipeline, pad);
+            }
+        } else {
+            link_fakesink(&pipeline, pad);
+        }
+    });
+    let sh = shared.clone();
+    dec.connect_no_more_pads(move |dec| {
+        if !sh.video_linked.load(Ordering::SeqCst) {
+            post_error(dec, &sh, "the input has no video stream".to_string());
+        }
+    });
+    Ok(())
+}
+
+fn video_encoder(cli: &Cli) -> Result<gst::Element> {
+    let enc = make("x264enc")?;
+    enc.set_property_from_str("speed-preset", cli.preset.nick());
+    match cli.bitrate {
+        Some(kbps) => {
+            enc.set_property_from_str("pass", "cbr");
+            enc.set_property("bitrate", kbps.min(2_048_000));
+        }
+        None => {
+            enc.set_property_from_str("pass", "qual");
+            enc.set_property("quantizer", cli.crf);
+        }
+    }
+    Ok(enc)
+}
+
+/// Links decoded audio through `queue ! audioconvert ! audioresample ! ENC ! queue` into the
+/// muxer; returns the pad that feeds the muxer (where the audio is cut: buffers leave it only as
+/// the muxer interleaves them).
+fn link_audio(pipeline: &gst::Pipeline, pad: &gst::Pad, mux: &gst::Element, container: Container, audio_bitrate: u32) -> Result<gst::Pad> {
+    let encoder = match container {
+        Container::Mp4 => "avenc_aac",
+        _ => "opusenc",
+    };
+    if gst::ElementFactory::find(encoder).is_none() {
+        bail!("{} (or pass --no-audio)", missing(encoder));
+    }
+    let q1 = make("queue")?;
+    let conv = make("audioconvert")?;
+    let resample = make("audioresample")?;
+    let enc = make(encoder)?;
+    enc.set_property("bitrate", (audio_bitrate * 1000) as i32);
+    let q2 = make("queue")?;
+    // Compressed audio is small; an unbounded queue in front of the muxer keeps audio from
+    // blocking the demuxer while the video encoder holds frames back.
+    q2.set_property("max-size-buffers", 0u32);
+    q2.set_property("max-size-bytes", 0u32);
+    q2.set_property("max-size-time", 0u64);
+    let elements = [&q1, &conv, &resample, &enc, &q2];
+    pipeline.add_many(elements).context("adding the audio branch")?;
+    gst::Element::link_many(elements).context("linking the audio branch")?;
+    let mux_pad = mux.request_pad_simple("audio_%u").context("the muxer refused an audio stream")?;
+    q2.static_pad("src").unwrap().link(&mux_pad).context("linking audio to the muxer")?;
+    for e in elements {
+        e.sync_state_with_parent().context("starting the audio branch")?;
+    }
+    pad.link(&q1.static_pad("sink").unwrap()).context("linking the decoded audio")?;
+    Ok(q2.static_pad("src").unwrap())
+}
+
+fn link_fakesink(pipeline: &gst::Pipeline, pad: &gst::Pad) {
+    if let Ok(sink) = make("fakesink") {
+        sink.set_property("sync", false);
+        sink.set_property("async", false);
+        if pipeline.add(&sink).is_ok() {
+            let _ = sink.sync_state_with_parent();
+            let _ = pad.link(&sink.static_pad("sink").unwrap());
+        }
+    }
+}
+
+fn audio_summary(caps: &gst::CapsRef) -> String {
+    let s = caps.structure(0);
+    let rate = s.and_then(|s| s.get::<i32>("rate").ok());
+    let ch = s.and_then(|s| s.get::<i32>("channels").ok());
+    match (rate, ch) {
+        (Some(r), Some(c)) => format!("audio {r} Hz {c} ch"),
+        _ => "audio".to_string(),
+    }
+}
+
+/// What H.264 (x264enc) gets for an input of format `input`: its chroma subsampling (4:2:0,
+/// 4:2:2 or 4:4:4; grey as 4:2:0, RGB as 4:4:4) and, with `--bit-depth auto`, 10 bits for inputs
+/// deeper than 8 (x264 takes 8 or 10), else the depth asked for. The note says when bits are
+/// dropped.
+pub fn encoder_format(input: &gst_video::VideoFormatInfo, depth: BitDepthArg) -> (gst_video::VideoFormat, Option<String>) {
+    use gst_video::VideoFormat as F;
+    let bits = input.depth().first().copied().unwrap_or(8);
+    let sub = if input.is_yuv() && input.n_components() >= 3 {
+        (input.w_sub()[1], input.h_sub()[1])
+    } else if input.is_rgb() {
+        (0, 0)
+    } else {
+        (1, 1)
+    };
+    let ten = match depth {
+        BitDepthArg::Auto => bits > 8,
+        BitDepthArg::Ten => true,
+        BitDepthArg::Eight => false,
+    };
+    let format = match (sub, ten) {
+        ((1, 1), false) => F::I420,
+        ((1, 0), false) => F::Y42b,
+        (_, false) => F::Y444,
+        ((1, 1), true) => F::I42010le,
+        ((1, 0), true) => F::I42210le,
+        (_, true) => F::Y44410le,
+    };
+    let note = match (bits, ten) {
+        (b, true) if b > 10 => Some(format!("the input has {b} bits per sample; H.264 keeps 10")),
+        (b, false) if b > 8 => Some(format!("the input has {b} bits per sample; --bit-depth 8 writes 8 (--bit-depth auto keeps 10)")),
+        _ => None,
+    };
+    (format, note)
+}
+
+/// The running time of `pts` in the segment `pad` has seen.
+fn running_time(pad: &gst::Pad, pts: gst::ClockTime) -> Option<gst::ClockTime> {
+    let ev = pad.sticky_event::<gst::event::Segment>(0)?;
+    ev.segment().downcast_ref::<gst::ClockTime>()?.to_running_time(pts)
+}
+
+/// How long `frames` frames last at `fps` (None for a variable or unknown rate).
+fn frames_duration(frames: u64, fps: gst::Fraction) -> Option<gst::ClockTime> {
+    (fps.numer() > 0).then(|| gst::ClockTime::SECOND.mul_div_floor(frames * fps.denom() as u64, fps.numer() as u64)).flatten()
+}

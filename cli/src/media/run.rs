@@ -1,0 +1,243 @@
+//! Running the pipeline: the bus loop (progress, noise estimates with `-v`, warnings, the end or
+//! the first error, described for the user), then the summary on standard error and the exit
+//! status the outcome calls for (interrupted, damaged or truncated input).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Result};
+use gst::prelude::*;
+
+use nlmdenoise::noise::NoiseEstimate;
+
+use super::y4m_src::Feeder;
+use super::{lock, Shared};
+use crate::{Cli, Container};
+
+/// How the run went, and what the summary reports of the element (read before the pipeline
+/// stopped).
+pub struct Outcome {
+    result: Result<()>,
+    seconds: f64,
+    interrupted: bool,
+    /// The frames the input promised, where known (a y4m file's size, or duration x frame rate).
+    total_expected: Option<u64>,
+    backend: Option<String>,
+    noise: Option<NoiseEstimate>,
+    caps: Option<gst::Caps>,
+    out_caps: Option<gst::Caps>,
+}
+
+/// Plays the pipeline to its end (or the first error), starting the y4m `feeder` if there is
+/// one; `total` is the number of frames known up front. Stops the pipeline before returning.
+pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str, total: Option<u64>, feeder: Option<Feeder>, shared: &Arc<Shared>) -> Outcome {
+    let mut feeder = feeder;
+    let bus = pipeline.bus().expect("a pipeline has a bus");
+    let bar = crate::progress::bar(cli.quiet, total);
+    let start = Instant::now();
+    let mut feeder_thread = None;
+    let mut interrupted = false;
+    let mut total_expected = total;
+    let result = 'run: {
+        if pipeline.set_state(gst::State::Playing).is_err() {
+            // The reason is on the bus.
+            if let Some(msg) = bus.timed_pop_filtered(gst::ClockTime::from_seconds(1), &[gst::MessageType::Error]) {
+                if let gst::MessageView::Error(err) = msg.view() {
+                    break 'run Err(describe_error(err, input, den, shared, cli.verbose > 0));
+                }
+            }
+            break 'run Err(anyhow!("the pipeline failed to start"));
+        }
+        if let Some(f) = feeder.take() {
+            feeder_thread = Some(f.start(cli.frames, shared.clone()));
+        }
+        let mut total_known = total.is_some();
+        loop {
+            bar.set_position(shared.frames_out.load(Ordering::Relaxed));
+            if !total_known {
+                if let Some(n) = estimate_total(pipeline, den) {
+                    total_expected = Some(n);
+                    let n = cli.frames.map_or(n, |l| l.min(n));
+                    crate::progress::set_total(&bar, Some(n));
+                    total_known = true;
+                }
+            }
+            if crate::interrupt::requested() && !interrupted {
+                // The probe at the video branch's entry ends the stream at the next frame.
+                interrupted = true;
+            }
+            let Some(msg) = bus.timed_pop(gst::ClockTime::from_mseconds(100)) else { continue };
+            match msg.view() {
+                gst::MessageView::Eos(_) => break 'run Ok(()),
+                gst::MessageView::Error(err) => break 'run Err(describe_error(err, input, den, shared, cli.verbose > 0)),
+                gst::MessageView::Element(m) if cli.verbose > 0 && !cli.quiet => {
+                    if let Some(e) = m.structure().filter(|st| st.name() == "nlmdenoise-noise").and_then(noise_of_message) {
+                        bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
+                    }
+                }
+                gst::MessageView::Warning(w) if !cli.quiet => {
+                    let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
+                    bar.suspend(|| eprintln!("nlmdenoise: warning ({src}): {}", w.error()));
+                }
+                _ => {}
+            }
+        }
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let backend: Option<String> = den.property("backend-in-use");
+    // The upscaler does not estimate the noise (no such properties).
+    let (luma, chroma) = match den.find_property("sigma-estimate") {
+        Some(_) => (den.property::<f32>("sigma-estimate"), den.property::<f32>("chroma-sigma-estimate")),
+        None => (-1.0, -1.0),
+    };
+    let noise = (luma >= 0.0).then(|| NoiseEstimate { luma, chroma: (chroma >= 0.0).then_some(chroma) });
+    let caps = den.static_pad("sink").and_then(|p| p.current_caps());
+    let out_caps = den.static_pad("src").and_then(|p| p.current_caps());
+    let _ = pipeline.set_state(gst::State::Null);
+    if let Some(t) = feeder_thread {
+        let _ = t.join();
+    }
+    bar.finish_and_clear();
+    Outcome { result, seconds, interrupted, total_expected, backend, noise, caps, out_caps }
+}
+
+/// The summary of a run (unless `--quiet`) and its result: the pipeline's error, or none for
+/// a complete run, or the exit status's reason (interrupted, damaged or truncated input).
+/// `input_desc` names the input where its caps do not (y4m).
+pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<String>, output: Option<&str>, container: Option<Container>, shared: &Shared) -> Result<()> {
+    let Outcome { result, seconds, interrupted, total_expected, backend, noise, caps, out_caps } = outcome;
+    result?;
+
+    let frames = shared.frames_out.load(Ordering::Relaxed);
+    let damage = lock(&shared.damage).clone();
+    if frames == 0 && !interrupted {
+        match damage {
+            Some(d) => bail!("no complete frame in '{input}': {d}"),
+            None => bail!("no video frame could be decoded from '{input}': the file is damaged or truncated, or holds no picture"),
+        }
+    }
+    // The frames the input promised (duration x frame rate, or the y4m file's size) against those
+    // that came out: fewer means the input ended early (truncated, damaged).
+    let expected = total_expected.map(|t| cli.frames.map_or(t, |l| l.min(t)));
+    let short = expected.filter(|&t| frames + (t / 100).max(1) < t);
+    if !cli.quiet {
+        let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
+        let (mut size, format, fps) = match &vinfo {
+            Some(i) => (format!("{}x{}", i.width(), i.height()), i.format().to_str().to_string(), format!("{}/{}", i.fps().numer(), i.fps().denom())),
+            None => ("?x?".into(), "?".into(), "?".into()),
+        };
+        if let Some(o) = out_caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok()).filter(|o| vinfo.as_ref().is_some_and(|i| (i.width(), i.height()) != (o.width(), o.height()))) {
+            size.push_str(&format!(" -> {}x{}", o.width(), o.height()));
+        }
+        eprintln!(
+            "nlmdenoise: {frames} frames {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
+            frames as f64 / seconds.max(1e-9),
+            backend.unwrap_or_else(|| "none (no frame reached the denoiser)".into())
+        );
+        if let Some(e) = noise {
+            eprintln!("  noise sigma (estimated, 8-bit units): {}", crate::y4m::describe_noise(e));
+        }
+        let audio = lock(&shared.audio).clone();
+        let input_kind = input_desc.unwrap_or_else(|| format!("video {format} {fps} fps"));
+        eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
+        let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
+        let encoding = lock(&shared.encoding).clone();
+        eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
+        if let Some((_, Some(note))) = encoding {
+            eprintln!("  note: {note}");
+        }
+    }
+    if interrupted {
+        return Err(crate::exit_code::Interrupted.into());
+    }
+    if let Some(d) = damage {
+        return Err(crate::exit_code::Incomplete(format!("{d}; the {frames} complete frames before it were denoised and written")).into());
+    }
+    if let Some(t) = short {
+        return Err(
+            crate::exit_code::Incomplete(format!("the input ended after {frames} of the {t} frames it announced (truncated or damaged); the output holds every frame that could be decoded")).into()
+        );
+    }
+    Ok(())
+}
+
+/// The summary's words for the output's encoding.
+fn describe_encoding(cli: &Cli, container: Option<Container>, audio: bool, encoded: Option<gst_video::VideoFormat>) -> String {
+    let profile = encoded.map(|f| {
+        let info = gst_video::VideoFormatInfo::from_format(f);
+        let chroma = match (info.w_sub().get(1), info.h_sub().get(1)) {
+            (Some(1), Some(1)) => "4:2:0",
+            (Some(1), Some(0)) => "4:2:2",
+            _ => "4:4:4",
+        };
+        format!(" {}-bit {chroma}", info.depth()[0])
+    });
+    let video = match cli.bitrate {
+        Some(kbps) => format!("H.264{} {kbps} kbit/s, preset {}", profile.unwrap_or_default(), cli.preset.nick()),
+        None => format!("H.264{} crf {}, preset {}", profile.unwrap_or_default(), cli.crf, cli.preset.nick()),
+    };
+    match container {
+        Some(Container::Mp4) if audio => format!("{video} + AAC {} kbit/s in MP4", cli.audio_bitrate),
+        Some(Container::Mp4) => format!("{video} in MP4, no audio"),
+        Some(Container::Mkv) if audio => format!("{video} + Opus {} kbit/s in Matroska", cli.audio_bitrate),
+        Some(Container::Mkv) => format!("{video} in Matroska, no audio"),
+        Some(Container::Y4m) => "y4m, no audio".to_string(),
+        None => "discarded".to_string(),
+    }
+}
+
+/// The estimate and its stream time from an "nlmdenoise-noise" element message.
+fn noise_of_message(st: &gst::StructureRef) -> Option<(nlmdenoise::noise::NoiseEstimate, gst::ClockTime)> {
+    let luma = st.get::<f32>("sigma").ok()?;
+    let chroma = st.get::<f32>("chroma-sigma").ok().filter(|c| *c >= 0.0);
+    Some((nlmdenoise::noise::NoiseEstimate { luma, chroma }, st.get::<gst::ClockTime>("timestamp").ok()?))
+}
+
+/// Frames in the input, from the pipeline's duration and the video frame rate (once known).
+fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<u64> {
+    let caps = den.static_pad("sink")?.current_caps()?;
+    let fps = gst_video::VideoInfo::from_caps(&caps).ok()?.fps();
+    if fps.numer() <= 0 || fps.denom() <= 0 {
+        return None;
+    }
+    let duration = pipeline.query_duration::<gst::ClockTime>()?;
+    let frames = (duration.nseconds() as u128 * fps.numer() as u128 + fps.denom() as u128 * 500_000_000) / (fps.denom() as u128 * 1_000_000_000);
+    Some(frames as u64)
+}
+
+/// A clear message for an error GStreamer posted.
+fn describe_error(err: &gst::message::Error, input: &str, den: &gst::Element, shared: &Shared, verbose: bool) -> anyhow::Error {
+    if let Some(ours) = lock(&shared.error).clone() {
+        return anyhow!(ours);
+    }
+    let e = err.error();
+    let src = err.src();
+    let src_name = src.map(|s| s.path_string().to_string()).unwrap_or_default();
+    let debug = err.debug().map(|d| d.to_string()).unwrap_or_default();
+    let detail = if verbose && !debug.is_empty() { format!(" [{src_name}: {debug}]") } else { String::new() };
+    if src.is_some_and(|s| s == den.upcast_ref::<gst::Object>()) {
+        return anyhow!("denoising failed: {e}{detail}");
+    }
+    if let Some(kind) = e.kind::<gst::StreamError>() {
+        return match kind {
+            gst::StreamError::TypeNotFound => {
+                anyhow!("cannot decode '{input}': GStreamer does not recognise its format (not a video file, or damaged){detail}")
+            }
+            gst::StreamError::CodecNotFound => anyhow!(
+                "cannot decode '{input}': no GStreamer decoder for one of its streams ({e}); decoders are in the Debian packages gstreamer1.0-libav, gstreamer1.0-plugins-good, -bad and -ugly{detail}"
+            ),
+            _ => anyhow!("cannot decode '{input}': {e}{detail}"),
+        };
+    }
+    if e.kind::<gst::CoreError>() == Some(gst::CoreError::MissingPlugin) {
+        return anyhow!("cannot process '{input}': a GStreamer plugin is missing ({e}); decoders are in the Debian packages gstreamer1.0-libav, gstreamer1.0-plugins-good, -bad and -ugly{detail}");
+    }
+    if let Some(kind) = e.kind::<gst::ResourceError>() {
+        return match kind {
+            gst::ResourceError::OpenWrite | gst::ResourceError::Write | gst::ResourceError::NoSpaceLeft => anyhow!("cannot write the output: {e}{detail}"),
+            _ => anyhow!("cannot read '{input}': {e}{detail}"),
+        };
+    }
+    anyhow!("{src_name}: {e}{detail}")
+}
