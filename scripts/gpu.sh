@@ -55,6 +55,10 @@
 #   chunks     frames/s against chunk size, 1 vs all devices, the 18000-frame 1080p long run
 #   ncu        Nsight Compute on one R-live fused launch (stall reasons, occupancy)
 #   ncu_bm3d   Nsight Compute on BM3D launches of a 1080p frame (normal profile)
+#   ab         this build against another (collected with BASE=.../target/release), alternating on
+#              the same lease: kernel rows, the engine end to end (copied and lent frames),
+#              appsrc ! nlmdenoise ! fakesink (own buffers and the proposed pool), the chunked rows
+#              at 1080p and BM3D fast/normal spatial and 1 + 1
 #
 # Knobs (environment): BUDGET (seconds for the whole run, default 560; every step's timeout is
 # capped by what is left), FRAMES (per chunk-size run, 400), LONG (long-run frames, 18000).
@@ -81,11 +85,19 @@ if [ "${1:-}" = "--collect" ]; then
   done
   cp $T/release/bench_cuda $T/release/bench_chunks $T/release/bench_multipass $T/release/bench_bm3d $T/release/bench_sr $T/release/examples/pipeline_bench $T/release/examples/soak $T/release/examples/fault_pipeline $T/release/nlmdenoise "$B/"
   if [ -n "${BASE_BENCH:-}" ]; then cp "$BASE_BENCH" "$B/bench_cuda_base"; fi
+  # BASE=path/to/another/target/release: that build's benchmarks as <name>_base (the `ab` part).
+  if [ -n "${BASE:-}" ]; then
+    for b in bench_cuda bench_chunks bench_bm3d; do cp "$BASE/$b" "$B/${b}_base"; done
+    cp "$BASE/examples/pipeline_bench" "$B/pipeline_bench_base"
+  fi
+  # LEAN=1: without what the chosen parts do not use (the carry limit is 64 MiB).
+  if [ "${LEAN:-0}" = 1 ]; then rm -f "$B/soak" "$B/bench_multipass" "$B/bench_sr" "$B/nlmdenoise"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
+  [ "${LEAN:-0}" = 1 ] && SKIP_PTX=1
   # PTX of every variant for the ptxas part (needs pip's NVRTC here; scripts/test.sh installs it).
   NVRTC=.cache/nvrtc/nvidia/cuda_nvrtc/lib
-  if [ -e "$NVRTC/libnvrtc.so.12" ]; then
+  if [ -e "$NVRTC/libnvrtc.so.12" ] && [ -z "${SKIP_PTX:-}" ]; then
     NLMDENOISE_NVRTC_DIR="$PWD/$NVRTC" NLMDENOISE_PTX_DUMP="$PWD/$B/ptx" "$B/nvrtc_compile" every_variant >/dev/null 2>&1 || echo "PTX dump failed (ptxas part will be empty)"
   fi
   # Peers: bm3d-triton's wheel (pure Python; torch and triton are on the GPU machine) and the
@@ -421,6 +433,26 @@ time.sleep(float(sys.argv[1]))'
       timeout "$(tmo 150)" $B/bench_chunks devices --backend cuda --devices $DEV --config sr --size $size --frames 300 >> "$S/scaling.md" 2>&1
     done
     grep -E '^\| (R-|offline|BM3D|V-BM3D|SR)|^###' "$S/scaling.md" | cut -c1-220; note "scaling ($DEV): $(grep -c '^| ' "$S/scaling.md") rows" ;;
+  ab)
+    for rep in 1 2; do
+      for build in base this; do
+        sfx=$([ $build = base ] && echo _base || echo)
+        [ -x "$B/bench_cuda$sfx" ] || { note "ab: no $B/bench_cuda$sfx"; continue; }
+        timeout "$(tmo 60)" "$B/bench_cuda$sfx" --brief --only kernel --iters 200 2>&1 | grep -E 'kernel' | sed "s/^/$build #$rep: /" >> "$S/ab.txt"
+        timeout "$(tmo 60)" "$B/bench_cuda$sfx" --brief --only e2e --config live --frames 3000 2>&1 | grep -E '^\|' | sed "s/^/$build #$rep: /" >> "$S/ab.txt"
+        if [ -f .gst-debs/activate.sh ]; then
+          (
+            source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+            for source in "" source=pool; do
+              timeout "$(tmo 90)" "$B/pipeline_bench$sfx" 1920 1080 2000 backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2 strength=10 zero-copy=true $source 2>&1 | grep -E 'appsrc' | sed "s/^/$build #$rep: /" >> "$S/ab.txt"
+            done
+          )
+        fi
+        timeout "$(tmo 120)" "$B/bench_chunks$sfx" sizes --backend cuda --frames 400 --sizes 1920x1080 --chunks off,4,16,auto 2>&1 | grep -E '^\| 1920' | sed "s/^/$build #$rep: /" >> "$S/ab.txt"
+        timeout "$(tmo 120)" "$B/bench_bm3d$sfx" --frames 60 --profiles fast,normal --windows spatial,vbm3d 2>&1 | grep -E '^\| (fast|normal)' | sed "s/^/$build #$rep: /" >> "$S/ab.txt"
+      done
+    done
+    cut -c1-220 "$S/ab.txt"; note "ab: $(wc -l < "$S/ab.txt") rows (ab.txt)" ;;
   ncu_bm3d)
     # Where one 1080p frame of the normal profile spends its time: the first hard and Wiener
     # launches of the luma plane after warm-up.

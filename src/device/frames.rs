@@ -150,13 +150,16 @@ impl FrameMaker for HostFrames {
 pub struct FramePool {
     maker: Arc<dyn FrameMaker>,
     lists: Vec<(Geometry, Vec<Frame>)>,
+    /// Frames given back while something else still shares them ([`Self::give_shared`]): spare
+    /// once the pool holds the only reference.
+    shared: Vec<Arc<Frame>>,
     /// Frames made since the pool was created (the benchmarks show that it stops growing).
     made: u64,
 }
 
 impl FramePool {
     pub fn new(maker: Arc<dyn FrameMaker>) -> Self {
-        FramePool { maker, lists: Vec::new(), made: 0 }
+        FramePool { maker, lists: Vec::new(), shared: Vec::new(), made: 0 }
     }
 
     /// A pool of ordinary frames.
@@ -173,6 +176,7 @@ impl FramePool {
     /// Keeps frames of `geometries` from now on; frames of other planes are dropped.
     pub fn keep_only(&mut self, geometries: &[&Geometry]) {
         self.lists.retain(|(g, _)| geometries.contains(&g));
+        self.shared.retain(|f| geometries.iter().any(|g| f.matches(g)));
         for g in geometries {
             if !self.lists.iter().any(|(h, _)| h == *g) {
                 self.lists.push(((*g).clone(), Vec::new()));
@@ -180,9 +184,14 @@ impl FramePool {
         }
     }
 
-    /// A spare frame of `geometry` if the pool holds one.
+    /// A spare frame of `geometry` if the pool holds one (a shared frame given back counts once
+    /// nothing else holds it).
     pub fn take_spare(&mut self, geometry: &Geometry) -> Option<Frame> {
-        self.lists.iter_mut().find(|(g, _)| g == geometry).and_then(|(_, l)| l.pop())
+        if let Some(f) = self.lists.iter_mut().find(|(g, _)| g == geometry).and_then(|(_, l)| l.pop()) {
+            return Some(f);
+        }
+        let i = self.shared.iter().position(|f| Arc::strong_count(f) == 1 && f.matches(geometry))?;
+        Arc::try_unwrap(self.shared.swap_remove(i)).ok()
     }
 
     /// A frame of `geometry`: a spare one, or a new one (its content is whatever it held).
@@ -200,6 +209,19 @@ impl FramePool {
     pub fn give(&mut self, frame: Frame) {
         if let Some((_, l)) = self.lists.iter_mut().find(|(g, _)| frame.matches(g)) {
             l.push(frame);
+        }
+    }
+
+    /// Gives back a frame that others may still share (chunked execution's inputs, read by chunks
+    /// in flight): it becomes spare when the pool holds the only reference.
+    pub fn give_shared(&mut self, frame: Arc<Frame>) {
+        match Arc::try_unwrap(frame) {
+            Ok(f) => self.give(f),
+            Err(shared) => {
+                if self.lists.iter().any(|(g, _)| shared.matches(g)) {
+                    self.shared.push(shared);
+                }
+            }
         }
     }
 
@@ -284,5 +306,19 @@ mod tests {
         pool.keep_only(&[&b]);
         pool.give(g);
         assert!(pool.take_spare(&a).is_none());
+    }
+
+    #[test]
+    fn a_shared_frame_given_back_is_spare_once_unshared() {
+        let mut pool = FramePool::host();
+        let a = geometry(16);
+        pool.keep_only(&[&a]);
+        let f = Arc::new(pool.take(&a));
+        let reader = f.clone();
+        pool.give_shared(f);
+        assert!(pool.take_spare(&a).is_none(), "still read elsewhere");
+        drop(reader);
+        assert!(pool.take_spare(&a).is_some(), "spare once the pool holds the only reference");
+        assert_eq!(pool.made(), 1);
     }
 }

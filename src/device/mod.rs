@@ -150,18 +150,17 @@ impl FromStr for Devices {
 /// behaviour, docs/tuning.md "Measurement switches").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HostIo {
-    /// Page-lock the engine's planar frames in place and copy between them and the device by DMA
-    /// (default on); off: through pinned staging buffers. Callers that free host frames and get
-    /// the same addresses back for other allocations while the backend lives need it off
-    /// (`device::cuda::hostio`).
+    /// The backend's pool makes page-locked frames and copies between them and the device by DMA
+    /// (default on; `device::cuda::hostio`); off: ordinary frames, copied through pinned staging
+    /// buffers.
     pub direct: bool,
-    /// Direct I/O without waiting: uploads return before their DMA completes and the copy back
-    /// is queued at launch (default on); off: `upload` waits for its copy and the copy back is
+    /// Direct I/O without waiting: `submit` returns before its DMA completes and the copy back
+    /// is queued at launch (default on); off: `submit` waits for its copy and the copy back is
     /// issued and waited for in `finish`.
     pub asynchronous: bool,
     /// Frames of formats that interleave components (NV12, NV21, P010, packed RGB) cross as
     /// they are stored and are (de)interleaved on the device (default on); off: unpacked and
-    /// packed on the host like the copying path (`Backend::take_stored_frames`).
+    /// packed on the host like the copying path (`StreamSetup::stored` declined).
     pub device_layout: bool,
 }
 

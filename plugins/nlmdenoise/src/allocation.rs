@@ -10,9 +10,9 @@ use crate::lending::{PlanarPool, PoolSetup};
 use crate::lock;
 
 /// Most buffers of the proposed input pool upstream may hold at once. Bounded so that a source
-/// running ahead (a deep queue) does not put ever new frames into circulation: the CUDA backend
-/// keeps up to 64 planes page-locked (device::cuda), and the frames in circulation (these, the
-/// temporal window and pipeline, what downstream holds) should stay within that.
+/// running ahead (a deep queue) does not put ever new frames into circulation: each is a frame
+/// of the engine's (page-locked when made, on CUDA), and the frames in circulation (these, the
+/// temporal window and pipeline, what downstream holds) stay a handful.
 const INPUT_POOL_MAX_BUFFERS: u32 = 8;
 
 /// What downstream said in the allocation query.

@@ -12,8 +12,8 @@
 //!
 //! Frames move by value, as on every backend: the engine takes its input frames from this
 //! backend's pool (made by the first worker's backend, so page-locked for the devices on CUDA) and
-//! submits them; they are shared read-only (`Arc`) between the chunks that read them, and go back
-//! to the pool once no chunk holds them. Each chunk message carries as many spare frames of the
+//! submits them; they are shared read-only (`Arc`) between the chunks that read them, and become
+//! spare in the pool once no chunk holds them (`FramePool::give_shared`). Each chunk message carries as many spare frames of the
 //! output planes as it has jobs; the worker's backend finishes the jobs into them and the outputs
 //! travel back with the answer, by value, to come out of `finish` in order. No thread writes into
 //! a frame another holds.
@@ -132,9 +132,6 @@ pub struct ChunkedBackend {
     next_worker: usize,
     last_plan: Option<Arc<Plan>>,
     frames: FramePool,
-    /// Input frames no host slot holds any more, still read by a chunk in flight: back to the
-    /// pool once nothing else holds them.
-    loose: Vec<Arc<Frame>>,
     stats: Arc<ChunkStats>,
 }
 
@@ -204,7 +201,6 @@ impl ChunkedBackend {
             next_worker: 0,
             last_plan: None,
             frames: FramePool::new(maker.expect("at least one worker")),
-            loose: Vec::new(),
             stats,
         })
     }
@@ -244,20 +240,6 @@ impl ChunkedBackend {
                     Ok(FromWorker::Chunk(Ok(outputs))) => outputs.into_iter().for_each(|f| self.frames.give(f)),
                     _ => self.dirty = true,
                 }
-            }
-        }
-    }
-
-    /// Input frames no chunk holds any more go back to the pool.
-    fn reclaim(&mut self) {
-        let mut i = 0;
-        while i < self.loose.len() {
-            if Arc::strong_count(&self.loose[i]) == 1 {
-                if let Ok(f) = Arc::try_unwrap(self.loose.swap_remove(i)) {
-                    self.frames.give(f);
-                }
-            } else {
-                i += 1;
             }
         }
     }
@@ -339,7 +321,6 @@ impl ChunkedBackend {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.reclaim();
         let pending = std::mem::take(&mut self.pending);
         let mut frames: BTreeMap<FrameId, Arc<Frame>> = BTreeMap::new();
         let mut jobs = Vec::with_capacity(pending.len());
@@ -371,7 +352,8 @@ impl ChunkedBackend {
         for h in self.host.iter_mut() {
             if matches!(h, Some(x) if x.seq.map(|s| s < keep_from).unwrap_or(false)) {
                 if let Some(x) = h.take() {
-                    self.loose.push(x.frame);
+                    // Back to the pool, spare once the chunks reading it are finished.
+                    self.frames.give_shared(x.frame);
                 }
             }
         }
@@ -411,7 +393,9 @@ impl Backend for ChunkedBackend {
         let plan = setup.plan;
         self.drain_outstanding();
         self.pending.clear();
-        self.loose.extend(self.host.drain(..).flatten().map(|h| h.frame));
+        for h in std::mem::take(&mut self.host).into_iter().flatten() {
+            self.frames.give_shared(h.frame);
+        }
         self.past = setup.past;
         self.future = setup.future;
         let key = format!("{geometry:?} {} {} {}", self.past, self.future, plan.structure_key());
@@ -425,7 +409,6 @@ impl Backend for ChunkedBackend {
             self.key = Some(key);
         }
         self.frames.keep_only(&[geometry, &out_geometry]);
-        self.reclaim();
         let depth = self.pipeline_depth();
         let ring_slots = setup.ring_slots.unwrap_or((self.past + 1 + self.future) as usize + depth);
         self.host = (0..ring_slots).map(|_| None).collect();
@@ -448,7 +431,7 @@ impl Backend for ChunkedBackend {
         }
         // The slot's previous frame is no longer needed on the host (later jobs read this one).
         if let Some(old) = self.host[slot].take() {
-            self.loose.push(old.frame);
+            self.frames.give_shared(old.frame);
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -523,7 +506,6 @@ impl Backend for ChunkedBackend {
         if t.outputs.is_empty() {
             self.outstanding.pop_front();
         }
-        self.reclaim();
         Ok(out)
     }
 

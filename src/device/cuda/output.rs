@@ -1,9 +1,9 @@
 //! Output frames: each launch writes into a device output frame (grown on demand, so any number
 //! of jobs may be in flight), with working memory of the algorithm's beside it, whose denoised
-//! planes are copied back on the download stream,
-//! either straight into the engine's page-locked planar frame (direct host I/O, see
-//! [`super::hostio`]: queued at launch into the frame uploaded into the job's target slot, so
-//! that `finish` with that frame only waits) or into a pinned buffer that `finish` copies from.
+//! planes are copied back on the download stream into the job's host frame (the submitted frame
+//! itself, or a frame of the pool): straight into it when it is page-locked (direct host I/O,
+//! [`super::hostio`]: queued at launch, so that `finish` only waits), else into a pinned buffer
+//! that `finish` copies from, or synchronously at `finish`.
 
 use std::sync::Arc;
 
