@@ -1,4 +1,4 @@
-//! Chunked processing on the GPU (`device::chunked` over the CUDA backend's `launch_batch`):
+//! Chunked processing on the GPU (`device::chunked` over the CUDA backend's batched `launch`):
 //! chunk sizes 1, 2, 7, 64 and auto give bit-identical output, equal to the CPU backend within the
 //! usual tolerance; two devices give the output of one; an explicit chunk that does not fit in
 //! device memory is refused at creation. Device outputs are poisoned before every launch.
