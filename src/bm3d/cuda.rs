@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{result, sys, CudaFunction};
+use cudarc::driver::CudaFunction;
 
 use super::{
     basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
@@ -210,9 +210,7 @@ impl CudaBm3d {
                     self.device.max_shared
                 )));
             }
-            // SAFETY: f is a live function of a loaded module.
-            unsafe { result::function::set_function_attribute(f.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
-                .map_err(|e| Error::Backend(e.ctx("raising the shared memory limit")))?;
+            raw::set_max_dynamic_shared(f, smem).map_err(backend_err)?;
         }
         self.kernels.insert(*v, k.clone());
         Ok(k)

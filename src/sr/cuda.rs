@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use cudarc::driver::{result, sys, CudaFunction};
+use cudarc::driver::CudaFunction;
 
 use super::SrPlan;
 use crate::device::cuda::raw::Context as _;
@@ -190,9 +190,7 @@ impl CudaAlgorithm for CudaSr {
                 plan.scale, plan.search_radius, plan.patch_radius, device.name, device.max_shared
             )));
         }
-        // SAFETY: a live function of a loaded module.
-        unsafe { result::function::set_function_attribute(k.fuse.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
-            .map_err(|e| Error::Backend(e.ctx("raising the shared memory limit")))?;
+        raw::set_max_dynamic_shared(&k.fuse, smem).map_err(backend_err)?;
         self.shared_limit = smem;
         let largest = plan.output.planes.iter().map(|p| p.width * p.height).max().unwrap_or(1);
         self.buffers = (0..3).map(|_| DeviceBuffer::new(&device.ctx, 4 * largest)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;
@@ -266,12 +264,11 @@ impl CudaAlgorithm for CudaSr {
                 };
                 let per_sample = ((og.width as u32).div_ceil(SAMPLE_BLOCK.0), (og.height as u32).div_ceil(SAMPLE_BLOCK.1), 1);
                 let launch_2d = |f: &CudaFunction, grid: (u32, u32, u32), args: &mut SrArgs, what: &str| -> Result<()> {
-                    let mut params = [args as *mut SrArgs as *mut std::ffi::c_void];
                     // SAFETY: the argument block matches SrArgs (size checked at compile time);
                     // every address lies in the ring, the output frame or the working planes
                     // (sized for the largest output plane), and the kernels read and write within
                     // the plane sizes they are given.
-                    unsafe { result::launch_kernel(f.cu_function(), grid, (SAMPLE_BLOCK.0, SAMPLE_BLOCK.1, 1), 0, stream.raw, &mut params) }.map_err(|e| Error::Backend(e.ctx(what)))
+                    unsafe { raw::launch_blocks(f, grid, (SAMPLE_BLOCK.0, SAMPLE_BLOCK.1, 1), 0, stream, args) }.map_err(|e| Error::Backend(e.ctx(what)))
                 };
                 let per_input = ((ig.width as u32).div_ceil(SAMPLE_BLOCK.0), (ig.height as u32).div_ceil(SAMPLE_BLOCK.1), 1);
                 if plan.fused[p] && plan.denoises() {

@@ -214,6 +214,21 @@ impl Drop for Event {
     }
 }
 
+/// Lets `f` use up to `bytes` of dynamic shared memory per block (beyond the 48 KiB default).
+pub fn set_max_dynamic_shared(f: &cudarc::driver::CudaFunction, bytes: usize) -> CuResult<()> {
+    // SAFETY: `f` is a live function of a loaded module (the borrow keeps it so); an attribute
+    // changes how later launches are configured, nothing in flight.
+    unsafe { result::function::set_function_attribute(f.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32) }
+        .map_err(err("raising the shared memory limit"))
+}
+
+/// Asks for `percent` of each SM's unified L1/shared memory as shared memory when `f` runs.
+pub fn set_shared_carveout(f: &cudarc::driver::CudaFunction, percent: i32) -> CuResult<()> {
+    // SAFETY: as in `set_max_dynamic_shared`.
+    unsafe { result::function::set_function_attribute(f.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent) }
+        .map_err(err("setting the shared memory carveout"))
+}
+
 /// Launches `f` on `stream` with one by-value argument block `args` (a `#[repr(C)]` struct the
 /// kernel declares as its only parameter).
 ///
@@ -222,9 +237,18 @@ impl Drop for Event {
 /// allocation the kernel may access as it does, and the kernel bounds its accesses by the sizes
 /// in the block.
 pub unsafe fn launch<A>(f: &cudarc::driver::CudaFunction, grid: (u32, u32, u32), block: u32, shared_bytes: u32, stream: &Stream, args: &mut A) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    unsafe { launch_blocks(f, grid, (block, 1, 1), shared_bytes, stream, args) }
+}
+
+/// [`launch`] with blocks of two or three dimensions.
+///
+/// # Safety
+/// As for [`launch`].
+pub unsafe fn launch_blocks<A>(f: &cudarc::driver::CudaFunction, grid: (u32, u32, u32), block: (u32, u32, u32), shared_bytes: u32, stream: &Stream, args: &mut A) -> CuResult<()> {
     let mut params = [args as *mut A as *mut std::ffi::c_void];
     // SAFETY: the caller's contract.
-    unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), shared_bytes, stream.raw, &mut params) }.map_err(|e| match classify(e, format!("launching on grid {grid:?}: {e}")) {
+    unsafe { result::launch_kernel(f.cu_function(), grid, block, shared_bytes, stream.raw, &mut params) }.map_err(|e| match classify(e, format!("launching on grid {grid:?}: {e}")) {
         BackendError::Driver(m) => BackendError::Launch(m),
         other => other,
     })

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::result;
 
 use super::launch::{self, Batch, NlmArgs, NlmJob, MAX_FRAMES};
 use super::variant::{self, KernelVariant, Kernels};
@@ -91,16 +91,12 @@ impl FusedNlm {
             )));
         }
         let f = variant::kernels(&self.device.ctx, v).map_err(backend_err)?;
-        // SAFETY: f is a live function of a loaded module.
-        unsafe { result::function::set_function_attribute(f.fused.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32) }
-            .map_err(|e| Error::Backend(e.ctx("raising the shared memory limit")))?;
+        raw::set_max_dynamic_shared(&f.fused, smem).map_err(backend_err)?;
         // Both kernels ask for the largest shared-memory carveout, so that exact-path blocks
         // never need an SM configured differently from the fused blocks'. (Every build measured
         // since run 37 sets it; its own effect was not measured apart.)
         for func in [&f.fused, &f.exact] {
-            // SAFETY: as above.
-            unsafe { result::function::set_function_attribute(func.cu_function(), sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100) }
-                .map_err(|e| Error::Backend(e.ctx("setting the shared memory carveout")))?;
+            raw::set_shared_carveout(func, 100).map_err(backend_err)?;
         }
         self.functions.insert(*v, f.clone());
         Ok(f)
