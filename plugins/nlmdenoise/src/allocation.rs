@@ -81,6 +81,26 @@ impl Core {
         query.add_allocation_pool(Some(pool.upcast_ref::<gst::BufferPool>()), size, 0, INPUT_POOL_MAX_BUFFERS);
     }
 
+    /// `propose_allocation`: the metas downstream accepts that stay valid through this element
+    /// (`MetaPolicy`), offered upstream in turn: overlay compositions, so that subtitles are left
+    /// for downstream to render instead of being burnt in (and denoised); crop and regions of
+    /// interest where the frame keeps its geometry.
+    pub fn offer_downstream_metas(&self, decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) {
+        let Some(downstream) = decide_query else { return };
+        for (api, params) in downstream.allocation_metas() {
+            if !self.metas.keeps(api) {
+                continue;
+            }
+            if api == gst_video::VideoOverlayCompositionMeta::meta_api() {
+                query.add_allocation_meta::<gst_video::VideoOverlayCompositionMeta>(params);
+            } else if api == gst_video::VideoCropMeta::meta_api() {
+                query.add_allocation_meta::<gst_video::VideoCropMeta>(params);
+            } else if api == gst_video::VideoRegionOfInterestMeta::meta_api() {
+                query.add_allocation_meta::<gst_video::VideoRegionOfInterestMeta>(params);
+            }
+        }
+    }
+
     /// `decide_allocation`: downstream's pool when it takes the caps, else a video pool.
     pub fn decide_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
         let Some(caps) = query.get_owned().0 else {

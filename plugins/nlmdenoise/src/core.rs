@@ -25,12 +25,11 @@ use crate::lending::Lending;
 use crate::logbridge::{with_engine_logs, GstLogSubscriber};
 use crate::qos::Lateness;
 use crate::settings::Settings;
-use crate::state::{FrameMeta, State};
+use crate::state::{FrameMeta, MetaPolicy, State};
 use crate::{lock, CAT};
 
 /// What an element of the plugin holds besides its own code: settings (written by properties),
 /// the stream's state (written by the streaming thread), and the binding to the element.
-#[derive(Default)]
 pub struct Core {
     pub settings: Mutex<Settings>,
     pub state: Mutex<Option<State>>,
@@ -49,14 +48,30 @@ pub struct Core {
     /// What the element is for (the words of its messages): a noun and a verb.
     pub what: &'static str,
     pub doing: &'static str,
+    /// Which input metas the output frames carry.
+    pub metas: MetaPolicy,
     /// The element's debug category (set by `attach`).
     cat: OnceLock<gst::DebugCategory>,
 }
 
 impl Core {
-    /// A core for an element that `what` and `doing` describe ("denoiser", "denoising").
-    pub fn new(what: &'static str, doing: &'static str) -> Self {
-        Core { what, doing, ..Default::default() }
+    /// A core for an element that `what` and `doing` describe ("denoiser", "denoising"), whose
+    /// output frames carry the input metas `metas` keeps.
+    pub fn new(what: &'static str, doing: &'static str, metas: MetaPolicy) -> Self {
+        Core {
+            what,
+            doing,
+            metas,
+            settings: Default::default(),
+            state: Default::default(),
+            refused: Default::default(),
+            lateness: Default::default(),
+            downstream: Default::default(),
+            deferred: Default::default(),
+            dispatch: Default::default(),
+            element: Default::default(),
+            cat: Default::default(),
+        }
     }
 
     /// The element's debug category: the core's messages are the element's.

@@ -76,7 +76,7 @@ impl Core {
         if inbuf.duration().is_some() {
             state.last_duration = inbuf.duration();
         }
-        let meta = FrameMeta::of(&inbuf);
+        let meta = FrameMeta::of(&inbuf, self.metas);
         let inbuf = match state.lending.as_ref() {
             Some(l) => {
                 let taken = match l.input.as_ref() {

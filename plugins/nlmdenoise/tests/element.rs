@@ -722,3 +722,69 @@ fn sigma_sets_strengths_unless_they_were_given() {
     assert_eq!(e.property::<f32>("strength"), 7.0);
     assert_eq!(e.property::<f32>("sigma"), 20.0);
 }
+
+/// A custom meta of the tests (registered once), with the index of the frame it came with.
+fn test_meta_index(buf: &gst::BufferRef) -> Option<u64> {
+    gst::meta::CustomMeta::from_buffer(buf, "NlmTestMeta").ok().and_then(|m| m.structure().get::<u64>("index").ok())
+}
+
+fn add_test_metas(buf: &mut gst::BufferRef, i: u64) {
+    use std::sync::Once;
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        gst::meta::CustomMeta::register("NlmTestMeta", &[]);
+    });
+    gst_video::VideoCaptionMeta::add(buf, gst_video::VideoCaptionType::Cea708Cdp, &[0x96, 0x69, i as u8]);
+    let tc = gst_video::VideoTimeCode::new(gst::Fraction::new(25, 1), None, gst_video::VideoTimeCodeFlags::empty(), 0, 0, 0, i as u32, 0);
+    gst_video::VideoTimeCodeMeta::add(buf, &tc.try_into().expect("a valid time code"));
+    let mut m = gst::meta::CustomMeta::add(buf, "NlmTestMeta").expect("registered");
+    m.mut_structure().set("index", i);
+}
+
+/// Every input's metas (a caption, a time code, a custom meta) come out on that frame's own
+/// output, whatever the engine held back (past and future windows), and the buffer's memory metas
+/// do not travel (the output is described by its own).
+#[test]
+fn metas_travel_with_their_own_frames() {
+    let params = Params { temporal_past: 1, temporal_future: 2, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 16, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    h.set_src_caps(caps);
+    for i in 0..7u64 {
+        let mut b = with_meta(make_buffer(&info, format, 80 + i), i, gst::BufferFlags::empty());
+        add_test_metas(b.get_mut().unwrap(), i);
+        h.push(b).unwrap();
+    }
+    assert!(h.push_event(gst::event::Eos::new()));
+    let outs = pull_all(&mut h);
+    assert_eq!(outs.len(), 7);
+    for (i, o) in outs.iter().enumerate() {
+        let i = i as u64;
+        let cap = o.meta::<gst_video::VideoCaptionMeta>().unwrap_or_else(|| panic!("frame {i}: caption meta"));
+        assert_eq!(cap.data(), &[0x96, 0x69, i as u8], "frame {i}: its own caption");
+        let tc = o.meta::<gst_video::VideoTimeCodeMeta>().unwrap_or_else(|| panic!("frame {i}: time code meta"));
+        assert_eq!(tc.tc().frames(), i as u32, "frame {i}: its own time code");
+        assert_eq!(test_meta_index(o), Some(i), "frame {i}: its own custom meta");
+        assert_eq!(o.iter_meta::<gst_video::VideoCaptionMeta>().count(), 1, "frame {i}: copied once");
+    }
+}
+
+/// Overlay compositions downstream can render are offered upstream through the allocation query
+/// (so subtitles are not burnt in before denoising), beside the element's own VideoMeta.
+#[test]
+fn downstream_overlay_support_is_offered_upstream() {
+    let params = small_params();
+    let format = PixelFormat::I420;
+    let caps = caps(format, 16, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    h.add_propose_allocation_meta(gst_video::VideoOverlayCompositionMeta::meta_api(), None);
+    h.set_src_caps(caps.clone());
+    h.push(with_meta(make_buffer(&info, format, 3), 0, gst::BufferFlags::empty())).unwrap();
+    let mut q = gst::query::Allocation::new(Some(&caps), true);
+    assert!(h.srcpad().expect("harness source pad").peer_query(&mut q), "allocation query answered");
+    assert!(q.find_allocation_meta::<gst_video::VideoMeta>().is_some(), "VideoMeta offered");
+    assert!(q.find_allocation_meta::<gst_video::VideoOverlayCompositionMeta>().is_some(), "overlay compositions offered upstream");
+}

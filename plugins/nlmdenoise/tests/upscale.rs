@@ -211,3 +211,32 @@ fn defaults_are_the_upscalers_not_the_denoisers() {
     assert_eq!(spec.default_value().get::<u32>().unwrap(), nlmdenoise::params::SR_PATCH_RADIUS);
     assert_eq!(up.property::<f32>("fusion"), 1.0);
 }
+
+/// The upscaler's outputs carry the metas that do not depend on the frame's size (a caption) and
+/// drop those that do (a crop rectangle in the input's pixels), each on its own frame.
+#[test]
+fn metas_that_depend_on_the_size_are_dropped() {
+    let p = upscale_params(2, 1, 1);
+    let mut harness = upscaler(&p);
+    let format = PixelFormat::I420;
+    let incaps = caps(format, 16, 12, (30, 1));
+    let info = video_info(&incaps);
+    harness.set_src_caps(incaps);
+    for i in 0..4u64 {
+        let mut b = with_meta(make_buffer(&info, format, 30 + i), i, gst::BufferFlags::empty());
+        {
+            let b = b.get_mut().unwrap();
+            gst_video::VideoCaptionMeta::add(b, gst_video::VideoCaptionType::Cea708Cdp, &[0x96, 0x69, i as u8]);
+            gst_video::VideoCropMeta::add(b, (1, 1, 8, 6));
+        }
+        harness.push(b).unwrap();
+    }
+    harness.push_event(gst::event::Eos::new());
+    let outs = pull_all(&mut harness);
+    assert_eq!(outs.len(), 4);
+    for (i, o) in outs.iter().enumerate() {
+        let cap = o.meta::<gst_video::VideoCaptionMeta>().unwrap_or_else(|| panic!("frame {i}: caption meta"));
+        assert_eq!(cap.data(), &[0x96, 0x69, i as u8], "frame {i}: its own caption");
+        assert!(o.meta::<gst_video::VideoCropMeta>().is_none(), "frame {i}: a crop in the input's pixels is dropped");
+    }
+}

@@ -56,7 +56,7 @@ pub struct NlmDenoise {
 
 impl Default for NlmDenoise {
     fn default() -> Self {
-        NlmDenoise { core: Core::new("denoiser", "denoising") }
+        NlmDenoise { core: Core::new("denoiser", "denoising", crate::state::MetaPolicy::KeepsGeometry) }
     }
 }
 
@@ -356,6 +356,8 @@ impl BaseTransformImpl for NlmDenoise {
         query.add_allocation_meta::<gst_video::VideoMeta>(None);
         // Buffers that are the engine's own frames, where the format and caps allow.
         self.core.propose_input_pool(query);
+        // What downstream takes and stays valid here (overlay compositions: not burnt in).
+        self.core.offer_downstream_metas(decide_query, query);
         if decide_query.is_none() {
             return self.parent_propose_allocation(decide_query, query);
         }

@@ -33,7 +33,7 @@ fn default_settings() -> Settings {
 
 impl Default for NlmUpscale {
     fn default() -> Self {
-        let core = Core::new("upscaler", "upscaling");
+        let core = Core::new("upscaler", "upscaling", crate::state::MetaPolicy::Scales);
         *lock(&core.settings) = default_settings();
         NlmUpscale { core }
     }
