@@ -302,6 +302,11 @@ impl Core {
     pub fn generate_output(&self, inbuf: Option<gst::Buffer>) -> Result<GenerateOutputSuccess, gst::FlowError> {
         if let Some(inbuf) = inbuf {
             let obj = self.element();
+            // Controlled properties (GstController) take their values for this frame's stream
+            // time before it is processed; they set properties, so before the state lock.
+            if let Some(t) = inbuf.pts().and_then(|pts| obj.segment().downcast::<gst::ClockTime>().ok()?.to_stream_time(pts)) {
+                let _ = obj.sync_values(t);
+            }
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else {
                 gst::element_error!(obj, gst::CoreError::Negotiation, ("Received a buffer before caps"));

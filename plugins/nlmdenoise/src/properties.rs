@@ -61,9 +61,9 @@ pub fn common_properties(words: &Words<'_>, defaults: &Settings) -> Vec<glib::Pa
         glib::ParamSpecUInt::builder("temporal-future").nick("Future frames").blurb(words.temporal_future).maximum(MAX_TEMPORAL_FUTURE).default_value(p.temporal_future).mutable_playing().build(),
         glib::ParamSpecUInt::builder("search-radius").nick("Search radius").blurb(words.search_radius).maximum(MAX_SEARCH_RADIUS).default_value(p.search_radius).mutable_playing().build(),
         glib::ParamSpecUInt::builder("patch-radius").nick("Patch radius").blurb(words.patch_radius).maximum(MAX_PATCH_RADIUS).default_value(p.patch_radius).mutable_playing().build(),
-        glib::ParamSpecFloat::builder("strength").nick("Strength").blurb(words.strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.strength).mutable_playing().build(),
-        glib::ParamSpecFloat::builder("chroma-strength").nick("Chroma strength").blurb(words.chroma_strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.chroma_strength).mutable_playing().build(),
-        glib::ParamSpecFloat::builder("sigma").nick("Noise sigma").blurb(words.sigma).minimum(SIGMA_UNSET).maximum(MAX_SIGMA).default_value(p.sigma.unwrap_or(SIGMA_UNSET)).mutable_playing().build(),
+        glib::ParamSpecFloat::builder("strength").nick("Strength").blurb(words.strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.strength).mutable_playing().controllable().build(),
+        glib::ParamSpecFloat::builder("chroma-strength").nick("Chroma strength").blurb(words.chroma_strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.chroma_strength).mutable_playing().controllable().build(),
+        glib::ParamSpecFloat::builder("sigma").nick("Noise sigma").blurb(words.sigma).minimum(SIGMA_UNSET).maximum(MAX_SIGMA).default_value(p.sigma.unwrap_or(SIGMA_UNSET)).mutable_playing().controllable().build(),
         glib::ParamSpecString::builder("backend-in-use").nick("Backend in use").blurb(words.backend_in_use).read_only().build(),
     ]
 }

@@ -788,3 +788,46 @@ fn downstream_overlay_support_is_offered_upstream() {
     assert!(q.find_allocation_meta::<gst_video::VideoMeta>().is_some(), "VideoMeta offered");
     assert!(q.find_allocation_meta::<gst_video::VideoOverlayCompositionMeta>().is_some(), "overlay compositions offered upstream");
 }
+
+/// `strength` driven by a GstController control source: each frame is denoised with the value at
+/// its own stream time (the element syncs controlled properties per frame), equal to the engine
+/// with the strength changed between the same frames.
+#[test]
+fn controlled_strength_follows_the_control_source_frame_by_frame() {
+    use gst_controller::prelude::*;
+    let params = Params { temporal_past: 1, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 16, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    let e = h.element().expect("element");
+    let source = gst_controller::InterpolationControlSource::new();
+    source.set_mode(gst_controller::InterpolationMode::None);
+    // Frames are 40 ms apart (with_meta): frames 0-2 at strength 3, frames 3-5 at 30.
+    assert!(source.set(gst::ClockTime::ZERO, 3.0));
+    assert!(source.set(gst::ClockTime::from_mseconds(120), 30.0));
+    let binding = gst_controller::DirectControlBinding::new_absolute(&e, "strength", &source);
+    e.add_control_binding(&binding).expect("strength is controllable");
+    h.set_src_caps(caps);
+    let frames: Vec<gst::Buffer> = (0..6u64).map(|i| with_meta(make_buffer(&info, format, 60 + i), i, gst::BufferFlags::empty())).collect();
+    let mut outs = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        h.push(f.clone()).unwrap();
+        let expect = if i < 3 { 3.0 } else { 30.0 };
+        assert_eq!(e.property::<f32>("strength"), expect, "frame {i}: the value at its stream time");
+        outs.extend(pull_all(&mut h));
+    }
+    let mut d = engine(format, &info, &Params { strength: 3.0, ..params });
+    let mut expected = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        if i == 3 {
+            d.set_params(Params { strength: 30.0, ..*d.user_params() }).unwrap();
+        }
+        engine_push(&mut d, &info, format, f, i);
+        expected.extend(engine_pop_all(&mut d));
+    }
+    assert_eq!(outs.len(), 6);
+    for (i, (o, (_, e))) in outs.iter().zip(&expected).enumerate() {
+        assert_matches_engine(o, &info, format, e, &format!("frame {i}"));
+    }
+}

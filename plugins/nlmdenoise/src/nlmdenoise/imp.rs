@@ -200,6 +200,7 @@ impl ObjectImpl for NlmDenoise {
                 .maximum(MAX_WREF)
                 .default_value(p.wref)
                 .mutable_playing()
+                .controllable()
                 .build(),
             glib::ParamSpecEnum::builder_with_default("chroma-mode", ChromaMode::Independent)
                 .nick("Chroma mode")
