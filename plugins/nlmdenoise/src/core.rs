@@ -104,7 +104,7 @@ impl Core {
     pub fn added_latency(&self) -> gst::ClockTime {
         let future = lock(&self.settings).params.latency_frames() as u64;
         let state = lock(&self.state);
-        let Some(state) = state.as_ref() else {
+        let Some(state) = state.as_ref().filter(|s| !s.passthrough) else {
             return gst::ClockTime::ZERO;
         };
         // The backend may ignore `pipeline-depth` (CPU): ask the engine for its real depth.
@@ -231,7 +231,7 @@ impl Core {
         let mut guard = lock(&self.state);
         let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu()).then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
         let lending = settings.zero_copy.then(|| Lending::new(&mut denoiser, &info, &out_info));
-        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending });
+        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending, passthrough: false });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.

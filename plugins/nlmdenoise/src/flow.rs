@@ -26,7 +26,7 @@ use crate::errors::engine_error;
 use crate::lending::{self, return_spares};
 use crate::lock;
 use crate::logbridge::with_engine_logs;
-use crate::state::{FrameMeta, State};
+use crate::state::{FrameMeta, MetaPolicy, State};
 
 impl Core {
     /// Applies property changes made since the last frame. True where the frames of delay the
@@ -299,6 +299,28 @@ impl Core {
     }
 
     /// `generate_output` with the buffer the base class queued (if any).
+    /// `strength=0` or `sigma=0` (`nlmdenoise`): the input goes out as it came, after the frames
+    /// the engine held (drained first, in order), without GPU work; the latency drops to 0
+    /// (posted). When filtering resumes, the next frame starts a new window and the latency comes
+    /// back (posted). `Err(inbuf)`: filter this frame (the buffer given back untouched, so that a
+    /// buffer of the element's own pool is still taken back without a copy).
+    fn pass_through(&self, inbuf: gst::Buffer) -> Result<Result<GenerateOutputSuccess, gst::Buffer>, gst::FlowError> {
+        let wanted = self.metas == MetaPolicy::KeepsGeometry && lock(&self.settings).passthrough();
+        let was = lock(&self.state).as_ref().is_some_and(|s| s.passthrough);
+        if wanted != was {
+            if wanted {
+                self.drain("strength 0: passing frames through")?;
+            }
+            if let Some(state) = lock(&self.state).as_mut() {
+                state.passthrough = wanted;
+            }
+            let obj = self.element();
+            gst::debug!(self.cat(), obj = &obj, "{}; latency now {}", if wanted { "passing frames through" } else { "filtering again" }, self.added_latency());
+            let _ = obj.post_message(gst::message::Latency::builder().src(&obj).build());
+        }
+        Ok(if wanted { Ok(GenerateOutputSuccess::Buffer(inbuf)) } else { Err(inbuf) })
+    }
+
     pub fn generate_output(&self, inbuf: Option<gst::Buffer>) -> Result<GenerateOutputSuccess, gst::FlowError> {
         if let Some(inbuf) = inbuf {
             let obj = self.element();
@@ -307,6 +329,10 @@ impl Core {
             if let Some(t) = inbuf.pts().and_then(|pts| obj.segment().downcast::<gst::ClockTime>().ok()?.to_stream_time(pts)) {
                 let _ = obj.sync_values(t);
             }
+            let inbuf = match self.pass_through(inbuf)? {
+                Ok(out) => return Ok(out),
+                Err(inbuf) => inbuf,
+            };
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else {
                 gst::element_error!(obj, gst::CoreError::Negotiation, ("Received a buffer before caps"));

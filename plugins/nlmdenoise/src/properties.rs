@@ -61,7 +61,7 @@ pub fn common_properties(words: &Words<'_>, defaults: &Settings) -> Vec<glib::Pa
         glib::ParamSpecUInt::builder("temporal-future").nick("Future frames").blurb(words.temporal_future).maximum(MAX_TEMPORAL_FUTURE).default_value(p.temporal_future).mutable_playing().build(),
         glib::ParamSpecUInt::builder("search-radius").nick("Search radius").blurb(words.search_radius).maximum(MAX_SEARCH_RADIUS).default_value(p.search_radius).mutable_playing().build(),
         glib::ParamSpecUInt::builder("patch-radius").nick("Patch radius").blurb(words.patch_radius).maximum(MAX_PATCH_RADIUS).default_value(p.patch_radius).mutable_playing().build(),
-        glib::ParamSpecFloat::builder("strength").nick("Strength").blurb(words.strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.strength).mutable_playing().controllable().build(),
+        glib::ParamSpecFloat::builder("strength").nick("Strength").blurb(words.strength).minimum(0.0).maximum(MAX_STRENGTH).default_value(p.strength).mutable_playing().controllable().build(),
         glib::ParamSpecFloat::builder("chroma-strength").nick("Chroma strength").blurb(words.chroma_strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.chroma_strength).mutable_playing().controllable().build(),
         glib::ParamSpecFloat::builder("sigma").nick("Noise sigma").blurb(words.sigma).minimum(SIGMA_UNSET).maximum(MAX_SIGMA).default_value(p.sigma.unwrap_or(SIGMA_UNSET)).mutable_playing().controllable().build(),
         glib::ParamSpecString::builder("backend-in-use").nick("Backend in use").blurb(words.backend_in_use).read_only().build(),
@@ -104,8 +104,13 @@ pub fn set_common_property(s: &mut Settings, name: &str, value: &glib::Value) ->
                 "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
                 // An explicit strength turns the automatic ones (from sigma or the estimate) off.
                 "strength" => {
-                    p.strength = value.get().unwrap_or(p.strength);
-                    s.strength_set = true;
+                    // 0: pass frames through (Settings::zero_strength); the strength is kept.
+                    let v: f32 = value.get().unwrap_or(p.strength);
+                    s.zero_strength = v == 0.0;
+                    if v > 0.0 {
+                        p.strength = v;
+                        s.strength_set = true;
+                    }
                 }
                 "chroma-strength" => {
                     p.chroma_strength = value.get().unwrap_or(p.chroma_strength);
@@ -113,7 +118,11 @@ pub fn set_common_property(s: &mut Settings, name: &str, value: &glib::Value) ->
                 }
                 "sigma" => {
                     let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
-                    p.sigma = if v < 0.0 { None } else { Some(v) };
+                    // 0: pass frames through (Settings::zero_sigma); sigma is kept.
+                    s.zero_sigma = v == 0.0;
+                    if v != 0.0 {
+                        p.sigma = if v < 0.0 { None } else { Some(v) };
+                    }
                 }
                 _ => return None,
             }
@@ -138,9 +147,9 @@ pub fn common_property(s: &Settings, name: &str) -> Option<glib::Value> {
         "temporal-future" => p.temporal_future.to_value(),
         "search-radius" => p.search_radius.to_value(),
         "patch-radius" => p.patch_radius.to_value(),
-        "strength" => p.strength.to_value(),
+        "strength" => (if s.zero_strength { 0.0 } else { p.strength }).to_value(),
         "chroma-strength" => p.chroma_strength.to_value(),
-        "sigma" => p.sigma.unwrap_or(SIGMA_UNSET).to_value(),
+        "sigma" => (if s.zero_sigma { 0.0 } else { p.sigma.unwrap_or(SIGMA_UNSET) }).to_value(),
         _ => return None,
     })
 }

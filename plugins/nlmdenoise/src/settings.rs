@@ -37,6 +37,10 @@ pub struct Settings {
     /// Output frames go downstream in the engine's own planes, without a copy, where the format
     /// and downstream allow it (property `zero-copy`; `OutputPlanes`).
     pub zero_copy: bool,
+    /// `strength` (or `sigma`) was set to 0: frames pass through unchanged (`nlmdenoise`); the
+    /// parameters keep their last values for when filtering resumes.
+    pub zero_strength: bool,
+    pub zero_sigma: bool,
 }
 
 impl Default for Settings {
@@ -51,6 +55,8 @@ impl Default for Settings {
             estimate: true,
             base_strength: Params::default().strength,
             zero_copy: true,
+            zero_strength: false,
+            zero_sigma: false,
         }
     }
 }
@@ -69,6 +75,11 @@ impl Settings {
         if let (Some(sigma), false) = (self.params.sigma, self.strength_set) {
             self.params = self.params.with_noise_sigma(sigma);
         }
+    }
+
+    /// Frames pass through unchanged: `strength` or `sigma` is 0.
+    pub fn passthrough(&self) -> bool {
+        self.zero_strength || self.zero_sigma
     }
 
     /// Marks `params` changed: the streaming thread applies them before the next frame.

@@ -115,4 +115,6 @@ pub struct State {
     /// Frames lent without copies (`zero-copy`, [`crate::lending`]); declared after `denoiser`, so
     /// that the planes its stores hold are freed after the engine's backend.
     pub lending: Option<Lending>,
+    /// Frames pass through unchanged (`strength=0` or `sigma=0`); the engine holds nothing.
+    pub passthrough: bool,
 }

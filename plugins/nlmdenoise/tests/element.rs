@@ -656,7 +656,8 @@ fn property_ranges_defaults_and_rejected_values() {
         let ps = float(name);
         assert_eq!((ps.maximum(), ps.default_value()), (max, def), "{name}");
     }
-    assert!(float("strength").minimum() > 0.0, "strength 0 is invalid for the engine");
+    assert_eq!(float("strength").minimum(), 0.0, "strength 0: frames pass through");
+    assert!(float("chroma-strength").minimum() > 0.0, "chroma strength 0 is invalid for the engine");
     assert_eq!(float("sigma").minimum(), -1.0);
     for (name, def) in [("backend", "auto"), ("weighting", "welsch"), ("chroma-mode", "independent"), ("planes", "all"), ("kernel", "auto"), ("intermediate", "unorm10")] {
         let v = e.property_value(name);
@@ -676,7 +677,7 @@ fn property_ranges_defaults_and_rejected_values() {
     assert_eq!(ev.nick(), "luma-guided");
 
     // Out-of-range values are rejected and leave the property unchanged.
-    for (name, bad) in [("sigma", (MAX_SIGMA + 1.0).to_value()), ("strength", 0.0f32.to_value()), ("search-radius", (MAX_SEARCH_RADIUS + 1).to_value())] {
+    for (name, bad) in [("sigma", (MAX_SIGMA + 1.0).to_value()), ("strength", (-1.0f32).to_value()), ("chroma-strength", 0.0f32.to_value()), ("search-radius", (MAX_SEARCH_RADIUS + 1).to_value())] {
         let before = e.property_value(name);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.set_property_from_value(name, &bad)));
         assert!(r.is_err(), "{name} = {bad:?} must be rejected");
@@ -829,5 +830,54 @@ fn controlled_strength_follows_the_control_source_frame_by_frame() {
     assert_eq!(outs.len(), 6);
     for (i, (o, (_, e))) in outs.iter().zip(&expected).enumerate() {
         assert_matches_engine(o, &info, format, e, &format!("frame {i}"));
+    }
+}
+
+/// `strength=0` while playing: the frames the window held come out first (denoised, in order),
+/// then frames pass through byte for byte with their metadata and the latency drops to 0; back at
+/// a strength, frames are denoised again (a new window) and the latency returns.
+#[test]
+fn strength_zero_passes_frames_through_after_draining() {
+    let params = Params { temporal_past: 1, temporal_future: 1, ..small_params() };
+    let format = PixelFormat::I420;
+    let caps = caps(format, 16, 8, (25, 1));
+    let info = video_info(&caps);
+    let mut h = harness(&params);
+    let e = h.element().expect("element");
+    h.set_src_caps(caps);
+    let frames: Vec<gst::Buffer> = (0..8u64).map(|i| with_meta(make_buffer(&info, format, 90 + i), i, gst::BufferFlags::empty())).collect();
+    let latency = |h: &mut gst_check::Harness| h.query_latency().expect("latency answered");
+    for f in &frames[..3] {
+        h.push(f.clone()).unwrap();
+    }
+    assert_eq!(latency(&mut h), gst::ClockTime::from_mseconds(40), "one future frame");
+    e.set_property("strength", 0.0f32);
+    assert_eq!(e.property::<f32>("strength"), 0.0);
+    for f in &frames[3..5] {
+        h.push(f.clone()).unwrap();
+    }
+    assert_eq!(latency(&mut h), gst::ClockTime::ZERO, "no frame held while passing through");
+    let outs = pull_all(&mut h);
+    assert_eq!(outs.len(), 5, "the held frame drained, then two passed through");
+    let expected = engine_run(format, &info, &params, &frames[..3]);
+    for (i, o) in outs.iter().enumerate() {
+        assert_eq!(o.pts(), frames[i].pts(), "frame {i} in order");
+        if i < 3 {
+            assert_matches_engine(o, &info, format, &expected[i], &format!("frame {i} (denoised before the change)"));
+        } else {
+            assert_eq!(o.map_readable().unwrap().as_slice(), frames[i].map_readable().unwrap().as_slice(), "frame {i} passed through unchanged");
+        }
+    }
+    e.set_property("strength", params.strength);
+    for f in &frames[5..] {
+        h.push(f.clone()).unwrap();
+    }
+    assert_eq!(latency(&mut h), gst::ClockTime::from_mseconds(40), "the future frame held again");
+    assert!(h.push_event(gst::event::Eos::new()));
+    let outs = pull_all(&mut h);
+    let expected = engine_run(format, &info, &params, &frames[5..]);
+    assert_eq!(outs.len(), 3);
+    for (i, (o, e)) in outs.iter().zip(&expected).enumerate() {
+        assert_matches_engine(o, &info, format, e, &format!("frame {} (a new window after the pass-through)", i + 5));
     }
 }

@@ -28,9 +28,9 @@ const WORDS: Words<'static> = Words {
     temporal_future: "Future frames searched; adds that many frames of latency",
     search_radius: "Radius of the search window: offsets -r..r in x and y",
     patch_radius: "Radius of the compared patches: (2r+1)^2 samples",
-    strength: "Filtering strength h for luma, RGB and shared weights, in 8-bit code values (higher = smoother)",
+    strength: "Filtering strength h for luma, RGB and shared weights, in 8-bit code values (higher = smoother); 0 = pass frames through unchanged",
     chroma_strength: "Filtering strength h for chroma planes with independent weights, in 8-bit code values",
-    sigma: "Noise standard deviation in 8-bit code values. NLM: 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set they follow it (per sigma: 0.90 / 0.97 spatial, 0.71 / 0.85 with past frames, 0.68 / 0.81 with future frames); BM3D: its thresholds. -1 (default) = auto: estimated from the stream (sigma-estimate) unless strength or chroma-strength is set",
+    sigma: "Noise standard deviation in 8-bit code values. NLM: 2*sigma^2 is subtracted from patch distances, and unless strength/chroma-strength were set they follow it (per sigma: 0.90 / 0.97 spatial, 0.71 / 0.85 with past frames, 0.68 / 0.81 with future frames); BM3D: its thresholds. -1 (default) = auto: estimated from the stream (sigma-estimate) unless strength or chroma-strength is set; 0 = pass frames through unchanged",
     backend_in_use: "The backend (and device, kernel) the running stream denoises on; empty before caps are negotiated",
 };
 
