@@ -305,12 +305,17 @@ macro_rules! base_transform_via_core {
 
         fn submit_input_buffer(&self, is_discont: bool, inbuf: gst::Buffer) -> Result<gst::FlowSuccess, gst::FlowError> {
             self.core.before_submit(&inbuf)?;
+            self.core.input_submitted(&inbuf);
             // The base class does renegotiation and QoS (dropping late frames) and queues the buffer.
             self.parent_submit_input_buffer(is_discont, inbuf)
         }
 
         fn generate_output(&self) -> Result<gst_base::subclass::base_transform::GenerateOutputSuccess, gst::FlowError> {
-            self.core.generate_output(self.take_queued_buffer())
+            let inbuf = self.take_queued_buffer();
+            if inbuf.is_some() {
+                self.core.input_taken();
+            }
+            self.core.generate_output(inbuf)
         }
     };
 }

@@ -1,6 +1,9 @@
-//! QoS: downstream's reports of late frames (QoS events), counted per window of stream time,
-//! and the one warning per stream when they persist (a live pipeline then loses frames to the
-//! base class's QoS dropping upstream of the transform).
+//! QoS: late frames, counted per window of running time (downstream's reports of late frames,
+//! QoS events, and the input frames the base class's QoS then drops before they reach the
+//! engine), and the one warning per stream when they persist, naming what would help with the
+//! settings and backend in use.
+
+use gst_base::prelude::*;
 
 use crate::core::Core;
 use crate::lock;
@@ -18,6 +21,9 @@ pub struct Lateness {
     window_start: Option<gst::ClockTime>,
     late: u32,
     warned: bool,
+    /// Running time of the input the base class was last given, until `generate_output` takes
+    /// it: still there at the next input, the base class's QoS dropped it.
+    submitted: Option<Option<gst::ClockTime>>,
 }
 
 impl Core {
@@ -30,20 +36,74 @@ impl Core {
         }
         let start = *l.window_start.get_or_insert(ts);
         if ts < start || ts >= start + gst::ClockTime::from_seconds(LATE_WINDOW_S) {
-            *l = Lateness { window_start: Some(ts), late: 0, warned: false };
+            l.window_start = Some(ts);
+            l.late = 0;
         }
         l.late += 1;
         if l.late >= LATE_REPORTS {
             l.warned = true;
-            let backend = lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).unwrap_or_default();
             drop(l);
+            let (backend, advice) = self.keep_up_advice();
             gst::element_warning!(
                 self.element(),
                 gst::CoreError::Clock,
                 ("The {} cannot keep up: {LATE_REPORTS} or more frames came late within {LATE_WINDOW_S} s and were dropped (QoS) on {backend}", self.what),
-                ["Use backend=cuda, a smaller search-radius or temporal window, algorithm=nlm, or a lower resolution or frame rate (docs/tuning.md)"]
+                ["{advice} (docs/tuning.md)"]
             );
         }
+    }
+
+    /// What would make the element faster with its settings and backend: only what applies.
+    fn keep_up_advice(&self) -> (String, String) {
+        let (params, options) = {
+            let s = lock(&self.settings);
+            (s.params, s.options.clone())
+        };
+        let (backend, on_gpu) = lock(&self.state).as_ref().map(|st| (st.denoiser.backend_description(), st.denoiser.on_gpu())).unwrap_or_default();
+        let mut tips: Vec<String> = Vec::new();
+        if !on_gpu && nlmdenoise::device::cuda::available() {
+            tips.push("backend=cuda (a usable GPU is present)".into());
+        }
+        match params.algorithm {
+            nlmdenoise::Algorithm::Bm3d => {
+                if params.bm3d.profile != nlmdenoise::Bm3dProfile::Fast {
+                    tips.push("bm3d-profile=fast".into());
+                }
+                if params.bm3d.steps != Some(1) {
+                    tips.push("bm3d-steps=1".into());
+                }
+                tips.push("algorithm=nlm".into());
+            }
+            _ => {
+                if params.search_radius > 1 {
+                    tips.push(format!("a smaller search-radius (now {})", params.search_radius));
+                }
+            }
+        }
+        if params.temporal_past + params.temporal_future > 0 {
+            tips.push(format!("fewer temporal frames (now temporal-past={} temporal-future={})", params.temporal_past, params.temporal_future));
+        }
+        if options.kind == nlmdenoise::BackendKind::Cpu && options.threads > 0 {
+            tips.push(format!("more threads (now {})", options.threads));
+        }
+        tips.push("a lower resolution or frame rate".into());
+        (backend, format!("Try {}", tips.join(", or ")))
+    }
+
+    /// The base class is about to take `inbuf` (its QoS may drop it there). The input given
+    /// before it that `generate_output` never took was dropped by the base class's QoS (which then
+    /// does not call `generate_output`): it counts as a late frame.
+    pub fn input_submitted(&self, inbuf: &gst::Buffer) {
+        let running_time = inbuf.pts().and_then(|pts| self.element().segment().downcast::<gst::ClockTime>().ok()?.to_running_time(pts));
+        let dropped = lock(&self.lateness).submitted.replace(running_time);
+        if let Some(Some(ts)) = dropped {
+            self.count_late_frame(ts);
+        }
+    }
+
+    /// `generate_output` took the input last submitted.
+    pub fn input_taken(&self) {
+        lock(&self.lateness).submitted = None;
     }
 
     /// An event from downstream: counts QoS reports of late frames.

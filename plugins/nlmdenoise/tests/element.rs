@@ -881,3 +881,44 @@ fn strength_zero_passes_frames_through_after_draining() {
         assert_matches_engine(o, &info, format, e, &format!("frame {} (a new window after the pass-through)", i + 5));
     }
 }
+
+/// Frames the base class's QoS drops before they reach the engine count as late: when nearly every
+/// frame is dropped (few reach downstream to be reported late), the "cannot keep up" warning still
+/// comes, once, and its advice names only what applies (NLM on the CPU: no `algorithm=nlm`; BM3D:
+/// the profile and NLM, not `search-radius`; `backend=cuda` only where a GPU is usable).
+#[test]
+fn frames_dropped_by_qos_count_and_the_advice_fits_the_settings() {
+    let format = PixelFormat::I420;
+    let caps = caps(format, 16, 8, (25, 1));
+    let info = video_info(&caps);
+    let gpu = nlmdenoise::device::cuda::available();
+    for bm3d in [false, true] {
+        let mut h = harness(&small_params());
+        if bm3d {
+            let e = h.element().unwrap();
+            e.set_property_from_str("algorithm", "bm3d");
+            e.set_property("sigma", 20.0f32);
+        }
+        let bus = gst::Bus::new();
+        h.element().unwrap().set_bus(Some(&bus));
+        h.set_src_caps(caps.clone());
+        h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
+        // Downstream reports one frame 10 s late: the base class drops the frames before that.
+        assert!(h.push_upstream_event(gst::event::Qos::new(gst::QOSType::Underflow, 0.5, 10_000_000_000, gst::ClockTime::ZERO)));
+        for i in 1..41u64 {
+            h.push(with_meta(make_buffer(&info, format, 1 + i), i, gst::BufferFlags::empty())).unwrap();
+        }
+        assert_eq!(pull_all(&mut h).len(), 1, "the late frames were dropped before the engine");
+        let msg = bus.pop_filtered(&[gst::MessageType::Warning]).expect("frames dropped by QoS made the warning");
+        let gst::MessageView::Warning(w) = msg.view() else { unreachable!() };
+        assert!(w.error().to_string().contains("cannot keep up"), "{}", w.error());
+        let advice = w.debug().map(|d| d.to_string()).unwrap_or_default();
+        assert_eq!(advice.contains("backend=cuda"), gpu, "backend=cuda only with a usable GPU: {advice}");
+        if bm3d {
+            assert!(advice.contains("bm3d-profile=fast") && advice.contains("algorithm=nlm") && !advice.contains("search-radius"), "{advice}");
+        } else {
+            assert!(advice.contains("search-radius") && !advice.contains("algorithm=nlm") && !advice.contains("bm3d"), "{advice}");
+        }
+        assert!(bus.pop_filtered(&[gst::MessageType::Warning]).is_none(), "once per stream");
+    }
+}
