@@ -158,7 +158,8 @@ pub struct Cli {
     #[arg(value_name = "INPUT", conflicts_with = "input")]
     input_pos: Option<String>,
 
-    /// Output file (same as -o): .mp4, .mkv or .y4m (- for y4m on standard output).
+    /// Output file (same as -o): .mp4, .mkv or .y4m; - for standard output (y4m, or with
+    /// --container mkv Matroska, --container mp4 fragmented MP4).
     #[arg(value_name = "OUTPUT", conflicts_with = "output")]
     output_pos: Option<String>,
 
@@ -597,11 +598,12 @@ fn run(cli: &Cli) -> Result<()> {
     }
     let container = match (cli.container, output) {
         (Some(c), Some(_)) => Some(c),
-        (Some(_), None) => bail!("--container needs an output (-o FILE, or -o - for y4m on standard output)"),
+        (Some(_), None) => bail!("--container needs an output (-o FILE, or -o - for standard output)"),
         (None, Some(out)) => Some(Container::from_path(out)?),
         (None, None) => None,
     };
-    interrupt::install(output.filter(|_| container == Some(Container::Mp4)).map(std::path::PathBuf::from));
+    // A second interrupt removes an unfinished MP4 file (standard output is never removed).
+    interrupt::install(output.filter(|o| *o != "-" && container == Some(Container::Mp4)).map(std::path::PathBuf::from));
     let y4m_in = is_y4m_input(input)?;
     if y4m_in && matches!(container, None | Some(Container::Y4m)) {
         return y4m::run(cli, input, output);

@@ -250,3 +250,30 @@ fn bad_inputs_fail_with_a_message_and_exit_code() {
     gst_launch(&format!("audiotestsrc num-buffers=10 ! audioconvert ! opusenc ! matroskamux ! filesink location={}", audio.display()));
     check(&[audio.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu"], "no video stream");
 }
+
+/// `-o -` with an encoded container writes to standard output (a pipe: fragmented MP4, Matroska)
+/// and never a file named `-` (it used to write `./-` while the summary said standard output).
+#[test]
+fn encoded_containers_stream_to_standard_output() {
+    let c = clips();
+    let dir = tmp("stdout-cwd");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (container, audio) in [("mp4", "aac"), ("mkv", "opus")] {
+        let _ = std::fs::remove_file(dir.join("-"));
+        let result = cli()
+            .current_dir(&dir)
+            .args([c.noisy_mp4.to_str().unwrap(), "-o", "-", "--container", container, "--backend", "cpu", "--preset", "ultrafast"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{container}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!dir.join("-").exists(), "{container}: a file named '-' was written");
+        assert!(stderr.contains("output: standard output"), "{container}: {stderr}");
+        let file = tmp(&format!("from-stdout.{container}"));
+        std::fs::write(&file, &result.stdout).unwrap();
+        assert_eq!(streams(&file), format!("h264,video;{audio},audio"), "{container}");
+        assert_eq!(decode_to_i420(&file).len(), W * H * 3 / 2 * FRAMES, "{container}: every frame");
+    }
+}

@@ -27,6 +27,9 @@ pub struct VideoBranch {
     pub mux: Option<gst::Element>,
 }
 
+/// Fragment length of an MP4 written to standard output (fragmented, so that a pipe can take it).
+const STDOUT_MP4_FRAGMENT_MS: u32 = 1000;
+
 /// Adds and links `queue ! videoconvert ! capsfilter ! ELEMENT ! videoconvert ! ...` up to the
 /// encoder and muxer, `y4menc`, or a fakesink, as the output asks.
 pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, output: Option<&str>, container: Option<Container>) -> Result<VideoBranch> {
@@ -49,8 +52,24 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
             q.set_property("max-size-bytes", 0u32);
             q.set_property("max-size-time", 0u64);
             let m = make(if c == Container::Mp4 { "mp4mux" } else { "matroskamux" })?;
-            let sink = make("filesink")?;
-            sink.set_property("location", output.expect("a container comes with an output"));
+            let sink = match output {
+                // Standard output may be a pipe, where the muxer cannot seek back: Matroska
+                // streams as it is, MP4 is written fragmented (its index comes first and each
+                // fragment indexes itself).
+                Some("-") => {
+                    if c == Container::Mp4 {
+                        m.set_property("fragment-duration", STDOUT_MP4_FRAGMENT_MS);
+                    }
+                    let s = make("fdsink")?;
+                    s.set_property("fd", 1i32);
+                    s
+                }
+                path => {
+                    let s = make("filesink")?;
+                    s.set_property("location", path.expect("a container comes with an output"));
+                    s
+                }
+            };
             pipeline.add_many([&m, &sink])?;
             m.link(&sink).context("linking the muxer")?;
             chain.extend([enc, q]);
