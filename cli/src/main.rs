@@ -357,7 +357,8 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pipeline_depth: usize,
 
-    /// Process at most N frames (encoded outputs: the audio is cut at the same time).
+    /// Process at most N frames, N at least 1 (encoded outputs: the audio is cut at the same
+    /// time).
     #[arg(allow_negative_numbers = true, long, value_name = "N")]
     frames: Option<u64>,
 
@@ -572,6 +573,10 @@ fn run(cli: &Cli) -> Result<()> {
     let Some(input) = cli.input_path() else {
         bail!("no input: nlmdenoise INPUT [OUTPUT] [options] (see --help)");
     };
+    // One rule for every path, before any output exists: an output of no frame is no output.
+    if cli.frames == Some(0) {
+        bail!("--frames must be at least 1");
+    }
     // `-o /dev/null`, the usual way to time a run: the output is discarded.
     let output = cli.output_path().filter(|o| *o != "/dev/null");
     if let Some(out) = output.filter(|o| *o != "-") {

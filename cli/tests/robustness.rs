@@ -375,3 +375,21 @@ fn release_binary_is_stripped() {
         assert!(!String::from_utf8_lossy(&s.stdout).contains(".debug_info"), "debug info in the release binary");
     }
 }
+
+/// --frames 0 is one clear error on both paths, before any output exists (it used to write a
+/// header-only y4m, and fail with another message on the MP4 path).
+#[test]
+fn frames_zero_is_the_same_error_on_both_paths() {
+    let c = clips();
+    for (input, ext) in [(&c.y4m, "y4m"), (&c.mp4, "mp4"), (&c.y4m, "mkv"), (&c.mp4, "y4m")] {
+        let out = tmp(&format!("zero-frames.{ext}"));
+        let _ = std::fs::remove_file(&out);
+        let r = run(&["-q", input.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--frames", "0"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{ext}: {stderr}");
+        assert_eq!(stderr.trim(), "nlmdenoise: error: --frames must be at least 1", "{ext}");
+        assert!(!out.exists(), "{ext}: no output file");
+    }
+    let r = run(&["--help"]);
+    assert!(String::from_utf8_lossy(&r.stdout).contains("at least 1"), "--help states the rule");
+}
