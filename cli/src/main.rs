@@ -289,12 +289,12 @@ pub struct Cli {
     temporal_future: u32,
 
     /// Filtering strength h for luma (and RGB, joint and luma-guided weights), 8-bit units.
-    /// Default: 0.71 * sigma when --sigma is given, else 10.
+    /// Default: see `strength_help` (the text --help shows is made from the engine's factors).
     #[arg(allow_negative_numbers = true, long)]
     strength: Option<f32>,
 
     /// Filtering strength h for chroma planes with their own weights, 8-bit units.
-    /// Default: 0.85 * sigma when --sigma is given, else 10.
+    /// Default: see `strength_help`.
     #[arg(allow_negative_numbers = true, long)]
     chroma_strength: Option<f32>,
 
@@ -410,6 +410,38 @@ pub struct Cli {
     /// GST_DEBUG override.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+}
+
+/// --help's text for `--strength` (`chroma` false) or `--chroma-strength`: the defaults stated
+/// from the factors the engine applies ([`Params::strength_per_sigma`]) for the tool's window
+/// and the others, so that the text cannot drift from what the tool does.
+fn strength_help(chroma: bool) -> String {
+    let factor = |past: u32, future: u32| {
+        let k = Params { temporal_past: past, temporal_future: future, ..Params::default() }.strength_per_sigma();
+        if chroma {
+            k.1
+        } else {
+            k.0
+        }
+    };
+    let (offline, live, spatial) = (factor(OFFLINE_TEMPORAL_PAST, OFFLINE_TEMPORAL_FUTURE), factor(Params::default().temporal_past, 0), factor(0, 0));
+    let (what, fixed, other) = if chroma {
+        ("chroma planes with their own weights", Params::default().chroma_strength, "--strength")
+    } else {
+        ("luma (and RGB, joint and luma-guided weights)", Params::default().strength, "--chroma-strength")
+    };
+    format!(
+        "Filtering strength h for {what}, 8-bit units. Default: {offline:.2} * sigma with the default window \
+         ({OFFLINE_TEMPORAL_PAST} past + {OFFLINE_TEMPORAL_FUTURE} future frames; {live:.2} with past frames only, {spatial:.2} with \
+         neither), sigma being --sigma or else estimated from the input as it goes; {fixed} when only {other} is \
+         given; with --scale, the upscaler's (docs/tuning.md)."
+    )
+}
+
+/// The command line's definition, with the help texts made at run time.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_arg("strength", |a| a.help(strength_help(false))).mut_arg("chroma_strength", |a| a.help(strength_help(true)))
 }
 
 impl Cli {
@@ -626,7 +658,8 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let parsed = command().try_get_matches().and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
