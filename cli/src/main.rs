@@ -639,6 +639,9 @@ fn run(cli: &Cli) -> Result<()> {
         (None, Some(out)) => Some(Container::from_path(out)?),
         (None, None) => None,
     };
+    if cli.output_path().is_none() && !cli.quiet {
+        eprintln!("nlmdenoise: no output named: the denoised video is discarded (name an OUTPUT or -o FILE to keep it)");
+    }
     // A second interrupt removes an unfinished MP4 file (standard output is never removed).
     interrupt::install(output.filter(|o| *o != "-" && container == Some(Container::Mp4)).map(std::path::PathBuf::from));
     let y4m_in = is_y4m_input(input)?;

@@ -393,3 +393,40 @@ fn frames_zero_is_the_same_error_on_both_paths() {
     let r = run(&["--help"]);
     assert!(String::from_utf8_lossy(&r.stdout).contains("at least 1"), "--help states the rule");
 }
+
+/// The summary reads right and the same on both paths (#24): singular counts ("1 frame", "1
+/// thread"), a discarded output said once, and up front when no output was named; the noise
+/// estimates of -v labelled from 0 s on both paths; the summary gives the first and the last
+/// estimate, not only the last.
+#[test]
+fn summaries_read_right_and_the_same_on_both_paths() {
+    let (y4m, mp4) = (tmp("noisy3s.y4m"), tmp("noisy3s.mp4"));
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "3", "-vf", "noise=alls=30:allf=t", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
+    ffmpeg(&["-i", y4m.to_str().unwrap(), "-c:v", "libx264", "-crf", "8", "-pix_fmt", "yuv420p", mp4.to_str().unwrap()]);
+    for input in [&y4m, &mp4] {
+        let r = run(&["-v", input.to_str().unwrap(), "--backend", "cpu"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{stderr}");
+        let summary = stderr.find("nlmdenoise: 75 frames").unwrap_or_else(|| panic!("{stderr}"));
+        let notice = stderr.find("no output named: the denoised video is discarded").unwrap_or_else(|| panic!("says that the output is discarded: {stderr}"));
+        assert!(notice < summary, "up front: {stderr}");
+        assert!(stderr.contains("  output: discarded\n") && !stderr.contains("(discarded)"), "{stderr}");
+        let estimates: Vec<(&str, &str)> = stderr.lines().filter_map(|l| l.trim().split_once(" s: noise sigma estimate ")).collect();
+        let labels: Vec<&str> = estimates.iter().map(|e| e.0).collect();
+        assert_eq!(labels, ["0", "1", "2"], "one estimate per second of video from 0 s: {stderr}");
+        let line = stderr.lines().find(|l| l.contains("noise sigma (estimated, 8-bit units): ")).unwrap_or_else(|| panic!("{stderr}"));
+        let shown = line.split_once("units): ").unwrap().1;
+        match shown.strip_prefix("first ").and_then(|s| s.split_once("; last ")) {
+            Some((first, _last)) => assert_eq!(first, estimates[0].1, "{stderr}"),
+            None => assert_eq!(shown, estimates[0].1, "one value only when the first and the last agree: {stderr}"),
+        }
+
+        let r = run(&["-q", input.to_str().unwrap(), "--backend", "cpu"]);
+        assert!(r.status.success() && r.stderr.is_empty(), "-q stays quiet: {}", String::from_utf8_lossy(&r.stderr));
+        let r = run(&[input.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--threads", "1", "--frames", "1"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(stderr.contains("nlmdenoise: 1 frame 160x120") && stderr.contains("cpu (1 thread)"), "{stderr}");
+        assert!(!stderr.contains("1 frames") && !stderr.contains("1 threads"), "{stderr}");
+        assert!(!stderr.contains("no output named"), "-o /dev/null asks for it: {stderr}");
+    }
+}

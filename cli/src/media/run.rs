@@ -24,6 +24,8 @@ pub struct Outcome {
     /// The frames the input promised, where known (a y4m file's size, or duration x frame rate).
     total_expected: Option<u64>,
     backend: Option<String>,
+    /// The first estimate the element reported (sigma auto) and the last.
+    first_noise: Option<NoiseEstimate>,
     noise: Option<NoiseEstimate>,
     caps: Option<gst::Caps>,
     out_caps: Option<gst::Caps>,
@@ -39,6 +41,7 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
     let mut feeder_thread = None;
     let mut interrupted = false;
     let mut total_expected = total;
+    let mut first_noise = None;
     let result = 'run: {
         if pipeline.set_state(gst::State::Playing).is_err() {
             // The reason is on the bus.
@@ -71,9 +74,12 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
             match msg.view() {
                 gst::MessageView::Eos(_) => break 'run Ok(()),
                 gst::MessageView::Error(err) => break 'run Err(describe_error(err, input, den, shared, cli.verbose > 0)),
-                gst::MessageView::Element(m) if cli.verbose > 0 && !cli.quiet => {
+                gst::MessageView::Element(m) => {
                     if let Some(e) = m.structure().filter(|st| st.name() == "nlmdenoise-noise").and_then(noise_of_message) {
-                        bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
+                        first_noise.get_or_insert(e.0);
+                        if cli.verbose > 0 && !cli.quiet {
+                            bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
+                        }
                     }
                 }
                 gst::MessageView::Warning(w) if !cli.quiet => {
@@ -99,14 +105,14 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         let _ = t.join();
     }
     bar.finish_and_clear();
-    Outcome { result, seconds, interrupted, total_expected, backend, noise, caps, out_caps }
+    Outcome { result, seconds, interrupted, total_expected, backend, first_noise, noise, caps, out_caps }
 }
 
 /// The summary of a run (unless `--quiet`) and its result: the pipeline's error, or none for
 /// a complete run, or the exit status's reason (interrupted, damaged or truncated input).
 /// `input_desc` names the input where its caps do not (y4m).
 pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<String>, output: Option<&str>, container: Option<Container>, shared: &Shared) -> Result<()> {
-    let Outcome { result, seconds, interrupted, total_expected, backend, noise, caps, out_caps } = outcome;
+    let Outcome { result, seconds, interrupted, total_expected, backend, first_noise, noise, caps, out_caps } = outcome;
     result?;
 
     let frames = shared.frames_out.load(Ordering::Relaxed);
@@ -131,19 +137,30 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             size.push_str(&format!(" -> {}x{}", o.width(), o.height()));
         }
         eprintln!(
-            "nlmdenoise: {frames} frames {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
+            "nlmdenoise: {} {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
+            crate::progress::count(frames, "frame"),
             frames as f64 / seconds.max(1e-9),
-            backend.unwrap_or_else(|| "none (no frame reached the denoiser)".into())
+            backend.map_or_else(|| "none (no frame reached the denoiser)".into(), |b| crate::progress::backend_words(&b))
         );
-        if let Some(e) = noise {
-            eprintln!("  noise sigma (estimated, 8-bit units): {}", crate::y4m::describe_noise(e));
+        match noise {
+            Some(e) => eprintln!("  noise sigma (estimated, 8-bit units): {}", crate::y4m::describe_noise_span(first_noise, e)),
+            // As the y4m path says it (the upscaler estimates nothing).
+            None if cli.params().sigma_auto && cli.params().algorithm != nlmdenoise::Algorithm::NlmSr => {
+                eprintln!("  noise sigma: no estimate (frames too small); sigma {} used", nlmdenoise::noise::FALLBACK_SIGMA)
+            }
+            None => {}
         }
         let audio = lock(&shared.audio).clone();
         let input_kind = input_desc.unwrap_or_else(|| format!("video {format} {fps} fps"));
         eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
-        let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
         let encoding = lock(&shared.encoding).clone();
-        eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
+        match output {
+            None => eprintln!("  output: discarded"),
+            Some(o) => {
+                let out = if o == "-" { "standard output".into() } else { format!("'{o}'") };
+                eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
+            }
+        }
         if let Some((_, Some(note))) = encoding {
             eprintln!("  note: {note}");
         }
@@ -152,12 +169,16 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         return Err(crate::exit_code::Interrupted.into());
     }
     if let Some(d) = damage {
-        return Err(crate::exit_code::Incomplete(format!("{d}; the {frames} complete frames before it were denoised and written")).into());
+        return Err(
+            crate::exit_code::Incomplete(format!("{d}; the {} before it {} denoised and written", crate::progress::count(frames, "complete frame"), if frames == 1 { "was" } else { "were" })).into()
+        );
     }
     if let Some(t) = short {
-        return Err(
-            crate::exit_code::Incomplete(format!("the input ended after {frames} of the {t} frames it announced (truncated or damaged); the output holds every frame that could be decoded")).into()
-        );
+        return Err(crate::exit_code::Incomplete(format!(
+            "the input ended after {frames} of the {} it announced (truncated or damaged); the output holds every frame that could be decoded",
+            crate::progress::count(t, "frame")
+        ))
+        .into());
     }
     Ok(())
 }
