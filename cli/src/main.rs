@@ -534,8 +534,32 @@ impl Cli {
             },
             ..BackendOptions::default()
         };
-        gstnlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
+        gstnlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| invalid_parameter(&e).context("--device-id"))?;
         Ok(options)
+    }
+}
+
+/// An engine parameter error for `message`, without the "invalid parameter: " a caller's text
+/// (the element's, `apply_devices`') may already start with.
+pub fn invalid_parameter(message: &str) -> anyhow::Error {
+    let message = message.strip_prefix("Invalid parameters: ").unwrap_or(message);
+    let message = message.strip_prefix("invalid parameter: ").unwrap_or(message);
+    nlmdenoise::Error::InvalidParameter(message.to_string()).into()
+}
+
+/// The message of a failed run. A parameter error reads "invalid parameter: WHAT" once, first,
+/// whatever found it, with the steps it went through after it in brackets.
+fn describe_failure(e: &anyhow::Error) -> String {
+    let invalid = e.chain().find_map(|c| match c.downcast_ref::<nlmdenoise::Error>() {
+        Some(nlmdenoise::Error::InvalidParameter(m)) => Some(m),
+        _ => None,
+    });
+    let Some(message) = invalid else { return format!("{e:#}") };
+    let steps: Vec<String> = e.chain().take_while(|c| c.downcast_ref::<nlmdenoise::Error>().is_none()).map(|c| c.to_string()).collect();
+    if steps.is_empty() {
+        format!("invalid parameter: {message}")
+    } else {
+        format!("invalid parameter: {message} ({})", steps.join(": "))
     }
 }
 
@@ -680,7 +704,7 @@ fn main() {
             exit_code::INTERRUPTED => "stopped",
             _ => "error",
         };
-        eprintln!("nlmdenoise: {what}: {e:#}");
+        eprintln!("nlmdenoise: {what}: {}", describe_failure(&e));
         std::process::exit(code);
     }
 }

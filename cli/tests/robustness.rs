@@ -430,3 +430,27 @@ fn summaries_read_right_and_the_same_on_both_paths() {
         assert!(!stderr.contains("no output named"), "-o /dev/null asks for it: {stderr}");
     }
 }
+
+/// A parameter error is one line with one "invalid parameter:" prefix, first, the same on both
+/// paths (#10): not "Invalid parameters: invalid parameter:", "denoising failed: Cannot process
+/// ...: invalid parameter:" or "--device-id: invalid parameter:".
+#[test]
+fn parameter_errors_have_one_prefix_on_both_paths() {
+    let c = clips();
+    for input in [&c.y4m, &c.mp4] {
+        for (args, what) in [
+            (&["--chroma-mode", "joint"][..], "chroma-mode=joint needs a 4:4:4 or RGB format"),
+            (&["--device-id", "x"][..], "devices 'x'"),
+            (&["--threads", "9999"][..], "9999"),
+            (&["--search-radius", "99"][..], "search radius 99 out of range"),
+        ] {
+            let r = run(&[&["-q", input.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--frames", "2"][..], args].concat());
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(1), "{args:?}: {stderr}");
+            assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+            assert!(stderr.starts_with("nlmdenoise: error: invalid parameter: "), "{args:?}: {stderr}");
+            assert_eq!(stderr.to_lowercase().matches("invalid parameter").count(), 1, "{args:?}: one prefix: {stderr}");
+            assert!(stderr.contains(what), "{args:?}: {stderr}");
+        }
+    }
+}

@@ -40,13 +40,13 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     let backend = backend_nick(cli.backend)?;
     // The element's property ranges, checked here to name the option instead of a GLib critical.
     if cli.pipeline_depth > MAX_PIPELINE_DEPTH as usize {
-        bail!("--pipeline-depth {} is out of range (0..={MAX_PIPELINE_DEPTH})", cli.pipeline_depth);
+        return Err(crate::invalid_parameter(&format!("pipeline depth {} out of range 0..={MAX_PIPELINE_DEPTH}", cli.pipeline_depth)));
     }
     if !(1..=4).contains(&cli.offsets_per_pass) {
-        bail!("--offsets-per-pass {} is out of range (1..=4)", cli.offsets_per_pass);
+        return Err(crate::invalid_parameter(&format!("offsets per pass {} out of range 1..=4", cli.offsets_per_pass)));
     }
     if cli.threads > MAX_THREADS as usize {
-        bail!("--threads {} is out of range (0..={MAX_THREADS})", cli.threads);
+        return Err(crate::invalid_parameter(&format!("{} threads: expected 0..={MAX_THREADS} (0 = every core)", cli.threads)));
     }
     let options = cli.backend_options()?;
     den.set_property_from_str("backend", backend);

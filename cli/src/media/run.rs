@@ -238,6 +238,16 @@ fn describe_error(err: &gst::message::Error, input: &str, den: &gst::Element, sh
     let debug = err.debug().map(|d| d.to_string()).unwrap_or_default();
     let detail = if verbose && !debug.is_empty() { format!(" [{src_name}: {debug}]") } else { String::new() };
     if src.is_some_and(|s| s == den.upcast_ref::<gst::Object>()) {
+        // A parameter the stream cannot take: the engine's words once ("Cannot process 160x120
+        // I420: invalid parameter: ..." -> "invalid parameter: ... (Cannot process 160x120 I420)").
+        let text = e.to_string();
+        if e.kind::<gst::LibraryError>() == Some(gst::LibraryError::Settings) {
+            if let Some((before, what)) = text.split_once("invalid parameter: ") {
+                let before = before.trim_end_matches(": ").trim_start_matches("Invalid parameters");
+                let err = crate::invalid_parameter(what);
+                return if before.is_empty() { err } else { err.context(format!("{before}{detail}")) };
+            }
+        }
         return anyhow!("denoising failed: {e}{detail}");
     }
     if let Some(kind) = e.kind::<gst::StreamError>() {
