@@ -150,7 +150,8 @@ impl std::str::FromStr for SigmaArg {
     version,
     after_help = "Exit status: 0 done; 1 error (bad usage, unreadable input, failed pipeline; no output file is left \
 behind); 3 the input ended early or was damaged (the output holds every complete frame); 4 interrupted by \
-Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by a second interrupt."
+Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by a second interrupt (signals \
+within 0.5 s of the first are the same request)."
 )]
 pub struct Cli {
     /// Input file (same as -i): a .y4m file, - for y4m on standard input, or any file GStreamer can

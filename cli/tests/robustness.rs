@@ -168,25 +168,28 @@ fn frames_cuts_audio_with_the_video() {
     }
 }
 
-/// Runs the tool on a long input and sends `signals` SIGINT/SIGTERM once it has written output.
-fn interrupted(input: &Path, out: &Path, signal: &str, signals: usize) -> Output {
+/// Runs the tool on a long input and sends `signals` SIGINT/SIGTERM `gap` apart once it has
+/// written output.
+fn interrupted(input: &Path, out: &Path, signal: &str, signals: usize, gap: Duration) -> Output {
+    interrupted_with(input, out, signal, signals, gap, &["--search-radius", "5", "--temporal-past", "3", "--temporal-future", "3"], (20_000, Duration::ZERO))
+}
+
+/// [`interrupted`] with the tool's `window` options; the first signal `start.1` after the output
+/// holds `start.0` bytes (or after 30 s).
+fn interrupted_with(input: &Path, out: &Path, signal: &str, signals: usize, gap: Duration, window: &[&str], start: (u64, Duration)) -> Output {
+    let (bytes, settle) = start;
     let _ = std::fs::remove_file(out);
-    let child = bin()
-        .args(["-y", "-q", "--backend", "cpu", "--search-radius", "5", "--temporal-past", "3", "--temporal-future", "3"])
-        .arg(input)
-        .arg(out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = bin().args(["-y", "-q", "--backend", "cpu"]).args(window).arg(input).arg(out).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let t = Instant::now();
-    while std::fs::metadata(out).map(|m| m.len()).unwrap_or(0) < 20_000 && t.elapsed() < Duration::from_secs(30) {
+    while !std::fs::metadata(out).is_ok_and(|m| m.len() >= bytes) && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for _ in 0..signals {
+    std::thread::sleep(settle);
+    for i in 0..signals {
+        if i > 0 {
+            std::thread::sleep(gap);
+        }
         Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
     }
     child.wait_with_output().unwrap()
 }
@@ -218,7 +221,7 @@ fn an_interrupt_finishes_a_playable_output_and_a_second_aborts() {
     ]);
     for (signal, ext) in [("-INT", "mp4"), ("-TERM", "mkv")] {
         let out = tmp(&format!("stopped.{ext}"));
-        let r = interrupted(&long, &out, signal, 1);
+        let r = interrupted(&long, &out, signal, 1, Duration::ZERO);
         let stderr = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(4), "{signal} {ext}: {stderr}");
         assert!(stderr.contains("interrupted"), "{stderr}");
@@ -230,15 +233,29 @@ fn an_interrupt_finishes_a_playable_output_and_a_second_aborts() {
     let y4m_long = tmp("long.y4m");
     ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "750", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m_long.to_str().unwrap()]);
     let out = tmp("stopped.y4m");
-    let r = interrupted(&y4m_long, &out, "-INT", 1);
+    let r = interrupted(&y4m_long, &out, "-INT", 1, Duration::ZERO);
     assert_eq!(r.status.code(), Some(4), "{}", String::from_utf8_lossy(&r.stderr));
     let n = frames_of(&out, "video");
     assert!(n > 0 && n < 750, "{n}");
 
-    // Two signals: abort at once; an MP4 that cannot be finished is removed.
+    // Two signals a moment apart: one request (GNU timeout signals the process, then its
+    // group); the output is finished and kept, as for one.
+    let out = tmp("twice-at-once.mp4");
+    let r = interrupted(&long, &out, "-INT", 2, Duration::from_millis(5));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(4), "two signals together are one request: {stderr}");
+    let streams = probe(&out).unwrap_or_else(|e| panic!("the output is kept and playable: {e}"));
+    let video = streams.iter().find(|s| s.0 == "video").map(|s| s.1).unwrap();
+    assert!(video > 0 && video < 750, "{video} frames of 750");
+
+    // A second signal a second later, while the output is still being finished (a slow window):
+    // abort at once; an MP4 that cannot be finished is removed.
     let out = tmp("aborted.mp4");
-    let r = interrupted(&long, &out, "-INT", 2);
-    assert_eq!(r.status.code(), Some(130), "{}", String::from_utf8_lossy(&r.stderr));
+    let slow = ["--search-radius", "12", "--temporal-past", "7", "--temporal-future", "7"];
+    let r = interrupted_with(&long, &out, "-INT", 2, Duration::from_secs(1), &slow, (0, Duration::from_secs(1)));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("aborted"), "{stderr}");
     assert!(!out.exists(), "the unfinishable MP4 is removed");
 }
 
