@@ -471,3 +471,54 @@ fn parameter_errors_have_one_prefix_on_both_paths() {
         }
     }
 }
+
+/// A valid file whose audio outlasts its video (by 0.1 s here), or whose frame rate varies
+/// (frames dropped), is complete: exit 0 with every frame written, not "incomplete input" with
+/// exit 3 (#2). A cut file still is incomplete (a_truncated_mp4_...).
+#[test]
+fn longer_audio_and_variable_frame_rate_are_complete_inputs() {
+    let (longer, vfr) = (tmp("audio-longer.mp4"), tmp("vfr.mp4"));
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=25:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=440:sample_rate=48000:duration=2.1",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-c:a",
+        "aac",
+        longer.to_str().unwrap(),
+    ]);
+    // Frames 20..=40 dropped, the others keep their time stamps: 79 frames over 4 s.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=25:duration=4",
+        "-vf",
+        "select='not(between(n,20,40))'",
+        "-fps_mode",
+        "vfr",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        vfr.to_str().unwrap(),
+    ]);
+    for (input, frames) in [(&longer, 50), (&vfr, 79)] {
+        assert_eq!(frames_of(input, "video"), frames);
+        for ext in ["mp4", "mkv"] {
+            let out = tmp(&format!("complete-out.{ext}"));
+            let r = run(&["-y", "-q", input.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast"]);
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(0), "{}: {stderr}", input.display());
+            assert_eq!(frames_of(&out, "video"), frames, "{}", input.display());
+        }
+    }
+}

@@ -168,6 +168,19 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
         let Some(pipeline) = weak.upgrade() else { return };
         let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
         let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
+        let linked = (name.starts_with("video/") && !sh.video_linked.load(Ordering::SeqCst)) || (name.starts_with("audio/") && !sh.audio_linked.load(Ordering::SeqCst));
+        if linked {
+            let sh2 = sh.clone();
+            pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+                if let Some(b) = info.buffer() {
+                    let end = b.pts().map(|pts| pts + b.duration().unwrap_or(gst::ClockTime::ZERO)).and_then(|end| stream_time(pad, end));
+                    if let Some(end) = end {
+                        sh2.decoded_until.fetch_max(end.nseconds(), Ordering::Relaxed);
+                    }
+                }
+                gst::PadProbeReturn::Ok
+            });
+        }
         if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
             filter.set_property("caps", working_caps(&caps));
             let decoded = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten();
@@ -342,6 +355,12 @@ pub fn encoder_format(input: &gst_video::VideoFormatInfo, depth: BitDepthArg) ->
 fn running_time(pad: &gst::Pad, pts: gst::ClockTime) -> Option<gst::ClockTime> {
     let ev = pad.sticky_event::<gst::event::Segment>(0)?;
     ev.segment().downcast_ref::<gst::ClockTime>()?.to_running_time(pts)
+}
+
+/// The stream time of `pts` in the segment `pad` has seen.
+fn stream_time(pad: &gst::Pad, pts: gst::ClockTime) -> Option<gst::ClockTime> {
+    let ev = pad.sticky_event::<gst::event::Segment>(0)?;
+    ev.segment().downcast_ref::<gst::ClockTime>()?.to_stream_time(pts)
 }
 
 /// How long `frames` frames last at `fps` (None for a variable or unknown rate).

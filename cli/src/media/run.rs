@@ -23,6 +23,8 @@ pub struct Outcome {
     interrupted: bool,
     /// The frames the input promised, where known (a y4m file's size, or duration x frame rate).
     total_expected: Option<u64>,
+    /// The input's duration, for a decoded input (its frames are counted from it).
+    duration: Option<gst::ClockTime>,
     backend: Option<String>,
     /// The first estimate the element reported (sigma auto) and the last.
     first_noise: Option<NoiseEstimate>,
@@ -42,6 +44,7 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
     let mut interrupted = false;
     let mut total_expected = total;
     let mut first_noise = None;
+    let mut duration = None;
     let result = 'run: {
         if pipeline.set_state(gst::State::Playing).is_err() {
             // The reason is on the bus.
@@ -59,12 +62,17 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         loop {
             bar.set_position(shared.frames_out.load(Ordering::Relaxed));
             if !total_known {
-                if let Some(n) = estimate_total(pipeline, den) {
+                if let Some((n, d)) = estimate_total(pipeline, den) {
                     total_expected = Some(n);
+                    duration = Some(d);
                     let n = cli.frames.map_or(n, |l| l.min(n));
                     crate::progress::set_total(&bar, Some(n));
                     total_known = true;
                 }
+            }
+            if total.is_none() && duration.is_none() {
+                // A decoded input (a variable frame rate has no frame count to estimate).
+                duration = pipeline.query_duration::<gst::ClockTime>();
             }
             if crate::interrupt::requested() && !interrupted {
                 // The probe at the video branch's entry ends the stream at the next frame.
@@ -105,14 +113,14 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         let _ = t.join();
     }
     bar.finish_and_clear();
-    Outcome { result, seconds, interrupted, total_expected, backend, first_noise, noise, caps, out_caps }
+    Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, caps, out_caps }
 }
 
 /// The summary of a run (unless `--quiet`) and its result: the pipeline's error, or none for
 /// a complete run, or the exit status's reason (interrupted, damaged or truncated input).
 /// `input_desc` names the input where its caps do not (y4m).
 pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<String>, output: Option<&str>, container: Option<Container>, shared: &Shared) -> Result<()> {
-    let Outcome { result, seconds, interrupted, total_expected, backend, first_noise, noise, caps, out_caps } = outcome;
+    let Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, caps, out_caps } = outcome;
     result?;
 
     let frames = shared.frames_out.load(Ordering::Relaxed);
@@ -126,7 +134,19 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
     // The frames the input promised (duration x frame rate, or the y4m file's size) against those
     // that came out: fewer means the input ended early (truncated, damaged).
     let expected = total_expected.map(|t| cli.frames.map_or(t, |l| l.min(t)));
-    let short = expected.filter(|&t| frames + (t / 100).max(1) < t);
+    let short = match duration {
+        // A decoded input: the duration counts the longest stream, and duration x frame rate is
+        // no frame count for a variable rate; a cut file is one where every stream (the video
+        // and the audio) ends well before the duration. Reaching --frames is no cut.
+        Some(d) => {
+            let until = gst::ClockTime::from_nseconds(shared.decoded_until.load(Ordering::Relaxed));
+            let margin = (d / 100).max(gst::ClockTime::from_mseconds(200));
+            let limited = cli.frames.is_some_and(|l| frames >= l);
+            (!limited && until + margin < d).then(|| expected.unwrap_or(frames))
+        }
+        // A y4m input: the file's size gives its frames exactly.
+        None => expected.filter(|&t| frames + (t / 100).max(1) < t),
+    };
     if !cli.quiet {
         let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
         let (mut size, format, fps) = match &vinfo {
@@ -215,8 +235,9 @@ fn noise_of_message(st: &gst::StructureRef) -> Option<(nlmdenoise::noise::NoiseE
     Some((nlmdenoise::noise::NoiseEstimate { luma, chroma }, st.get::<gst::ClockTime>("timestamp").ok()?))
 }
 
-/// Frames in the input, from the pipeline's duration and the video frame rate (once known).
-fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<u64> {
+/// Frames in the input, from the pipeline's duration and the video frame rate (once known), and
+/// that duration.
+fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<(u64, gst::ClockTime)> {
     let caps = den.static_pad("sink")?.current_caps()?;
     let fps = gst_video::VideoInfo::from_caps(&caps).ok()?.fps();
     if fps.numer() <= 0 || fps.denom() <= 0 {
@@ -224,7 +245,7 @@ fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<u64> {
     }
     let duration = pipeline.query_duration::<gst::ClockTime>()?;
     let frames = (duration.nseconds() as u128 * fps.numer() as u128 + fps.denom() as u128 * 500_000_000) / (fps.denom() as u128 * 1_000_000_000);
-    Some(frames as u64)
+    Some((frames as u64, duration))
 }
 
 /// A clear message for an error GStreamer posted.
