@@ -154,8 +154,8 @@ Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by 
 within 0.5 s of the first are the same request)."
 )]
 pub struct Cli {
-    /// Input file (same as -i): a .y4m file, - for y4m on standard input, or any file GStreamer can
-    /// decode (mp4, mkv, mov, webm, avi, ...).
+    /// Input file (same as -i): a .y4m file, - for y4m on standard input (into any output), or any
+    /// file GStreamer can decode (mp4, mkv, mov, webm, avi, ...).
     #[arg(value_name = "INPUT", conflicts_with = "input")]
     input_pos: Option<String>,
 
@@ -678,9 +678,6 @@ fn run(cli: &Cli) -> Result<()> {
     }
     if cli.backend == BackendKind::Reference {
         bail!("--backend reference is only available for y4m input and output");
-    }
-    if input == "-" {
-        bail!("standard input must be y4m");
     }
     media::run(cli, input, output, container, y4m_in)
 }

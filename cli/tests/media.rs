@@ -277,3 +277,33 @@ fn encoded_containers_stream_to_standard_output() {
         assert_eq!(decode_to_i420(&file).len(), W * H * 3 / 2 * FRAMES, "{container}: every frame");
     }
 }
+
+/// y4m on standard input with an encoded output goes through the appsrc path like a y4m file
+/// (it was refused: "standard input must be y4m"); every frame, no audio.
+#[test]
+fn y4m_on_standard_input_into_encoded_containers() {
+    use std::io::Write;
+    let c = clips();
+    let data = std::fs::read(&c.noisy_y4m).unwrap();
+    for ext in ["mp4", "mkv"] {
+        let out = tmp(&format!("from-stdin.{ext}"));
+        let _ = std::fs::remove_file(&out);
+        let mut child =
+            cli().args(["-i", "-", "-o", out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast"]).stdin(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = {
+            let data = data.clone();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&data);
+            })
+        };
+        let result = child.wait_with_output().unwrap();
+        feed.join().unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{ext}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("input:  standard input"), "{ext}: {stderr}");
+        assert_eq!(streams(&out), "h264,video", "{ext}");
+        assert_eq!(decode_to_i420(&out).len(), W * H * 3 / 2 * FRAMES, "{ext}: every frame");
+    }
+}

@@ -172,7 +172,8 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         }
         let audio = lock(&shared.audio).clone();
         let input_kind = input_desc.unwrap_or_else(|| format!("video {format} {fps} fps"));
-        eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
+        let shown = if input == "-" { "standard input".to_string() } else { format!("'{input}'") };
+        eprintln!("  input:  {shown} ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
         let encoding = lock(&shared.encoding).clone();
         match output {
             None => eprintln!("  output: discarded"),
