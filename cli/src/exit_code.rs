@@ -12,7 +12,8 @@ pub const INCOMPLETE: i32 = 3;
 /// Interrupted (Ctrl-C, SIGTERM): the output is complete and playable and holds the frames done
 /// before the interruption.
 pub const INTERRUPTED: i32 = 4;
-/// A second interrupt aborted the run at once (an MP4 output is removed; others hold what was
+/// A second interrupt, 0.5 s or more after the first ([`crate::interrupt::SAME_REQUEST`]),
+/// aborted the run at once (an MP4 output is removed; others hold what was
 /// written).
 pub const ABORTED: i32 = 130;
 

@@ -150,15 +150,17 @@ impl std::str::FromStr for SigmaArg {
     version,
     after_help = "Exit status: 0 done; 1 error (bad usage, unreadable input, failed pipeline; no output file is left \
 behind); 3 the input ended early or was damaged (the output holds every complete frame); 4 interrupted by \
-Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by a second interrupt."
+Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by a second interrupt (signals \
+within 0.5 s of the first are the same request)."
 )]
 pub struct Cli {
-    /// Input file (same as -i): a .y4m file, - for y4m on standard input, or any file GStreamer can
-    /// decode (mp4, mkv, mov, webm, avi, ...).
+    /// Input file (same as -i): a .y4m file, - for y4m on standard input (into any output), or any
+    /// file GStreamer can decode (mp4, mkv, mov, webm, avi, ...).
     #[arg(value_name = "INPUT", conflicts_with = "input")]
     input_pos: Option<String>,
 
-    /// Output file (same as -o): .mp4, .mkv or .y4m (- for y4m on standard output).
+    /// Output file (same as -o): .mp4, .mkv or .y4m; - for standard output (y4m, or with
+    /// --container mkv Matroska, --container mp4 fragmented MP4).
     #[arg(value_name = "OUTPUT", conflicts_with = "output")]
     output_pos: Option<String>,
 
@@ -288,12 +290,12 @@ pub struct Cli {
     temporal_future: u32,
 
     /// Filtering strength h for luma (and RGB, joint and luma-guided weights), 8-bit units.
-    /// Default: 0.71 * sigma when --sigma is given, else 10.
+    /// Default: see `strength_help` (the text --help shows is made from the engine's factors).
     #[arg(allow_negative_numbers = true, long)]
     strength: Option<f32>,
 
     /// Filtering strength h for chroma planes with their own weights, 8-bit units.
-    /// Default: 0.85 * sigma when --sigma is given, else 10.
+    /// Default: see `strength_help`.
     #[arg(allow_negative_numbers = true, long)]
     chroma_strength: Option<f32>,
 
@@ -356,7 +358,8 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pipeline_depth: usize,
 
-    /// Process at most N frames (encoded outputs: the audio is cut at the same time).
+    /// Process at most N frames, N at least 1 (encoded outputs: the audio is cut at the same
+    /// time).
     #[arg(allow_negative_numbers = true, long, value_name = "N")]
     frames: Option<u64>,
 
@@ -408,6 +411,38 @@ pub struct Cli {
     /// GST_DEBUG override.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+}
+
+/// --help's text for `--strength` (`chroma` false) or `--chroma-strength`: the defaults stated
+/// from the factors the engine applies ([`Params::strength_per_sigma`]) for the tool's window
+/// and the others, so that the text cannot drift from what the tool does.
+fn strength_help(chroma: bool) -> String {
+    let factor = |past: u32, future: u32| {
+        let k = Params { temporal_past: past, temporal_future: future, ..Params::default() }.strength_per_sigma();
+        if chroma {
+            k.1
+        } else {
+            k.0
+        }
+    };
+    let (offline, live, spatial) = (factor(OFFLINE_TEMPORAL_PAST, OFFLINE_TEMPORAL_FUTURE), factor(Params::default().temporal_past, 0), factor(0, 0));
+    let (what, fixed, other) = if chroma {
+        ("chroma planes with their own weights", Params::default().chroma_strength, "--strength")
+    } else {
+        ("luma (and RGB, joint and luma-guided weights)", Params::default().strength, "--chroma-strength")
+    };
+    format!(
+        "Filtering strength h for {what}, 8-bit units. Default: {offline:.2} * sigma with the default window \
+         ({OFFLINE_TEMPORAL_PAST} past + {OFFLINE_TEMPORAL_FUTURE} future frames; {live:.2} with past frames only, {spatial:.2} with \
+         neither), sigma being --sigma or else estimated from the input as it goes; {fixed} when only {other} is \
+         given; with --scale, the upscaler's (docs/tuning.md)."
+    )
+}
+
+/// The command line's definition, with the help texts made at run time.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_arg("strength", |a| a.help(strength_help(false))).mut_arg("chroma_strength", |a| a.help(strength_help(true)))
 }
 
 impl Cli {
@@ -500,8 +535,32 @@ impl Cli {
             },
             ..BackendOptions::default()
         };
-        gstnlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
+        gstnlmdenoise::apply_devices(&mut options, &self.device_id).map_err(|e| invalid_parameter(&e).context("--device-id"))?;
         Ok(options)
+    }
+}
+
+/// An engine parameter error for `message`, without the "invalid parameter: " a caller's text
+/// (the element's, `apply_devices`') may already start with.
+pub fn invalid_parameter(message: &str) -> anyhow::Error {
+    let message = message.strip_prefix("Invalid parameters: ").unwrap_or(message);
+    let message = message.strip_prefix("invalid parameter: ").unwrap_or(message);
+    nlmdenoise::Error::InvalidParameter(message.to_string()).into()
+}
+
+/// The message of a failed run. A parameter error reads "invalid parameter: WHAT" once, first,
+/// whatever found it, with the steps it went through after it in brackets.
+fn describe_failure(e: &anyhow::Error) -> String {
+    let invalid = e.chain().find_map(|c| match c.downcast_ref::<nlmdenoise::Error>() {
+        Some(nlmdenoise::Error::InvalidParameter(m)) => Some(m),
+        _ => None,
+    });
+    let Some(message) = invalid else { return format!("{e:#}") };
+    let steps: Vec<String> = e.chain().take_while(|c| c.downcast_ref::<nlmdenoise::Error>().is_none()).map(|c| c.to_string()).collect();
+    if steps.is_empty() {
+        format!("invalid parameter: {message}")
+    } else {
+        format!("invalid parameter: {message} ({})", steps.join(": "))
     }
 }
 
@@ -571,6 +630,10 @@ fn run(cli: &Cli) -> Result<()> {
     let Some(input) = cli.input_path() else {
         bail!("no input: nlmdenoise INPUT [OUTPUT] [options] (see --help)");
     };
+    // One rule for every path, before any output exists: an output of no frame is no output.
+    if cli.frames == Some(0) {
+        bail!("--frames must be at least 1");
+    }
     // `-o /dev/null`, the usual way to time a run: the output is discarded.
     let output = cli.output_path().filter(|o| *o != "/dev/null");
     if let Some(out) = output.filter(|o| *o != "-") {
@@ -597,11 +660,15 @@ fn run(cli: &Cli) -> Result<()> {
     }
     let container = match (cli.container, output) {
         (Some(c), Some(_)) => Some(c),
-        (Some(_), None) => bail!("--container needs an output (-o FILE, or -o - for y4m on standard output)"),
+        (Some(_), None) => bail!("--container needs an output (-o FILE, or -o - for standard output)"),
         (None, Some(out)) => Some(Container::from_path(out)?),
         (None, None) => None,
     };
-    interrupt::install(output.filter(|_| container == Some(Container::Mp4)).map(std::path::PathBuf::from));
+    if cli.output_path().is_none() && !cli.quiet {
+        eprintln!("nlmdenoise: no output named: the denoised video is discarded (name an OUTPUT or -o FILE to keep it)");
+    }
+    // A second interrupt removes an unfinished MP4 file (standard output is never removed).
+    interrupt::install(output.filter(|o| *o != "-" && container == Some(Container::Mp4)).map(std::path::PathBuf::from));
     let y4m_in = is_y4m_input(input)?;
     if y4m_in && matches!(container, None | Some(Container::Y4m)) {
         return y4m::run(cli, input, output);
@@ -612,14 +679,12 @@ fn run(cli: &Cli) -> Result<()> {
     if cli.backend == BackendKind::Reference {
         bail!("--backend reference is only available for y4m input and output");
     }
-    if input == "-" {
-        bail!("standard input must be y4m");
-    }
     media::run(cli, input, output, container, y4m_in)
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let parsed = command().try_get_matches().and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -637,7 +702,7 @@ fn main() {
             exit_code::INTERRUPTED => "stopped",
             _ => "error",
         };
-        eprintln!("nlmdenoise: {what}: {e:#}");
+        eprintln!("nlmdenoise: {what}: {}", describe_failure(&e));
         std::process::exit(code);
     }
 }

@@ -27,3 +27,18 @@ pub fn set_total(bar: &ProgressBar, total: Option<u64>) {
         None => bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} frames ({per_sec})").expect("valid template")),
     }
 }
+
+/// "1 frame", "2 frames": a count and its noun, plural unless one.
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The engine's backend description for the summary, in the singular where it counts one
+/// ("cpu (1 threads)" -> "cpu (1 thread)").
+pub fn backend_words(description: &str) -> String {
+    description.replace("(1 threads)", "(1 thread)")
+}

@@ -239,6 +239,49 @@ pub fn describe_noise(e: nlmdenoise::noise::NoiseEstimate) -> String {
     }
 }
 
+/// The summary's words for the estimates over a run: one value, or the first and the last
+/// where they differ ("first luma 4.20, chroma 3.10; last luma 4.35, chroma 3.05").
+pub fn describe_noise_span(first: Option<nlmdenoise::noise::NoiseEstimate>, last: nlmdenoise::noise::NoiseEstimate) -> String {
+    let last = describe_noise(last);
+    match first.map(describe_noise) {
+        Some(first) if first != last => format!("first {first}; last {last}"),
+        _ => last,
+    }
+}
+
+/// With -v and sigma auto: the estimate once per second of video, from 0 s, as the element
+/// reports it on the GStreamer path (at the frame where a second has passed since the last).
+struct NoiseReports {
+    /// The header's frame rate (25/1 when it has none).
+    rate: (u64, u64),
+    /// The first frame due for a report.
+    next: u64,
+    /// The first estimate of the run, for the summary.
+    first: Option<nlmdenoise::noise::NoiseEstimate>,
+}
+
+impl NoiseReports {
+    fn new(rate: Option<(u64, u64)>) -> Self {
+        let rate = rate.filter(|r| r.0 > 0 && r.1 > 0).unwrap_or((25, 1));
+        NoiseReports { rate, next: 0, first: None }
+    }
+
+    /// After frame `index` went in: the estimate then, printed when `print` and a report is due.
+    fn after_push(&mut self, index: u64, estimate: Option<nlmdenoise::noise::NoiseEstimate>, print: bool, bar: &ProgressBar) {
+        let Some(e) = estimate else { return };
+        self.first.get_or_insert(e);
+        if index < self.next {
+            return;
+        }
+        let (n, d) = self.rate;
+        // The first frame at least a second (n/d frames) later.
+        self.next = index + n.div_ceil(d);
+        if print {
+            bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", (index * d) as f64 / n as f64, describe_noise(e)));
+        }
+    }
+}
+
 /// Denoises y4m `input` into y4m `output` (none: discarded). A failed run removes its output
 /// file; one that ended early (damaged input, interrupt) keeps it, valid.
 pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
@@ -288,9 +331,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let mut clean = OwnedFrame::new(info);
     let (mut read, mut written) = (0u64, 0u64);
     let start = Instant::now();
-    // Frames per second of video (the header's rate, rounded; 25 when it has none): --verbose
-    // prints the noise estimate once per second of video.
-    let fps_frames = header.frame_rate.map(|(n, d)| (n as f64 / d.max(1) as f64).round().max(1.0) as u64).unwrap_or(25);
+    let mut reports = NoiseReports::new(header.frame_rate);
 
     // A damaged or truncated input, or an interrupt, ends the reading; the frames read so far
     // are still denoised (the engine drains the future window) and written.
@@ -319,12 +360,10 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         }
         denoiser.push(&frame.as_ref(), Tag { index: read, frame_params }).with_context(|| format!("denoising frame {read}"))?;
         let _ = source.free.send(frame);
-        read += 1;
-        if cli.verbose > 0 && params.sigma_auto && read % fps_frames == 0 {
-            if let Some(e) = denoiser.noise_estimate() {
-                bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", read as f64 / fps_frames as f64, describe_noise(e)));
-            }
+        if params.sigma_auto {
+            reports.after_push(read, denoiser.noise_estimate(), cli.verbose > 0, &bar);
         }
+        read += 1;
         drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
     }
     if let (Some(e), 0) = (&damage, read) {
@@ -344,17 +383,18 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
 
     if !cli.quiet {
         eprintln!(
-            "nlmdenoise: {written} frames {}x{}{} {} in {seconds:.2} s ({:.2} fps), backend: {}",
+            "nlmdenoise: {} {}x{}{} {} in {seconds:.2} s ({:.2} fps), backend: {}",
+            crate::progress::count(written, "frame"),
             info.width,
             info.height,
             if out_info == info { String::new() } else { format!(" -> {}x{}", out_info.width, out_info.height) },
             info.format,
             written as f64 / seconds.max(1e-9),
-            denoiser.backend_description()
+            crate::progress::backend_words(&denoiser.backend_description())
         );
         if params.sigma_auto {
             match denoiser.noise_estimate() {
-                Some(e) => eprintln!("  noise sigma (estimated, 8-bit units): {}", describe_noise(e)),
+                Some(e) => eprintln!("  noise sigma (estimated, 8-bit units): {}", describe_noise_span(reports.first, e)),
                 None => eprintln!("  noise sigma: no estimate (frames too small); sigma {} used", nlmdenoise::noise::FALLBACK_SIGMA),
             }
         }
@@ -367,7 +407,12 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         eprintln!("PSNR output vs reference: {}", ps.output.describe(peak));
     }
     if let Some(e) = damage {
-        return Err(crate::exit_code::Incomplete(format!("{e}; the {written} complete frames before it were denoised and written")).into());
+        return Err(crate::exit_code::Incomplete(format!(
+            "{e}; the {} before it {} denoised and written",
+            crate::progress::count(written, "complete frame"),
+            if written == 1 { "was" } else { "were" }
+        ))
+        .into());
     }
     if interrupted {
         return Err(crate::exit_code::Interrupted.into());

@@ -250,3 +250,60 @@ fn bad_inputs_fail_with_a_message_and_exit_code() {
     gst_launch(&format!("audiotestsrc num-buffers=10 ! audioconvert ! opusenc ! matroskamux ! filesink location={}", audio.display()));
     check(&[audio.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu"], "no video stream");
 }
+
+/// `-o -` with an encoded container writes to standard output (a pipe: fragmented MP4, Matroska)
+/// and never a file named `-` (it used to write `./-` while the summary said standard output).
+#[test]
+fn encoded_containers_stream_to_standard_output() {
+    let c = clips();
+    let dir = tmp("stdout-cwd");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (container, audio) in [("mp4", "aac"), ("mkv", "opus")] {
+        let _ = std::fs::remove_file(dir.join("-"));
+        let result = cli()
+            .current_dir(&dir)
+            .args([c.noisy_mp4.to_str().unwrap(), "-o", "-", "--container", container, "--backend", "cpu", "--preset", "ultrafast"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{container}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!dir.join("-").exists(), "{container}: a file named '-' was written");
+        assert!(stderr.contains("output: standard output"), "{container}: {stderr}");
+        let file = tmp(&format!("from-stdout.{container}"));
+        std::fs::write(&file, &result.stdout).unwrap();
+        assert_eq!(streams(&file), format!("h264,video;{audio},audio"), "{container}");
+        assert_eq!(decode_to_i420(&file).len(), W * H * 3 / 2 * FRAMES, "{container}: every frame");
+    }
+}
+
+/// y4m on standard input with an encoded output goes through the appsrc path like a y4m file
+/// (it was refused: "standard input must be y4m"); every frame, no audio.
+#[test]
+fn y4m_on_standard_input_into_encoded_containers() {
+    use std::io::Write;
+    let c = clips();
+    let data = std::fs::read(&c.noisy_y4m).unwrap();
+    for ext in ["mp4", "mkv"] {
+        let out = tmp(&format!("from-stdin.{ext}"));
+        let _ = std::fs::remove_file(&out);
+        let mut child =
+            cli().args(["-i", "-", "-o", out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast"]).stdin(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = {
+            let data = data.clone();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&data);
+            })
+        };
+        let result = child.wait_with_output().unwrap();
+        feed.join().unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{ext}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("input:  standard input"), "{ext}: {stderr}");
+        assert_eq!(streams(&out), "h264,video", "{ext}");
+        assert_eq!(decode_to_i420(&out).len(), W * H * 3 / 2 * FRAMES, "{ext}: every frame");
+    }
+}

@@ -168,25 +168,28 @@ fn frames_cuts_audio_with_the_video() {
     }
 }
 
-/// Runs the tool on a long input and sends `signals` SIGINT/SIGTERM once it has written output.
-fn interrupted(input: &Path, out: &Path, signal: &str, signals: usize) -> Output {
+/// Runs the tool on a long input and sends `signals` SIGINT/SIGTERM `gap` apart once it has
+/// written output.
+fn interrupted(input: &Path, out: &Path, signal: &str, signals: usize, gap: Duration) -> Output {
+    interrupted_with(input, out, signal, signals, gap, &["--search-radius", "5", "--temporal-past", "3", "--temporal-future", "3"], (20_000, Duration::ZERO))
+}
+
+/// [`interrupted`] with the tool's `window` options; the first signal `start.1` after the output
+/// holds `start.0` bytes (or after 30 s).
+fn interrupted_with(input: &Path, out: &Path, signal: &str, signals: usize, gap: Duration, window: &[&str], start: (u64, Duration)) -> Output {
+    let (bytes, settle) = start;
     let _ = std::fs::remove_file(out);
-    let child = bin()
-        .args(["-y", "-q", "--backend", "cpu", "--search-radius", "5", "--temporal-past", "3", "--temporal-future", "3"])
-        .arg(input)
-        .arg(out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = bin().args(["-y", "-q", "--backend", "cpu"]).args(window).arg(input).arg(out).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let t = Instant::now();
-    while std::fs::metadata(out).map(|m| m.len()).unwrap_or(0) < 20_000 && t.elapsed() < Duration::from_secs(30) {
+    while !std::fs::metadata(out).is_ok_and(|m| m.len() >= bytes) && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for _ in 0..signals {
+    std::thread::sleep(settle);
+    for i in 0..signals {
+        if i > 0 {
+            std::thread::sleep(gap);
+        }
         Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
     }
     child.wait_with_output().unwrap()
 }
@@ -218,7 +221,7 @@ fn an_interrupt_finishes_a_playable_output_and_a_second_aborts() {
     ]);
     for (signal, ext) in [("-INT", "mp4"), ("-TERM", "mkv")] {
         let out = tmp(&format!("stopped.{ext}"));
-        let r = interrupted(&long, &out, signal, 1);
+        let r = interrupted(&long, &out, signal, 1, Duration::ZERO);
         let stderr = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(4), "{signal} {ext}: {stderr}");
         assert!(stderr.contains("interrupted"), "{stderr}");
@@ -230,15 +233,29 @@ fn an_interrupt_finishes_a_playable_output_and_a_second_aborts() {
     let y4m_long = tmp("long.y4m");
     ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "750", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m_long.to_str().unwrap()]);
     let out = tmp("stopped.y4m");
-    let r = interrupted(&y4m_long, &out, "-INT", 1);
+    let r = interrupted(&y4m_long, &out, "-INT", 1, Duration::ZERO);
     assert_eq!(r.status.code(), Some(4), "{}", String::from_utf8_lossy(&r.stderr));
     let n = frames_of(&out, "video");
     assert!(n > 0 && n < 750, "{n}");
 
-    // Two signals: abort at once; an MP4 that cannot be finished is removed.
+    // Two signals a moment apart: one request (GNU timeout signals the process, then its
+    // group); the output is finished and kept, as for one.
+    let out = tmp("twice-at-once.mp4");
+    let r = interrupted(&long, &out, "-INT", 2, Duration::from_millis(5));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(4), "two signals together are one request: {stderr}");
+    let streams = probe(&out).unwrap_or_else(|e| panic!("the output is kept and playable: {e}"));
+    let video = streams.iter().find(|s| s.0 == "video").map(|s| s.1).unwrap();
+    assert!(video > 0 && video < 750, "{video} frames of 750");
+
+    // A second signal a second later, while the output is still being finished (a slow window):
+    // abort at once; an MP4 that cannot be finished is removed.
     let out = tmp("aborted.mp4");
-    let r = interrupted(&long, &out, "-INT", 2);
-    assert_eq!(r.status.code(), Some(130), "{}", String::from_utf8_lossy(&r.stderr));
+    let slow = ["--search-radius", "12", "--temporal-past", "7", "--temporal-future", "7"];
+    let r = interrupted_with(&long, &out, "-INT", 2, Duration::from_secs(1), &slow, (0, Duration::from_secs(1)));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("aborted"), "{stderr}");
     assert!(!out.exists(), "the unfinishable MP4 is removed");
 }
 
@@ -373,5 +390,148 @@ fn release_binary_is_stripped() {
     let sections = Command::new("readelf").arg("-S").arg(&exe).output();
     if let Ok(s) = sections {
         assert!(!String::from_utf8_lossy(&s.stdout).contains(".debug_info"), "debug info in the release binary");
+    }
+}
+
+/// --frames 0 is one clear error on both paths, before any output exists (it used to write a
+/// header-only y4m, and fail with another message on the MP4 path).
+#[test]
+fn frames_zero_is_the_same_error_on_both_paths() {
+    let c = clips();
+    for (input, ext) in [(&c.y4m, "y4m"), (&c.mp4, "mp4"), (&c.y4m, "mkv"), (&c.mp4, "y4m")] {
+        let out = tmp(&format!("zero-frames.{ext}"));
+        let _ = std::fs::remove_file(&out);
+        let r = run(&["-q", input.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--frames", "0"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{ext}: {stderr}");
+        assert_eq!(stderr.trim(), "nlmdenoise: error: --frames must be at least 1", "{ext}");
+        assert!(!out.exists(), "{ext}: no output file");
+    }
+    let r = run(&["--help"]);
+    assert!(String::from_utf8_lossy(&r.stdout).contains("at least 1"), "--help states the rule");
+}
+
+/// The summary reads right and the same on both paths (#24): singular counts ("1 frame", "1
+/// thread"), a discarded output said once, and up front when no output was named; the noise
+/// estimates of -v labelled from 0 s on both paths; the summary gives the first and the last
+/// estimate, not only the last.
+#[test]
+fn summaries_read_right_and_the_same_on_both_paths() {
+    let (y4m, mp4) = (tmp("noisy3s.y4m"), tmp("noisy3s.mp4"));
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "3", "-vf", "noise=alls=30:allf=t", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
+    ffmpeg(&["-i", y4m.to_str().unwrap(), "-c:v", "libx264", "-crf", "8", "-pix_fmt", "yuv420p", mp4.to_str().unwrap()]);
+    for input in [&y4m, &mp4] {
+        let r = run(&["-v", input.to_str().unwrap(), "--backend", "cpu"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{stderr}");
+        let summary = stderr.find("nlmdenoise: 75 frames").unwrap_or_else(|| panic!("{stderr}"));
+        let notice = stderr.find("no output named: the denoised video is discarded").unwrap_or_else(|| panic!("says that the output is discarded: {stderr}"));
+        assert!(notice < summary, "up front: {stderr}");
+        assert!(stderr.contains("  output: discarded\n") && !stderr.contains("(discarded)"), "{stderr}");
+        let estimates: Vec<(&str, &str)> = stderr.lines().filter_map(|l| l.trim().split_once(" s: noise sigma estimate ")).collect();
+        let labels: Vec<&str> = estimates.iter().map(|e| e.0).collect();
+        assert_eq!(labels, ["0", "1", "2"], "one estimate per second of video from 0 s: {stderr}");
+        let line = stderr.lines().find(|l| l.contains("noise sigma (estimated, 8-bit units): ")).unwrap_or_else(|| panic!("{stderr}"));
+        let shown = line.split_once("units): ").unwrap().1;
+        match shown.strip_prefix("first ").and_then(|s| s.split_once("; last ")) {
+            Some((first, _last)) => assert_eq!(first, estimates[0].1, "{stderr}"),
+            None => assert_eq!(shown, estimates[0].1, "one value only when the first and the last agree: {stderr}"),
+        }
+
+        let r = run(&["-q", input.to_str().unwrap(), "--backend", "cpu"]);
+        assert!(r.status.success() && r.stderr.is_empty(), "-q stays quiet: {}", String::from_utf8_lossy(&r.stderr));
+        let r = run(&[input.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--threads", "1", "--frames", "1"]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(stderr.contains("nlmdenoise: 1 frame 160x120") && stderr.contains("cpu (1 thread)"), "{stderr}");
+        assert!(!stderr.contains("1 frames") && !stderr.contains("1 threads"), "{stderr}");
+        assert!(!stderr.contains("no output named"), "-o /dev/null asks for it: {stderr}");
+    }
+}
+
+/// A parameter error is one line with one "invalid parameter:" prefix, first, the same on both
+/// paths (#10): not "Invalid parameters: invalid parameter:", "denoising failed: Cannot process
+/// ...: invalid parameter:" or "--device-id: invalid parameter:".
+#[test]
+fn parameter_errors_have_one_prefix_on_both_paths() {
+    let c = clips();
+    for input in [&c.y4m, &c.mp4] {
+        for (args, what) in [
+            (&["--chroma-mode", "joint"][..], "chroma-mode=joint needs a 4:4:4 or RGB format"),
+            (&["--device-id", "x"][..], "devices 'x'"),
+            (&["--threads", "9999"][..], "9999"),
+            (&["--search-radius", "99"][..], "search radius 99 out of range"),
+        ] {
+            let r = run(&[&["-q", input.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--frames", "2"][..], args].concat());
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(1), "{args:?}: {stderr}");
+            assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+            assert!(stderr.starts_with("nlmdenoise: error: invalid parameter: "), "{args:?}: {stderr}");
+            assert_eq!(stderr.to_lowercase().matches("invalid parameter").count(), 1, "{args:?}: one prefix: {stderr}");
+            assert!(stderr.contains(what), "{args:?}: {stderr}");
+        }
+    }
+}
+
+/// A valid file whose audio outlasts its video (by 0.1 s here), or whose frame rate varies
+/// (frames dropped), is complete: exit 0 with every frame written, not "incomplete input" with
+/// exit 3 (#2). A cut file still is incomplete (a_truncated_mp4_...).
+#[test]
+fn longer_audio_and_variable_frame_rate_are_complete_inputs() {
+    let (longer, vfr) = (tmp("audio-longer.mp4"), tmp("vfr.mp4"));
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=25:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=440:sample_rate=48000:duration=2.1",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-c:a",
+        "aac",
+        longer.to_str().unwrap(),
+    ]);
+    // Frames 20..=40 dropped, the others keep their time stamps: 79 frames over 4 s.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=25:duration=4",
+        "-vf",
+        "select='not(between(n,20,40))'",
+        "-fps_mode",
+        "vfr",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        vfr.to_str().unwrap(),
+    ]);
+    for (input, frames) in [(&longer, 50), (&vfr, 79)] {
+        assert_eq!(frames_of(input, "video"), frames);
+        for ext in ["mp4", "mkv"] {
+            let out = tmp(&format!("complete-out.{ext}"));
+            let r = run(&["-y", "-q", input.to_str().unwrap(), out.to_str().unwrap(), "--backend", "cpu", "--preset", "ultrafast"]);
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(0), "{}: {stderr}", input.display());
+            assert_eq!(frames_of(&out, "video"), frames, "{}", input.display());
+        }
+    }
+}
+
+/// A strength the engine takes but the element's property range does not (below 0.01) is an
+/// error on the GStreamer path, not a panic in set_property.
+#[test]
+fn a_strength_below_the_element_range_is_an_error_not_a_panic() {
+    let c = clips();
+    for args in [&["--strength", "0.001"][..], &["--chroma-strength", "0.001"][..], &["--scale", "2", "--strength", "0.001"][..]] {
+        let r = run(&[&["-q", c.mp4.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--frames", "2"][..], args].concat());
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("nlmdenoise: error: invalid parameter: ") && stderr.contains("0.001 out of range"), "{args:?}: {stderr}");
     }
 }

@@ -218,3 +218,35 @@ fn cli_scale_upscales_y4m() {
         assert!(!out.exists(), "{args:?}: nothing written");
     }
 }
+
+/// --help states the default strengths the tool uses (the engine's factors for the tool's 2 + 2
+/// window, not the live window's 0.71/0.85 nor "else 10"), and they are what it does: `--sigma 10`
+/// gives the same output as `--sigma 10` with those strengths spelt out.
+#[test]
+fn cli_help_states_the_default_strengths_it_uses() {
+    use nlmdenoise::params::{OFFLINE_CHROMA_STRENGTH_PER_SIGMA, OFFLINE_STRENGTH_PER_SIGMA};
+    let help = cli().arg("--help").output().unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    let (k, kc) = (OFFLINE_STRENGTH_PER_SIGMA, OFFLINE_CHROMA_STRENGTH_PER_SIGMA);
+    for line in ["--strength <STRENGTH>", "--chroma-strength <CHROMA_STRENGTH>"] {
+        let at = help.find(line).unwrap_or_else(|| panic!("{line} in {help}"));
+        let text = &help[at..at + help[at..].find("\n\n").unwrap()];
+        let factor = if line.starts_with("--strength") { k } else { kc };
+        assert!(text.contains(&format!("{factor:.2} * sigma")), "{line}: {text}");
+        assert!(text.contains("estimated"), "{line}: says the noise is estimated without --sigma: {text}");
+        assert!(!text.contains("when --sigma is given, else 10"), "{line}: {text}");
+    }
+
+    let inp = tmp("strength-default-in.y4m");
+    std::fs::write(&inp, y4m_stream("420jpeg", 16, 12, 5, 8, 3)).unwrap();
+    let denoise = |extra: &[String], name: &str| {
+        let out = tmp(name);
+        let r = cli().args(["-q", "--backend", "cpu", "--sigma", "10", "-i"]).arg(&inp).arg("-o").arg(&out).args(extra).output().unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        std::fs::read(&out).unwrap()
+    };
+    let default = denoise(&[], "strength-default.y4m");
+    let spelt = denoise(&["--strength".into(), format!("{}", k * 10.0), "--chroma-strength".into(), format!("{}", kc * 10.0)], "strength-spelt.y4m");
+    assert_eq!(default, spelt, "the stated default strengths are the ones used");
+}

@@ -40,13 +40,13 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     let backend = backend_nick(cli.backend)?;
     // The element's property ranges, checked here to name the option instead of a GLib critical.
     if cli.pipeline_depth > MAX_PIPELINE_DEPTH as usize {
-        bail!("--pipeline-depth {} is out of range (0..={MAX_PIPELINE_DEPTH})", cli.pipeline_depth);
+        return Err(crate::invalid_parameter(&format!("pipeline depth {} out of range 0..={MAX_PIPELINE_DEPTH}", cli.pipeline_depth)));
     }
     if !(1..=4).contains(&cli.offsets_per_pass) {
-        bail!("--offsets-per-pass {} is out of range (1..=4)", cli.offsets_per_pass);
+        return Err(crate::invalid_parameter(&format!("offsets per pass {} out of range 1..=4", cli.offsets_per_pass)));
     }
     if cli.threads > MAX_THREADS as usize {
-        bail!("--threads {} is out of range (0..={MAX_THREADS})", cli.threads);
+        return Err(crate::invalid_parameter(&format!("{} threads: expected 0..={MAX_THREADS} (0 = every core)", cli.threads)));
     }
     let options = cli.backend_options()?;
     den.set_property_from_str("backend", backend);
@@ -100,8 +100,8 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("sigma", p.sigma.unwrap_or(-1.0));
     if !p.sigma_auto {
         // Setting a strength turns the element's automatic sigma off (sigma -1 then means none).
-        den.set_property("strength", p.strength);
-        den.set_property("chroma-strength", p.chroma_strength);
+        set_f32(den, "strength", p.strength)?;
+        set_f32(den, "chroma-strength", p.chroma_strength)?;
     }
     Ok(())
 }
@@ -129,8 +129,19 @@ fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
     up.set_property("temporal-future", p.temporal_future);
     // sigma first (strengths follow it), then the strengths the command line resolved.
     up.set_property("sigma", p.sigma.filter(|s| *s > 0.0).unwrap_or(-1.0));
-    up.set_property("strength", p.strength);
-    up.set_property("chroma-strength", p.chroma_strength);
+    set_f32(up, "strength", p.strength)?;
+    set_f32(up, "chroma-strength", p.chroma_strength)?;
+    Ok(())
+}
+
+/// Sets the float property `name`, or says that `value` is outside the element's range (which
+/// can be narrower than the engine's; set_property would panic).
+fn set_f32(element: &gst::Element, name: &str, value: f32) -> Result<()> {
+    let spec = element.find_property(name).and_then(|p| p.downcast::<gst::glib::ParamSpecFloat>().ok());
+    if let Some(spec) = spec.filter(|s| !(s.minimum()..=s.maximum()).contains(&value)) {
+        return Err(crate::invalid_parameter(&format!("{name} {value} out of range [{}, {}] (the GStreamer path)", spec.minimum(), spec.maximum())));
+    }
+    element.set_property(name, value);
     Ok(())
 }
 

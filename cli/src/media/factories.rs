@@ -42,11 +42,12 @@ pub fn make(factory: &str) -> Result<gst::Element> {
 /// output needs is installed.
 pub fn check_available(y4m_in: bool, output: Option<&str>, container: Option<Container>) -> Result<()> {
     let mut needed = vec!["queue", "videoconvert"];
+    let sink = if output == Some("-") { "fdsink" } else { "filesink" };
     needed.extend(if y4m_in { &["appsrc"][..] } else { &["filesrc", "decodebin"][..] });
     match container {
-        Some(Container::Mp4) => needed.extend(["x264enc", "mp4mux", "filesink"]),
-        Some(Container::Mkv) => needed.extend(["x264enc", "matroskamux", "filesink"]),
-        Some(Container::Y4m) => needed.extend(["y4menc", if output == Some("-") { "fdsink" } else { "filesink" }]),
+        Some(Container::Mp4) => needed.extend(["x264enc", "mp4mux", sink]),
+        Some(Container::Mkv) => needed.extend(["x264enc", "matroskamux", sink]),
+        Some(Container::Y4m) => needed.extend(["y4menc", sink]),
         None => needed.push("fakesink"),
     }
     for f in needed {

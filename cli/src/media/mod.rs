@@ -35,6 +35,10 @@ struct Shared {
     frames_out: AtomicU64,
     /// Buffers that entered the video branch (for --frames).
     frames_in: AtomicU64,
+    /// How far into the input (stream time, ns) the decoded streams reached: the end of the
+    /// latest decoded video or audio buffer. Against the input's duration it tells a cut file
+    /// (every stream ends early) from one whose streams differ in length or frame rate.
+    decoded_until: AtomicU64,
     video_linked: AtomicBool,
     audio_linked: AtomicBool,
     /// The video branch was ended early (--frames, an interrupt).

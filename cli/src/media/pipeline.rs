@@ -27,6 +27,9 @@ pub struct VideoBranch {
     pub mux: Option<gst::Element>,
 }
 
+/// Fragment length of an MP4 written to standard output (fragmented, so that a pipe can take it).
+const STDOUT_MP4_FRAGMENT_MS: u32 = 1000;
+
 /// Adds and links `queue ! videoconvert ! capsfilter ! ELEMENT ! videoconvert ! ...` up to the
 /// encoder and muxer, `y4menc`, or a fakesink, as the output asks.
 pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, output: Option<&str>, container: Option<Container>) -> Result<VideoBranch> {
@@ -49,8 +52,24 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
             q.set_property("max-size-bytes", 0u32);
             q.set_property("max-size-time", 0u64);
             let m = make(if c == Container::Mp4 { "mp4mux" } else { "matroskamux" })?;
-            let sink = make("filesink")?;
-            sink.set_property("location", output.expect("a container comes with an output"));
+            let sink = match output {
+                // Standard output may be a pipe, where the muxer cannot seek back: Matroska
+                // streams as it is, MP4 is written fragmented (its index comes first and each
+                // fragment indexes itself).
+                Some("-") => {
+                    if c == Container::Mp4 {
+                        m.set_property("fragment-duration", STDOUT_MP4_FRAGMENT_MS);
+                    }
+                    let s = make("fdsink")?;
+                    s.set_property("fd", 1i32);
+                    s
+                }
+                path => {
+                    let s = make("filesink")?;
+                    s.set_property("location", path.expect("a container comes with an output"));
+                    s
+                }
+            };
             pipeline.add_many([&m, &sink])?;
             m.link(&sink).context("linking the muxer")?;
             chain.extend([enc, q]);
@@ -149,6 +168,19 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
         let Some(pipeline) = weak.upgrade() else { return };
         let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
         let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
+        let linked = (name.starts_with("video/") && !sh.video_linked.load(Ordering::SeqCst)) || (name.starts_with("audio/") && !sh.audio_linked.load(Ordering::SeqCst));
+        if linked {
+            let sh2 = sh.clone();
+            pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+                if let Some(b) = info.buffer() {
+                    let end = b.pts().map(|pts| pts + b.duration().unwrap_or(gst::ClockTime::ZERO)).and_then(|end| stream_time(pad, end));
+                    if let Some(end) = end {
+                        sh2.decoded_until.fetch_max(end.nseconds(), Ordering::Relaxed);
+                    }
+                }
+                gst::PadProbeReturn::Ok
+            });
+        }
         if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
             filter.set_property("caps", working_caps(&caps));
             let decoded = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten();
@@ -323,6 +355,12 @@ pub fn encoder_format(input: &gst_video::VideoFormatInfo, depth: BitDepthArg) ->
 fn running_time(pad: &gst::Pad, pts: gst::ClockTime) -> Option<gst::ClockTime> {
     let ev = pad.sticky_event::<gst::event::Segment>(0)?;
     ev.segment().downcast_ref::<gst::ClockTime>()?.to_running_time(pts)
+}
+
+/// The stream time of `pts` in the segment `pad` has seen.
+fn stream_time(pad: &gst::Pad, pts: gst::ClockTime) -> Option<gst::ClockTime> {
+    let ev = pad.sticky_event::<gst::event::Segment>(0)?;
+    ev.segment().downcast_ref::<gst::ClockTime>()?.to_stream_time(pts)
 }
 
 /// How long `frames` frames last at `fps` (None for a variable or unknown rate).

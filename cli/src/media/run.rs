@@ -23,7 +23,11 @@ pub struct Outcome {
     interrupted: bool,
     /// The frames the input promised, where known (a y4m file's size, or duration x frame rate).
     total_expected: Option<u64>,
+    /// The input's duration, for a decoded input (its frames are counted from it).
+    duration: Option<gst::ClockTime>,
     backend: Option<String>,
+    /// The first estimate the element reported (sigma auto) and the last.
+    first_noise: Option<NoiseEstimate>,
     noise: Option<NoiseEstimate>,
     caps: Option<gst::Caps>,
     out_caps: Option<gst::Caps>,
@@ -39,6 +43,8 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
     let mut feeder_thread = None;
     let mut interrupted = false;
     let mut total_expected = total;
+    let mut first_noise = None;
+    let mut duration = None;
     let result = 'run: {
         if pipeline.set_state(gst::State::Playing).is_err() {
             // The reason is on the bus.
@@ -56,12 +62,17 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         loop {
             bar.set_position(shared.frames_out.load(Ordering::Relaxed));
             if !total_known {
-                if let Some(n) = estimate_total(pipeline, den) {
+                if let Some((n, d)) = estimate_total(pipeline, den) {
                     total_expected = Some(n);
+                    duration = Some(d);
                     let n = cli.frames.map_or(n, |l| l.min(n));
                     crate::progress::set_total(&bar, Some(n));
                     total_known = true;
                 }
+            }
+            if total.is_none() && duration.is_none() {
+                // A decoded input (a variable frame rate has no frame count to estimate).
+                duration = pipeline.query_duration::<gst::ClockTime>();
             }
             if crate::interrupt::requested() && !interrupted {
                 // The probe at the video branch's entry ends the stream at the next frame.
@@ -71,9 +82,12 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
             match msg.view() {
                 gst::MessageView::Eos(_) => break 'run Ok(()),
                 gst::MessageView::Error(err) => break 'run Err(describe_error(err, input, den, shared, cli.verbose > 0)),
-                gst::MessageView::Element(m) if cli.verbose > 0 && !cli.quiet => {
+                gst::MessageView::Element(m) => {
                     if let Some(e) = m.structure().filter(|st| st.name() == "nlmdenoise-noise").and_then(noise_of_message) {
-                        bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
+                        first_noise.get_or_insert(e.0);
+                        if cli.verbose > 0 && !cli.quiet {
+                            bar.suspend(|| eprintln!("  {:.0} s: noise sigma estimate {}", e.1.seconds_f64(), crate::y4m::describe_noise(e.0)));
+                        }
                     }
                 }
                 gst::MessageView::Warning(w) if !cli.quiet => {
@@ -99,14 +113,14 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         let _ = t.join();
     }
     bar.finish_and_clear();
-    Outcome { result, seconds, interrupted, total_expected, backend, noise, caps, out_caps }
+    Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, caps, out_caps }
 }
 
 /// The summary of a run (unless `--quiet`) and its result: the pipeline's error, or none for
 /// a complete run, or the exit status's reason (interrupted, damaged or truncated input).
 /// `input_desc` names the input where its caps do not (y4m).
 pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<String>, output: Option<&str>, container: Option<Container>, shared: &Shared) -> Result<()> {
-    let Outcome { result, seconds, interrupted, total_expected, backend, noise, caps, out_caps } = outcome;
+    let Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, caps, out_caps } = outcome;
     result?;
 
     let frames = shared.frames_out.load(Ordering::Relaxed);
@@ -120,7 +134,19 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
     // The frames the input promised (duration x frame rate, or the y4m file's size) against those
     // that came out: fewer means the input ended early (truncated, damaged).
     let expected = total_expected.map(|t| cli.frames.map_or(t, |l| l.min(t)));
-    let short = expected.filter(|&t| frames + (t / 100).max(1) < t);
+    let short = match duration {
+        // A decoded input: the duration counts the longest stream, and duration x frame rate is
+        // no frame count for a variable rate; a cut file is one where every stream (the video
+        // and the audio) ends well before the duration. Reaching --frames is no cut.
+        Some(d) => {
+            let until = gst::ClockTime::from_nseconds(shared.decoded_until.load(Ordering::Relaxed));
+            let margin = (d / 100).max(gst::ClockTime::from_mseconds(200));
+            let limited = cli.frames.is_some_and(|l| frames >= l);
+            (!limited && until + margin < d).then(|| expected.unwrap_or(frames))
+        }
+        // A y4m input: the file's size gives its frames exactly.
+        None => expected.filter(|&t| frames + (t / 100).max(1) < t),
+    };
     if !cli.quiet {
         let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
         let (mut size, format, fps) = match &vinfo {
@@ -131,19 +157,31 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             size.push_str(&format!(" -> {}x{}", o.width(), o.height()));
         }
         eprintln!(
-            "nlmdenoise: {frames} frames {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
+            "nlmdenoise: {} {size} {format} in {seconds:.2} s ({:.2} fps), backend: {}",
+            crate::progress::count(frames, "frame"),
             frames as f64 / seconds.max(1e-9),
-            backend.unwrap_or_else(|| "none (no frame reached the denoiser)".into())
+            backend.map_or_else(|| "none (no frame reached the denoiser)".into(), |b| crate::progress::backend_words(&b))
         );
-        if let Some(e) = noise {
-            eprintln!("  noise sigma (estimated, 8-bit units): {}", crate::y4m::describe_noise(e));
+        match noise {
+            Some(e) => eprintln!("  noise sigma (estimated, 8-bit units): {}", crate::y4m::describe_noise_span(first_noise, e)),
+            // As the y4m path says it (the upscaler estimates nothing).
+            None if cli.params().sigma_auto && cli.params().algorithm != nlmdenoise::Algorithm::NlmSr => {
+                eprintln!("  noise sigma: no estimate (frames too small); sigma {} used", nlmdenoise::noise::FALLBACK_SIGMA)
+            }
+            None => {}
         }
         let audio = lock(&shared.audio).clone();
         let input_kind = input_desc.unwrap_or_else(|| format!("video {format} {fps} fps"));
-        eprintln!("  input:  '{input}' ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
-        let out = output.map_or("(discarded)".to_string(), |o| if o == "-" { "standard output".into() } else { format!("'{o}'") });
+        let shown = if input == "-" { "standard input".to_string() } else { format!("'{input}'") };
+        eprintln!("  input:  {shown} ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
         let encoding = lock(&shared.encoding).clone();
-        eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
+        match output {
+            None => eprintln!("  output: discarded"),
+            Some(o) => {
+                let out = if o == "-" { "standard output".into() } else { format!("'{o}'") };
+                eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
+            }
+        }
         if let Some((_, Some(note))) = encoding {
             eprintln!("  note: {note}");
         }
@@ -152,12 +190,16 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         return Err(crate::exit_code::Interrupted.into());
     }
     if let Some(d) = damage {
-        return Err(crate::exit_code::Incomplete(format!("{d}; the {frames} complete frames before it were denoised and written")).into());
+        return Err(
+            crate::exit_code::Incomplete(format!("{d}; the {} before it {} denoised and written", crate::progress::count(frames, "complete frame"), if frames == 1 { "was" } else { "were" })).into()
+        );
     }
     if let Some(t) = short {
-        return Err(
-            crate::exit_code::Incomplete(format!("the input ended after {frames} of the {t} frames it announced (truncated or damaged); the output holds every frame that could be decoded")).into()
-        );
+        return Err(crate::exit_code::Incomplete(format!(
+            "the input ended after {frames} of the {} it announced (truncated or damaged); the output holds every frame that could be decoded",
+            crate::progress::count(t, "frame")
+        ))
+        .into());
     }
     Ok(())
 }
@@ -194,8 +236,9 @@ fn noise_of_message(st: &gst::StructureRef) -> Option<(nlmdenoise::noise::NoiseE
     Some((nlmdenoise::noise::NoiseEstimate { luma, chroma }, st.get::<gst::ClockTime>("timestamp").ok()?))
 }
 
-/// Frames in the input, from the pipeline's duration and the video frame rate (once known).
-fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<u64> {
+/// Frames in the input, from the pipeline's duration and the video frame rate (once known), and
+/// that duration.
+fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<(u64, gst::ClockTime)> {
     let caps = den.static_pad("sink")?.current_caps()?;
     let fps = gst_video::VideoInfo::from_caps(&caps).ok()?.fps();
     if fps.numer() <= 0 || fps.denom() <= 0 {
@@ -203,7 +246,7 @@ fn estimate_total(pipeline: &gst::Pipeline, den: &gst::Element) -> Option<u64> {
     }
     let duration = pipeline.query_duration::<gst::ClockTime>()?;
     let frames = (duration.nseconds() as u128 * fps.numer() as u128 + fps.denom() as u128 * 500_000_000) / (fps.denom() as u128 * 1_000_000_000);
-    Some(frames as u64)
+    Some((frames as u64, duration))
 }
 
 /// A clear message for an error GStreamer posted.
@@ -217,6 +260,16 @@ fn describe_error(err: &gst::message::Error, input: &str, den: &gst::Element, sh
     let debug = err.debug().map(|d| d.to_string()).unwrap_or_default();
     let detail = if verbose && !debug.is_empty() { format!(" [{src_name}: {debug}]") } else { String::new() };
     if src.is_some_and(|s| s == den.upcast_ref::<gst::Object>()) {
+        // A parameter the stream cannot take: the engine's words once ("Cannot process 160x120
+        // I420: invalid parameter: ..." -> "invalid parameter: ... (Cannot process 160x120 I420)").
+        let text = e.to_string();
+        if e.kind::<gst::LibraryError>() == Some(gst::LibraryError::Settings) {
+            if let Some((before, what)) = text.split_once("invalid parameter: ") {
+                let before = before.trim_end_matches(": ").trim_start_matches("Invalid parameters");
+                let err = crate::invalid_parameter(what);
+                return if before.is_empty() { err } else { err.context(format!("{before}{detail}")) };
+            }
+        }
         return anyhow!("denoising failed: {e}{detail}");
     }
     if let Some(kind) = e.kind::<gst::StreamError>() {

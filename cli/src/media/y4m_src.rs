@@ -3,7 +3,7 @@
 //! path's direct engine calls) keeps one pipeline for every input.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -29,7 +29,7 @@ pub struct Y4mSource {
 /// The `appsrc` and the reader that feeds it.
 pub struct Feeder {
     appsrc: gst_app::AppSrc,
-    reader: Y4mReader<BufReader<File>>,
+    reader: Y4mReader<Box<dyn BufRead + Send>>,
     vinfo: gst_video::VideoInfo,
 }
 
@@ -40,12 +40,17 @@ impl Feeder {
     }
 }
 
-/// Adds an `appsrc` for the y4m file `input`, linked to the video branch, whose format (and the
+/// Adds an `appsrc` for the y4m file `input` (- for standard input), linked to the video branch, whose format (and the
 /// encoder's) it fixes from the header.
 pub fn add_source(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, input: &str, shared: &Shared) -> Result<Y4mSource> {
-    let file = File::open(input).with_context(|| format!("cannot open input '{input}'"))?;
-    let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
-    let reader = Y4mReader::new(BufReader::with_capacity(1 << 20, file)).with_context(|| format!("reading the y4m header of '{input}'"))?;
+    let (source, len): (Box<dyn BufRead + Send>, _) = if input == "-" {
+        (Box::new(BufReader::with_capacity(1 << 20, std::io::stdin())), None)
+    } else {
+        let file = File::open(input).with_context(|| format!("cannot open input '{input}'"))?;
+        let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+        (Box::new(BufReader::with_capacity(1 << 20, file)), len)
+    };
+    let reader = Y4mReader::new(source).with_context(|| format!("reading the y4m header of '{input}'"))?;
     let header = reader.header().clone();
     let (num, den_) = header.frame_rate.unwrap_or((25, 1));
     let format = gstnlmdenoise::format_to_gst(header.layout.format);
@@ -67,7 +72,7 @@ pub fn add_source(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inpu
 }
 
 /// Feeds the frames of a y4m file to `appsrc` (timestamps from the header's frame rate).
-fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<BufReader<File>>, vinfo: gst_video::VideoInfo, limit: Option<u64>, shared: Arc<Shared>) -> JoinHandle<()> {
+fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<Box<dyn BufRead + Send>>, vinfo: gst_video::VideoInfo, limit: Option<u64>, shared: Arc<Shared>) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let info = reader.header().video_info();
         let mut frame = OwnedFrame::new(info);
