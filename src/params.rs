@@ -479,7 +479,7 @@ impl Params {
             self.sr.validate()?;
         }
         if self.algorithm == Algorithm::Bm3d && self.sigma.is_none() && !self.sigma_auto {
-            return bad("bm3d needs the noise level: set sigma (8-bit code values) or sigma=auto".into());
+            return bad("bm3d needs the noise level: give sigma (8-bit code values), or let it be estimated (sigma auto: the element's sigma=-1, the command line without --sigma), which a set strength turns off".into());
         }
         Ok(())
     }

@@ -137,7 +137,7 @@ impl Core {
         *lock(&self.state) = None;
         let s = lock(&self.settings).clone();
         // Ranges are enforced by the property specs; this catches anything they cannot express.
-        s.params.validate().map_err(|e| gst::error_msg!(gst::LibraryError::Settings, ("Invalid parameters: {e}")))?;
+        s.params.validate().map_err(|e| gst::error_msg!(gst::LibraryError::Settings, ("{}", sentence(&e.to_string()))))?;
         if let Some(bad) = &s.bad_device_id {
             return Err(gst::error_msg!(gst::LibraryError::Settings, ("Invalid {bad}")));
         }
@@ -320,3 +320,9 @@ macro_rules! base_transform_via_core {
     };
 }
 pub(crate) use base_transform_via_core;
+
+/// `text` as a sentence of a GStreamer message: its first letter upper case.
+fn sentence(text: &str) -> String {
+    let mut c = text.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}

@@ -922,3 +922,19 @@ fn frames_dropped_by_qos_count_and_the_advice_fits_the_settings() {
         assert!(bus.pop_filtered(&[gst::MessageType::Warning]).is_none(), "once per stream");
     }
 }
+
+/// BM3D with a strength set and no sigma cannot start: one clear message that names the cause (a
+/// set strength turns the estimate off) in the element's own terms, without a doubled prefix.
+#[test]
+fn bm3d_without_a_noise_level_says_why_once() {
+    init();
+    let p = gst::parse::launch("videotestsrc num-buffers=2 ! video/x-raw,format=I420,width=16,height=8 ! nlmdenoise backend=cpu algorithm=bm3d strength=10 ! fakesink").unwrap();
+    let _ = p.set_state(gst::State::Playing);
+    let msg = p.bus().unwrap().timed_pop_filtered(gst::ClockTime::from_seconds(10), &[gst::MessageType::Error]).expect("the element refuses to start");
+    let _ = p.set_state(gst::State::Null);
+    let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
+    let text = err.error().to_string();
+    assert!(text.starts_with("Invalid parameter: bm3d needs the noise level"), "{text}");
+    assert!(!text.to_lowercase().contains("invalid parameters: invalid parameter"), "one prefix: {text}");
+    assert!(text.contains("sigma=-1") && text.contains("a set strength turns off"), "names the cause in the element's terms: {text}");
+}
