@@ -938,3 +938,21 @@ fn bm3d_without_a_noise_level_says_why_once() {
     assert!(!text.to_lowercase().contains("invalid parameters: invalid parameter"), "one prefix: {text}");
     assert!(text.contains("sigma=-1") && text.contains("a set strength turns off"), "names the cause in the element's terms: {text}");
 }
+
+/// `bm3d-*` values the ranges cannot exclude (steps 0, patch size 5, a group of 12) are refused
+/// when set, through the API and a gst-launch description alike, and the property keeps its value;
+/// valid ones are taken.
+#[test]
+fn bm3d_values_outside_their_sets_are_refused_when_set() {
+    init();
+    let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
+    for (name, bad, good) in [("bm3d-steps", 0, 1), ("bm3d-patch-size", 5, 4), ("bm3d-block-step", 0, 3), ("bm3d-group-size", 12, 16), ("bm3d-wiener-group-size", 0, 8)] {
+        e.set_property(name, bad);
+        assert_eq!(e.property::<i32>(name), -1, "{name}={bad} refused");
+        e.set_property(name, good);
+        assert_eq!(e.property::<i32>(name), good, "{name}={good} taken");
+    }
+    let bin = gst::parse::launch("nlmdenoise name=d bm3d-steps=0 bm3d-patch-size=5").unwrap();
+    let d = bin.downcast::<gst::Bin>().map(|b| b.by_name("d").unwrap()).unwrap_or_else(|e| e);
+    assert_eq!((d.property::<i32>("bm3d-steps"), d.property::<i32>("bm3d-patch-size")), (-1, -1), "refused at parse time");
+}

@@ -40,6 +40,20 @@ fn profile_value(value: &glib::Value) -> Option<u32> {
     (v >= 0).then_some(v as u32)
 }
 
+/// Why `value` of `bm3d-*` integer property `name` can never be used, whatever the others (the
+/// property's range cannot say it); `None`: acceptable. Such a value is refused when set, as an
+/// out-of-range one is, instead of failing when the stream starts.
+fn bm3d_value_refused(name: &str, value: &glib::Value) -> Option<&'static str> {
+    let v: i32 = value.get().ok()?;
+    match name {
+        "bm3d-steps" if v == 0 => Some("1 or 2 (-1: the profile's)"),
+        "bm3d-patch-size" if v >= 0 && v != 4 && v != 8 => Some("4 or 8 (-1: the profile's)"),
+        "bm3d-block-step" if v == 0 => Some("1 to the patch size (-1: the profile's)"),
+        "bm3d-group-size" | "bm3d-wiener-group-size" if v >= 0 && !(v as u32).is_power_of_two() => Some("a power of two up to 32 (-1: the profile's)"),
+        _ => None,
+    }
+}
+
 /// A `bm3d-*` float property: negative = the profile's value.
 fn profile_float(value: &glib::Value) -> Option<f32> {
     let v: f32 = value.get().unwrap_or(-1.0);
@@ -253,6 +267,10 @@ impl ObjectImpl for NlmDenoise {
     }
 
     fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        if let Some(expected) = bm3d_value_refused(pspec.name(), value) {
+            glib::g_warning!("nlmdenoise", "value {value:?} of property '{}' refused: expected {expected}; the property keeps its value", pspec.name());
+            return;
+        }
         self.core.set_property(self.obj().upcast_ref(), value, pspec, |s, name, value| {
             let (p, o) = (&mut s.params, &mut s.options);
             match name {
