@@ -39,7 +39,7 @@ pub enum Algorithm {
     #[default]
     #[enum_value(name = "Temporal non-local means", nick = "nlm")]
     Nlm = 0,
-    #[enum_value(name = "BM3D: block matching and 3D filtering (V-BM3D over the temporal window); needs sigma", nick = "bm3d")]
+    #[enum_value(name = "BM3D: block matching and 3D filtering (V-BM3D over the temporal window); its noise level: sigma, or estimated (sigma=-1, no strength set)", nick = "bm3d")]
     Bm3d = 1,
 }
 

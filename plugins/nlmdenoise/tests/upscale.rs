@@ -240,3 +240,19 @@ fn metas_that_depend_on_the_size_are_dropped() {
         assert!(o.meta::<gst_video::VideoCropMeta>().is_none(), "frame {i}: a crop in the input's pixels is dropped");
     }
 }
+
+/// The shared property table's 0 (`nlmdenoise`: pass frames through) does not apply to the
+/// upscaler: `strength=0` is refused, `sigma=0` is a clean input (-1); `scale` says what it does
+/// while playing (renegotiation), so gst-inspect shows it changeable while playing.
+#[test]
+fn zero_strength_is_refused_and_scale_changes_while_playing() {
+    init();
+    let e = gst::ElementFactory::make("nlmupscale").build().unwrap();
+    let before: f32 = e.property("strength");
+    e.set_property("strength", 0.0f32);
+    assert_eq!(e.property::<f32>("strength"), before, "strength 0 refused");
+    e.set_property("sigma", 0.0f32);
+    assert_eq!(e.property::<f32>("sigma"), -1.0, "sigma 0: a clean input");
+    let scale = e.find_property("scale").unwrap();
+    assert!(scale.flags().contains(gst::PARAM_FLAG_MUTABLE_PLAYING), "scale applies while playing (renegotiation)");
+}

@@ -79,7 +79,7 @@ impl ObjectImpl for NlmUpscale {
                 .minimum(2)
                 .maximum(SR_MAX_SCALE)
                 .default_value(sr.scale)
-                .mutable_ready()
+                .mutable_playing()
                 .build(),
             glib::ParamSpecUInt::builder("iterations")
                 .nick("Iterations")
@@ -117,6 +117,15 @@ impl ObjectImpl for NlmUpscale {
     }
 
     fn set_property(&self, _id: usize, value: &glib::Value, pspec: &glib::ParamSpec) {
+        // The shared table's 0 (nlmdenoise: pass frames through) means nothing here: an upscaler
+        // always scales. strength 0 is refused; sigma 0 is a clean input, as -1.
+        let zero = value.get::<f32>().is_ok_and(|v| v == 0.0);
+        if zero && pspec.name() == "strength" {
+            glib::g_warning!("nlmupscale", "strength 0 refused (nlmupscale always filters; 0.01 and up); the property keeps its value");
+            return;
+        }
+        let clean = (-1.0f32).to_value();
+        let value = if zero && pspec.name() == "sigma" { &clean } else { value };
         self.core.set_property(self.obj().upcast_ref(), value, pspec, |s, name, value| {
             let sr = &mut s.params.sr;
             match name {
