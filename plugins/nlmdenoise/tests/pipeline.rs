@@ -122,3 +122,49 @@ fn gst_launch_loads_the_built_plugin() {
     let _ = std::fs::remove_file(&registry);
     assert!(out.status.success(), "gst-launch-1.0 failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+/// scripts/gst-demo.sh with an absolute output folder writes there and nothing into the
+/// repository (it used to prefix the folder with the repository's path for its registry), and a
+/// run too short to time says so instead of printing a frame rate.
+#[test]
+fn gst_demo_writes_where_it_is_told() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let dir = target_profile_dir();
+    if !dir.join("libgstnlmdenoise.so").exists() || Command::new("ffmpeg").arg("-version").output().is_err() {
+        panic!("needs the built plugin and ffmpeg (scripts/test.sh provides both)");
+    }
+    let out = std::env::temp_dir().join(format!("nlmdenoise-gst-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    // Clips given, so the script needs neither cargo nor the addnoise tool.
+    let (clean, noisy) = (out.join("c.y4m"), out.join("n.y4m"));
+    for (f, noise) in [(&clean, ""), (&noisy, ",noise=alls=20:allf=t")] {
+        let st = Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", &format!("testsrc2=size=64x48:rate=25{noise}"), "-frames:v", "5", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe"])
+            .arg(f)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let profile = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let r = Command::new("bash")
+        .arg(repo.join("scripts/gst-demo.sh"))
+        .env("GST_DEMO_OUT", &out)
+        .env("GST_DEMO_CLEAN", &clean)
+        .env("GST_DEMO_NOISY", &noisy)
+        .env("GST_DEMO_NO_BUILD", "1")
+        .env("GST_DEMO_PROFILE", &profile)
+        .env("GST_DEMO_BACKEND", "cpu")
+        .env("GST_DEMO_PROPS", "search-radius=1 patch-radius=1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&r.stderr));
+    assert!(out.join("registry.bin").exists() && out.join("denoised.y4m").exists(), "outputs in the folder given");
+    let stray = repo.join(out.strip_prefix("/").unwrap());
+    let leaked = stray.exists();
+    let _ = std::fs::remove_dir_all(&stray);
+    assert!(!leaked, "nothing under the repository: {}", stray.display());
+    assert!(stdout.contains("too short to time"), "5 small frames are not timed: {stdout}");
+    let _ = std::fs::remove_dir_all(&out);
+}
