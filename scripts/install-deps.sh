@@ -45,6 +45,7 @@ PACKAGES=(
   gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good
   gstreamer1.0-plugins-ugly
+  gstreamer1.0-plugins-bad
   gstreamer1.0-libav
   gstreamer1.0-tools
   ffmpeg

@@ -307,3 +307,21 @@ fn y4m_on_standard_input_into_encoded_containers() {
         assert_eq!(decode_to_i420(&out).len(), W * H * 3 / 2 * FRAMES, "{ext}: every frame");
     }
 }
+
+/// MPEG transport streams and raw H.264 elementary streams decode after the install script (it
+/// installs the plugins they need: tsdemux and h264parse are in gstreamer1.0-plugins-bad), with
+/// every frame out.
+#[test]
+fn transport_streams_and_raw_h264_inputs() {
+    let c = clips();
+    for (ext, args) in [("ts", &["-c:v", "libx264", "-qp", "8", "-preset", "ultrafast", "-f", "mpegts"][..]), ("h264", &["-c:v", "libx264", "-qp", "8", "-preset", "ultrafast", "-f", "h264"][..])] {
+        let input = tmp(&format!("noisy.{ext}"));
+        let st = Command::new("ffmpeg").args(["-hide_banner", "-loglevel", "error", "-y", "-i"]).arg(&c.noisy_y4m).args(args).arg(&input).status().unwrap();
+        assert!(st.success(), "ffmpeg made the {ext} input");
+        let out = tmp(&format!("from-{ext}.y4m"));
+        let r = run(&[input.to_str().unwrap(), "-o", out.to_str().unwrap(), "--backend", "cpu", "--sigma", "12"]);
+        assert!(r.status.success(), "{ext}: {}", String::from_utf8_lossy(&r.stderr));
+        let frames = std::fs::read(&out).unwrap().windows(6).filter(|w| w == b"FRAME\n" || w == b"FRAME ").count();
+        assert_eq!(frames, FRAMES, "{ext}: every frame out");
+    }
+}
