@@ -325,3 +325,27 @@ fn transport_streams_and_raw_h264_inputs() {
         assert_eq!(frames, FRAMES, "{ext}: every frame out");
     }
 }
+
+/// An input with two audio tracks: the output keeps the first, and the summary says that the
+/// other was dropped (it used to go without a word).
+#[test]
+fn extra_audio_tracks_are_named_when_dropped() {
+    let c = clips();
+    let input = tmp("two-audio.mkv");
+    let st = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-i"])
+        .arg(&c.noisy_mp4)
+        .args(["-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=0.5", "-map", "0:v", "-map", "0:a", "-map", "1:a", "-c:v", "copy", "-c:a", "libopus", "-shortest"])
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(streams(&input).matches("audio").count(), 2, "the input has two audio tracks");
+    let out = tmp("one-audio.mkv");
+    let r = run(&[input.to_str().unwrap(), "-o", out.to_str().unwrap(), "--backend", "cpu", "--sigma", "12"]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    assert_eq!(streams(&out).matches("audio").count(), 1, "one audio track kept");
+    assert!(stderr.contains("1 more audio track dropped: only the first is kept"), "{stderr}");
+    assert!(stderr.contains("Opus"), "the kept track is described as encoded: {stderr}");
+}

@@ -45,6 +45,8 @@ struct Shared {
     video_ended: AtomicBool,
     /// Description of the input's audio stream ("48000 Hz, 2 ch") and what became of it.
     audio: Mutex<Option<String>>,
+    /// Audio streams after the first: the output keeps one; the summary says how many went.
+    extra_audio: AtomicU64,
     /// Running time from which audio is cut (--frames).
     audio_cutoff: Mutex<Option<gst::ClockTime>>,
     /// Where a y4m input fed through appsrc turned out damaged or truncated (the stream was

@@ -233,6 +233,10 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
                 link_fakesink(&pipeline, pad);
             }
         } else {
+            if name.starts_with("audio/") {
+                // The output has one audio track (the first); the summary names the others.
+                sh.extra_audio.fetch_add(1, Ordering::SeqCst);
+            }
             link_fakesink(&pipeline, pad);
         }
     });

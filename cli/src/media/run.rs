@@ -170,7 +170,12 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             }
             None => {}
         }
-        let audio = lock(&shared.audio).clone();
+        let extra = shared.extra_audio.load(Ordering::SeqCst);
+        let audio_kept = lock(&shared.audio).as_deref().is_some_and(|a| a.ends_with("re-encoded"));
+        let audio = lock(&shared.audio).clone().map(|a| match extra {
+            0 => a,
+            n => format!("{a}; {n} more audio track{} dropped: only the first is kept", if n == 1 { "" } else { "s" }),
+        });
         let input_kind = input_desc.unwrap_or_else(|| format!("video {format} {fps} fps"));
         let shown = if input == "-" { "standard input".to_string() } else { format!("'{input}'") };
         eprintln!("  input:  {shown} ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
@@ -179,7 +184,7 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             None => eprintln!("  output: discarded"),
             Some(o) => {
                 let out = if o == "-" { "standard output".into() } else { format!("'{o}'") };
-                eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio.as_deref().is_some_and(|a| a.ends_with("re-encoded")), encoding.as_ref().map(|e| e.0)));
+                eprintln!("  output: {out} ({})", describe_encoding(cli, container, audio_kept, encoding.as_ref().map(|e| e.0)));
             }
         }
         if let Some((_, Some(note))) = encoding {
