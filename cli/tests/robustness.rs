@@ -536,3 +536,39 @@ fn a_strength_below_the_element_range_is_an_error_not_a_panic() {
         assert!(stderr.starts_with("nlmdenoise: error: invalid parameter: ") && stderr.contains("0.001 out of range"), "{args:?}: {stderr}");
     }
 }
+
+/// An interrupt on the GStreamer path stops after the frame in progress: the frames queued in
+/// front of the element (about a second of video) are not denoised first. With a window slow
+/// enough that those frames would take seconds, the tool ends soon after the signal, and the
+/// output is finished and plays.
+#[test]
+fn an_interrupt_does_not_denoise_the_queued_frames_first() {
+    let long = tmp("long-queue.mkv");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "20", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", long.to_str().unwrap()]);
+    let out = tmp("stopped-quickly.mkv");
+    let _ = std::fs::remove_file(&out);
+    // About 0.2 s a frame on 2 cores: the queued second of video would take about 5 s.
+    let child = bin()
+        .args(["-y", "-q", "--backend", "cpu", "--sigma", "10", "--search-radius", "12", "--patch-radius", "4", "--temporal-past", "7"])
+        .arg(&long)
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !std::fs::metadata(&out).is_ok_and(|m| m.len() >= 2_000) && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let signalled = Instant::now();
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let r = child.wait_with_output().unwrap();
+    let after = signalled.elapsed();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(4), "{stderr}");
+    assert!(after < Duration::from_millis(2500), "ended {after:?} after the signal: queued frames were denoised first");
+    let streams = probe(&out).unwrap_or_else(|e| panic!("the interrupted output plays: {e}"));
+    assert!(streams.iter().any(|s| s.0 == "video" && s.1 > 0), "{streams:?}");
+}

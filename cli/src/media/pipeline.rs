@@ -146,6 +146,26 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, limit: Option<u64>, s
             gst::PadProbeReturn::Handled
         });
     }
+    // An interrupt stops after the frame in progress: the frames already queued between the
+    // branch's entry and the element (a second of video) are dropped at the element instead of
+    // being denoised first; the EOS sent at the entry follows them. The audio ends where the
+    // video does.
+    {
+        let sh = shared.clone();
+        den.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+            if !crate::interrupt::requested() {
+                return gst::PadProbeReturn::Ok;
+            }
+            if let Some(rt) = info.buffer().and_then(|b| b.pts()).and_then(|pts| running_time(pad, pts)) {
+                let mut cut = lock(&sh.audio_cutoff);
+                if cut.is_none_or(|c| rt < c) {
+                    *cut = Some(rt);
+                }
+            }
+            drop(info.data.take());
+            gst::PadProbeReturn::Handled
+        });
+    }
 }
 
 /// Adds `filesrc ! decodebin` for `input`: video pads go to the branch (fixing its format and
