@@ -27,7 +27,7 @@ use std::io::{self, BufRead, Read, Write};
 
 use crate::error::{Error, Result};
 use crate::format::PixelFormat;
-use crate::frame::{OwnedFrame, VideoInfo};
+use crate::frame::{FrameRef, OwnedFrame, VideoInfo};
 
 /// Longest header or frame line accepted.
 const MAX_LINE: usize = 4096;
@@ -74,6 +74,21 @@ impl Y4mLayout {
             _ => return Err(unsupported()),
         };
         Ok(Y4mLayout { format, bits, shift: carrier_bits - bits })
+    }
+
+    /// The y4m colour-space tag that carries frames of engine format `format` as they are
+    /// (`None`: no y4m colour space does).
+    pub fn tag_of(format: PixelFormat) -> Option<&'static str> {
+        Some(match format {
+            PixelFormat::I420 => "420jpeg",
+            PixelFormat::Y42B => "422",
+            PixelFormat::Y444 => "444",
+            PixelFormat::GRAY8 => "mono",
+            PixelFormat::I420_10LE => "420p10",
+            PixelFormat::Y444_16LE => "444p16",
+            PixelFormat::GRAY16_LE => "mono16",
+            _ => return None,
+        })
     }
 
     /// Largest sample value in the file.
@@ -318,6 +333,11 @@ impl<W: Write> Y4mWriter<W> {
     /// Writes one frame (the stream's [`VideoInfo`]; any strides) with the given frame-line
     /// parameters (usually empty).
     pub fn write_frame(&mut self, frame: &OwnedFrame, params: &str) -> io::Result<()> {
+        self.write_frame_ref(&frame.as_ref(), params)
+    }
+
+    /// [`Self::write_frame`] of a borrowed frame (e.g. a mapped GStreamer buffer).
+    pub fn write_frame_ref(&mut self, frame: &FrameRef<'_>, params: &str) -> io::Result<()> {
         let info = self.header.video_info();
         if frame.info != info {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "frame does not match the y4m stream"));
@@ -333,10 +353,11 @@ impl<W: Write> Y4mWriter<W> {
         }
         let fi = info.format.info();
         let layout = self.header.layout;
-        for (p, data) in frame.planes.iter().enumerate() {
+        for p in 0..fi.memory_planes {
+            let data = frame.plane(p);
             let row = fi.memory_plane_row_bytes(p, info.width);
             let rows = fi.memory_plane_rows(p, info.height);
-            let stride = frame.strides[p];
+            let stride = frame.stride(p);
             for y in 0..rows {
                 let src = &data[y * stride..y * stride + row];
                 if layout.shift == 0 {

@@ -349,3 +349,38 @@ fn extra_audio_tracks_are_named_when_dropped() {
     assert!(stderr.contains("1 more audio track dropped: only the first is kept"), "{stderr}");
     assert!(stderr.contains("Opus"), "the kept track is described as encoded: {stderr}");
 }
+
+/// A 10-bit input written to y4m through the GStreamer path keeps its depth (`C420p10`, samples
+/// beyond 8 bits) and an 8-bit 4:2:2 one its subsampling (`C422`); both as the input's frames
+/// decoded by ffmpeg, denoised (close to them, not a different scale).
+#[test]
+fn y4m_output_keeps_depth_and_subsampling() {
+    for (pix, tag, bytes_per_frame) in [("yuv420p10le", "C420p10", 64 * 48 * 3), ("yuv422p", "C422", 64 * 48 * 2)] {
+        let input = tmp(&format!("depth-{pix}.mkv"));
+        let st = Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "4", "-c:v", "libx264", "-qp", "0", "-pix_fmt", pix])
+            .arg(&input)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = tmp(&format!("depth-{pix}.y4m"));
+        let r = run(&[input.to_str().unwrap(), "-o", out.to_str().unwrap(), "--backend", "cpu", "--sigma", "2"]);
+        assert!(r.status.success(), "{pix}: {}", String::from_utf8_lossy(&r.stderr));
+        let data = std::fs::read(&out).unwrap();
+        let header = String::from_utf8_lossy(&data[..data.iter().position(|&b| b == b'\n').unwrap()]).to_string();
+        assert!(header.split(' ').any(|t| t == tag), "{pix}: header {header}");
+        // The frames: after the header, each "FRAME\n" and `bytes_per_frame` bytes.
+        let mut pos = header.len() + 1;
+        let mut frames = Vec::new();
+        while pos < data.len() {
+            assert_eq!(&data[pos..pos + 6], b"FRAME\n", "{pix}: a frame line at byte {pos}");
+            frames.extend_from_slice(&data[pos + 6..pos + 6 + bytes_per_frame]);
+            pos += 6 + bytes_per_frame;
+        }
+        assert_eq!(frames.len(), 4 * bytes_per_frame, "{pix}: four frames of the input's size");
+        if pix.ends_with("10le") {
+            let max = frames.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])).max().unwrap();
+            assert!(max > 255 && max < 1024, "{pix}: 10-bit samples (max {max})");
+        }
+    }
+}

@@ -47,7 +47,7 @@ pub fn check_available(y4m_in: bool, output: Option<&str>, container: Option<Con
     match container {
         Some(Container::Mp4) => needed.extend(["x264enc", "mp4mux", sink]),
         Some(Container::Mkv) => needed.extend(["x264enc", "matroskamux", sink]),
-        Some(Container::Y4m) => needed.extend(["y4menc", sink]),
+        Some(Container::Y4m) => needed.extend(["appsink"]),
         None => needed.push("fakesink"),
     }
     for f in needed {

@@ -4,7 +4,7 @@
 //! ```text
 //! filesrc ! decodebin ─video─> queue ! videoconvert ! nlmdenoise ! videoconvert ! x264enc ! queue ─> mp4mux/matroskamux ! filesink
 //!                     └audio─> queue ! audioconvert ! audioresample ! avenc_aac/opusenc ! queue ─┘
-//! (y4m input: appsrc instead of filesrc ! decodebin; .y4m output: ... ! videoconvert ! y4menc ! filesink)
+//! (y4m input: appsrc instead of filesrc ! decodebin; .y4m output: ... ! videoconvert ! appsink, written by the y4m writer)
 //! ```
 //!
 //! The element, not appsink/appsrc around the engine, keeps timestamps, the end-of-stream drain of
@@ -26,6 +26,7 @@ mod configure;
 mod factories;
 mod pipeline;
 mod run;
+mod y4m_sink;
 mod y4m_src;
 
 /// What the pad-added handler and the probes share with the main thread.

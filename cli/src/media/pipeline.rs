@@ -31,7 +31,7 @@ pub struct VideoBranch {
 const STDOUT_MP4_FRAGMENT_MS: u32 = 1000;
 
 /// Adds and links `queue ! videoconvert ! capsfilter ! ELEMENT ! videoconvert ! ...` up to the
-/// encoder and muxer, `y4menc`, or a fakesink, as the output asks.
+/// encoder and muxer, the y4m writer, or a fakesink, as the output asks.
 pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, output: Option<&str>, container: Option<Container>) -> Result<VideoBranch> {
     let vqueue = make("queue")?;
     let conv_in = make("videoconvert")?;
@@ -76,20 +76,8 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
             mux = Some(m);
         }
         Some(Container::Y4m) => {
-            let enc = make("y4menc")?;
-            let sink = match output {
-                Some("-") | None => {
-                    let s = make("fdsink")?;
-                    s.set_property("fd", 1i32);
-                    s
-                }
-                Some(path) => {
-                    let s = make("filesink")?;
-                    s.set_property("location", path);
-                    s
-                }
-            };
-            chain.extend([enc, sink]);
+            // The tool's own y4m writer keeps depth and subsampling (y4menc: 8-bit only).
+            chain.push(super::y4m_sink::y4m_sink(output)?);
         }
         None => {
             let sink = make("fakesink")?;
