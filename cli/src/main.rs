@@ -12,7 +12,7 @@
 //!   through the engine directly ([`y4m`]).
 //! * anything else: a GStreamer pipeline with the `nlmdenoise` element registered statically from the
 //!   plugin crate ([`media`]): `filesrc ! decodebin` (or `appsrc` fed from a y4m file), video through
-//!   `nlmdenoise`, x264enc + mp4mux / matroskamux or y4menc, audio re-encoded (AAC / Opus).
+//!   `nlmdenoise`, x264enc + mp4mux / matroskamux or the tool's y4m writer (appsink), audio re-encoded (AAC / Opus).
 
 #![forbid(unsafe_code)]
 
