@@ -21,6 +21,7 @@ pub enum PixelFormat {
     I420_10LE,
     P010_10LE,
     Y42B,
+    I422_10LE,
     Y444,
     Y444_16LE,
     GRAY8,
@@ -142,7 +143,7 @@ impl FormatInfo {
 }
 
 impl PixelFormat {
-    pub const ALL: [PixelFormat; 17] = [
+    pub const ALL: [PixelFormat; 18] = [
         PixelFormat::I420,
         PixelFormat::YV12,
         PixelFormat::NV12,
@@ -150,6 +151,7 @@ impl PixelFormat {
         PixelFormat::I420_10LE,
         PixelFormat::P010_10LE,
         PixelFormat::Y42B,
+        PixelFormat::I422_10LE,
         PixelFormat::Y444,
         PixelFormat::Y444_16LE,
         PixelFormat::GRAY8,
@@ -173,6 +175,7 @@ impl PixelFormat {
             I420_10LE => "I420_10LE",
             P010_10LE => "P010_10LE",
             Y42B => "Y42B",
+            I422_10LE => "I422_10LE",
             Y444 => "Y444",
             Y444_16LE => "Y444_16LE",
             GRAY8 => "GRAY8",
@@ -205,6 +208,7 @@ impl PixelFormat {
             I420_10LE => (vec![c(Luma, 0, 0, 2, 1, 1), c(Chroma, 1, 0, 2, 2, 2), c(Chroma, 2, 0, 2, 2, 2)], 3, 2, 10),
             P010_10LE => (vec![c(Luma, 0, 0, 2, 1, 1), c(Chroma, 1, 0, 4, 2, 2), c(Chroma, 1, 2, 4, 2, 2)], 2, 2, 16),
             Y42B => (vec![c(Luma, 0, 0, 1, 1, 1), c(Chroma, 1, 0, 1, 2, 1), c(Chroma, 2, 0, 1, 2, 1)], 3, 1, 8),
+            I422_10LE => (vec![c(Luma, 0, 0, 2, 1, 1), c(Chroma, 1, 0, 2, 2, 1), c(Chroma, 2, 0, 2, 2, 1)], 3, 2, 10),
             Y444 => (vec![c(Luma, 0, 0, 1, 1, 1), c(Chroma, 1, 0, 1, 1, 1), c(Chroma, 2, 0, 1, 1, 1)], 3, 1, 8),
             Y444_16LE => (vec![c(Luma, 0, 0, 2, 1, 1), c(Chroma, 1, 0, 2, 1, 1), c(Chroma, 2, 0, 2, 1, 1)], 3, 2, 16),
             GRAY8 => (vec![c(Luma, 0, 0, 1, 1, 1)], 1, 1, 8),

@@ -17,10 +17,11 @@
 //! | `C444`                                        | `Y444`        | 8            |
 //! | `Cmono`                                       | `GRAY8`       | 8            |
 //! | `C420p9` `C420p10`                            | `I420_10LE`   | 10           |
+//! | `C422p9` `C422p10`                            | `I422_10LE`   | 10           |
 //! | `C444p9` .. `C444p16`                         | `Y444_16LE`   | 16           |
 //! | `Cmono9` .. `Cmono16`                         | `GRAY16_LE`   | 16           |
 //!
-//! Other colour spaces (`C411`, `C444alpha`, `C420p12`, `C422p10`, ...) are refused with an error
+//! Other colour spaces (`C411`, `C444alpha`, `C420p12`, `C422p12`, ...) are refused with an error
 //! naming them.
 
 use std::io::{self, BufRead, Read, Write};
@@ -48,7 +49,8 @@ pub struct Y4mLayout {
 impl Y4mLayout {
     /// The layout of a colour-space tag as written after `C` (e.g. `420jpeg`, `444p16`, `mono`).
     pub fn from_colorspace(tag: &str) -> Result<Self> {
-        let unsupported = || Error::Unsupported(format!("y4m colour space C{tag} (supported: 420jpeg, 420mpeg2, 420paldv, 420, 422, 444, mono, 420p9, 420p10, 444p9..444p16, mono9..mono16)"));
+        let unsupported =
+            || Error::Unsupported(format!("y4m colour space C{tag} (supported: 420jpeg, 420mpeg2, 420paldv, 420, 422, 444, mono, 420p9, 420p10, 422p9, 422p10, 444p9..444p16, mono9..mono16)"));
         let (family, bits) = match tag.split_once('p') {
             // "420paldv" also contains a 'p': only digits after it make a bit depth.
             Some((family, digits)) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => (family, digits.parse::<u32>().map_err(|_| unsupported())?),
@@ -69,6 +71,7 @@ impl Y4mLayout {
             ("444", 8) => (PixelFormat::Y444, 8),
             ("mono", 8) => (PixelFormat::GRAY8, 8),
             ("420", 9..=10) => (PixelFormat::I420_10LE, 10),
+            ("422", 9..=10) => (PixelFormat::I422_10LE, 10),
             ("444", 9..=16) => (PixelFormat::Y444_16LE, 16),
             ("mono", 9..=16) => (PixelFormat::GRAY16_LE, 16),
             _ => return Err(unsupported()),
@@ -85,6 +88,7 @@ impl Y4mLayout {
             PixelFormat::Y444 => "444",
             PixelFormat::GRAY8 => "mono",
             PixelFormat::I420_10LE => "420p10",
+            PixelFormat::I422_10LE => "422p10",
             PixelFormat::Y444_16LE => "444p16",
             PixelFormat::GRAY16_LE => "mono16",
             _ => return None,
@@ -399,12 +403,14 @@ mod tests {
         assert_eq!(f("444").unwrap(), (PixelFormat::Y444, 8, 0));
         assert_eq!(f("mono").unwrap(), (PixelFormat::GRAY8, 8, 0));
         assert_eq!(f("420p10").unwrap(), (PixelFormat::I420_10LE, 10, 0));
+        assert_eq!(f("422p10").unwrap(), (PixelFormat::I422_10LE, 10, 0));
+        assert_eq!(f("422p9").unwrap(), (PixelFormat::I422_10LE, 9, 1));
         assert_eq!(f("420p9").unwrap(), (PixelFormat::I420_10LE, 9, 1));
         assert_eq!(f("444p10").unwrap(), (PixelFormat::Y444_16LE, 10, 6));
         assert_eq!(f("444p16").unwrap(), (PixelFormat::Y444_16LE, 16, 0));
         assert_eq!(f("mono16").unwrap(), (PixelFormat::GRAY16_LE, 16, 0));
         assert_eq!(f("mono12").unwrap(), (PixelFormat::GRAY16_LE, 12, 4));
-        for bad in ["411", "444alpha", "420p12", "422p10", "mono8x", "444p17", "", "p"] {
+        for bad in ["411", "444alpha", "420p12", "422p12", "mono8x", "444p17", "", "p"] {
             assert!(f(bad).is_err(), "{bad}");
         }
     }

@@ -250,3 +250,27 @@ fn cli_help_states_the_default_strengths_it_uses() {
     let spelt = denoise(&["--strength".into(), format!("{}", k * 10.0), "--chroma-strength".into(), format!("{}", kc * 10.0)], "strength-spelt.y4m");
     assert_eq!(default, spelt, "the stated default strengths are the ones used");
 }
+
+/// y4m `C422p10` (what ffmpeg writes for yuv422p10le) is read and written as it is: 4:2:2 at 10
+/// bits in and out (the y4m path).
+#[test]
+fn c422p10_is_read_and_written() {
+    let dir = std::env::temp_dir().join(format!("nlmdenoise-c422p10-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.y4m");
+    let st = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-frames:v", "3", "-pix_fmt", "yuv422p10le", "-f", "yuv4mpegpipe", "-strict", "-1"])
+        .arg(&input)
+        .status()
+        .expect("ffmpeg runs");
+    assert!(st.success());
+    let data = std::fs::read(&input).unwrap();
+    assert!(String::from_utf8_lossy(&data[..80]).contains("C422p10"), "ffmpeg wrote C422p10");
+    let out = dir.join("out.y4m");
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_nlmdenoise")).args(["-y", "-q", "--backend", "cpu", "--sigma", "4"]).arg(&input).arg("-o").arg(&out).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let written = std::fs::read(&out).unwrap();
+    assert!(String::from_utf8_lossy(&written[..80]).contains("C422p10"), "written as C422p10");
+    assert_eq!(written.len(), data.len(), "same frames, same sizes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
