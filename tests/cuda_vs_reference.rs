@@ -109,7 +109,7 @@ fn deep_formats() {
         return;
     }
     let mut rng = SmallRng::seed_from_u64(seed());
-    for fmt in [PixelFormat::GRAY16_LE, PixelFormat::P010_10LE, PixelFormat::I420_10LE] {
+    for fmt in [PixelFormat::GRAY16_LE, PixelFormat::P010_10LE, PixelFormat::I420_10LE, PixelFormat::I422_10LE] {
         for weighting in [Weighting::Welsch, Weighting::Bisquare] {
             let p = Params { weighting, strength: 14.0, chroma_strength: 14.0, ..base() };
             check(&case(fmt, 64, 48, p), &mut rng);

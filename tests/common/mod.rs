@@ -105,7 +105,7 @@ pub fn inputs(c: &Case, waves: Waves, rng: &mut SmallRng) -> Vec<OwnedFrame> {
 /// the stored sample).
 pub fn depth(format: PixelFormat) -> (u32, u32) {
     match format {
-        PixelFormat::I420_10LE => (1023, 0),
+        PixelFormat::I420_10LE | PixelFormat::I422_10LE => (1023, 0),
         PixelFormat::P010_10LE => (1023, 6),
         PixelFormat::GRAY16_LE | PixelFormat::Y444_16LE => (65535, 0),
         _ => (255, 0),

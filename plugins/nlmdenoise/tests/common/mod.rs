@@ -73,7 +73,7 @@ pub fn make_buffer(info: &gst_video::VideoInfo, format: PixelFormat, seed: u64) 
         let noise = (x % 61) as i32 - 30;
         *b = ((i % 97) as i32 * 2 + 30 + noise).clamp(0, 255) as u8;
     }
-    if format == PixelFormat::I420_10LE {
+    if matches!(format, PixelFormat::I420_10LE | PixelFormat::I422_10LE) {
         // 10 significant bits in each little-endian word.
         for w in data.chunks_exact_mut(2) {
             w[1] &= 0x03;
