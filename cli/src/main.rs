@@ -406,6 +406,12 @@ pub struct Cli {
     #[arg(short, long)]
     quiet: bool,
 
+    /// When standard error is not a terminal (a log file, a pipe): a progress line every this
+    /// many seconds (frames done, frames/s, time left; 0: none). On a terminal the bar updates
+    /// continuously. (ffmpeg's -stats_period.)
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    stats_period: f64,
+
     /// More output: -v logs what the engine and the element decide (backend, format, latency) and
     /// prints the noise estimate once per second of video; -vv adds debug detail. RUST_LOG and
     /// GST_DEBUG override.

@@ -324,7 +324,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     };
 
     let total = input_len.map(|len| reader.estimate_frames(len)).map(|n| cli.frames.map_or(n, |m| m.min(n)));
-    let bar = crate::progress::bar(cli.quiet, total);
+    let bar = crate::progress::bar(cli.quiet, total, cli.stats_period);
     // Reading, denoising and writing overlap: the reader and the writer have threads of their own.
     let source = FrameReader::start(reader, info, cli.frames);
     let mut out = OwnedFrame::new(out_info);

@@ -572,3 +572,23 @@ fn an_interrupt_does_not_denoise_the_queued_frames_first() {
     let streams = probe(&out).unwrap_or_else(|e| panic!("the interrupted output plays: {e}"));
     assert!(streams.iter().any(|s| s.0 == "video" && s.1 > 0), "{streams:?}");
 }
+
+/// With standard error not a terminal (a log, a pipe), a slow run prints a progress line every
+/// `--stats-period` seconds on both paths (frames done, frames/s, time left); `-q` prints none.
+#[test]
+fn progress_lines_off_a_terminal() {
+    let y4m = tmp("progress.y4m");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "24", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
+    let mkv = tmp("progress.mkv");
+    ffmpeg(&["-i", y4m.to_str().unwrap(), "-c:v", "libx264", "-preset", "ultrafast", "-qp", "10", mkv.to_str().unwrap()]);
+    let slow = ["--backend", "cpu", "--sigma", "10", "--search-radius", "12", "--patch-radius", "4", "--temporal-past", "7", "--stats-period", "0.3"];
+    for input in [&y4m, &mkv] {
+        let r = bin().arg("-y").args(slow).arg(input).args(["-o", "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{stderr}");
+        let lines = stderr.lines().filter(|l| l.starts_with("nlmdenoise: ") && l.contains("/24 frames")).count();
+        assert!(lines >= 2, "{}: progress lines in a log: {stderr}", input.display());
+        let q = bin().arg("-y").arg("-q").args(slow).arg(input).args(["-o", "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        assert!(!String::from_utf8_lossy(&q.stderr).contains("/24 frames"), "quiet: no progress");
+    }
+}

@@ -38,7 +38,7 @@ pub struct Outcome {
 pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str, total: Option<u64>, feeder: Option<Feeder>, shared: &Arc<Shared>) -> Outcome {
     let mut feeder = feeder;
     let bus = pipeline.bus().expect("a pipeline has a bus");
-    let bar = crate::progress::bar(cli.quiet, total);
+    let bar = crate::progress::bar(cli.quiet, total, cli.stats_period);
     let start = Instant::now();
     let mut feeder_thread = None;
     let mut interrupted = false;
