@@ -398,6 +398,32 @@ fn chunked_denoiser(info: VideoInfo, params: Params, chunk: ChunkFrames, workers
     Denoiser::with_backend(info, params, Box::new(b))
 }
 
+/// Issue 33 item 13: a CPU chunk larger than host memory allowed was allocated up front (the
+/// process aborted under a memory limit, or ran out of memory); it is now refused at creation,
+/// naming the host memory rule.
+#[test]
+fn host_chunk_larger_than_host_memory_is_refused() {
+    assert!(nlmdenoise::device::chunked::available_host_memory().is_some(), "this test needs /proc/meminfo");
+    // 8K I420 frames: 2 x (1024 + 4) of them need about a terabyte of host memory.
+    let info = VideoInfo::new(PixelFormat::I420, 7680, 4320).unwrap();
+    let params = Params { temporal_past: 2, temporal_future: 2, ..base() };
+    let factory: BackendFactory = Arc::new(|_, _| Ok(Box::new(nlmdenoise::backends::cpu(1)?) as Box<dyn Backend>));
+    let b = ChunkedBackend::with_factory(ChunkFrames::Frames(1024), &[0], factory.clone()).unwrap();
+    match Denoiser::<usize>::with_backend(info, params, Box::new(b)) {
+        Err(Error::InvalidParameter(m)) => assert!(m.contains("does not fit") && m.contains("host memory"), "{m}"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("a chunk of 1024 8K frames must not fit in host memory"),
+    }
+    // A small stream keeps its explicit chunk and the automatic size.
+    let small = VideoInfo::new(PixelFormat::I420, 32, 16).unwrap();
+    let b = ChunkedBackend::with_factory(ChunkFrames::Frames(64), &[0], factory.clone()).unwrap();
+    let d = Denoiser::<usize>::with_backend(small, params, Box::new(b)).unwrap();
+    assert_eq!(d.latency_frames(), 2 + 2 * 64 - 1);
+    let b = ChunkedBackend::with_factory(ChunkFrames::Auto, &[0], factory).unwrap();
+    let d = Denoiser::<usize>::with_backend(small, params, Box::new(b)).unwrap();
+    assert_eq!(d.latency_frames(), 2 + 2 * HOST_CHUNK_FRAMES - 1);
+}
+
 #[test]
 fn chunk_size_follows_device_memory() {
     let info = VideoInfo::new(PixelFormat::I420, 32, 16).unwrap();

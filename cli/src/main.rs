@@ -334,7 +334,8 @@ pub struct Cli {
     device_id: String,
 
     /// Frames per batched launch (a chunk along time): 1 = a frame at a time, 0 = automatic from
-    /// the device's free memory (8 on the CPU), N = N frames. Output is identical for every value.
+    /// the device's free memory (on the CPU: from host memory, at most 8), N = N frames (an error
+    /// when they do not fit in that memory). Output is identical for every value.
     #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=nlmdenoise::device::chunked::MAX_CHUNK_FRAMES as i64))]
     chunk_frames: u32,
 

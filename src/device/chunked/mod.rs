@@ -35,8 +35,9 @@
 //! [`FREE_FRACTION`] of the device's free memory (plus what this backend already holds there);
 //! the rest of the fraction's complement covers working buffers and other users. Auto takes the
 //! largest `n` that fits, at most [`AUTO_MAX_FRAMES`]; an explicit `n` that does not fit is an
-//! `Error::InvalidParameter` at configure time. Host backends (no device memory reported) use
-//! [`HOST_CHUNK_FRAMES`] for auto.
+//! `Error::InvalidParameter` at configure time. Host backends (no device memory reported) follow
+//! the same rule against the host's available memory (bounded by the process's cgroup limit),
+//! at most [`HOST_CHUNK_FRAMES`] for auto.
 
 //!
 //! Files: this one (the backend: dispatch, pools, the caller's side), `worker` (the worker
@@ -282,6 +283,24 @@ impl ChunkedBackend {
                 }
             }
         }
+        let cap = if self.on_device { AUTO_MAX_FRAMES } else { HOST_CHUNK_FRAMES };
+        if !self.on_device {
+            // Host workers: their rings, the caller's pools and the outputs all live in host
+            // memory; size against what the system (and the process's cgroup) has available,
+            // so that a large explicit chunk is an error rather than an allocation abort.
+            if let Some(available) = available_host_memory() {
+                let bpf = host_bytes_per_frame(geometry, &plan.output_geometry(geometry)) * self.workers.len() as u64;
+                let max_frames = (FREE_FRACTION * available as f64 / bpf as f64) as u64 / 2;
+                let why = format!(
+                    "host memory: {} MiB available, {:.1} MiB per frame over {} worker(s), rule 2 x (chunk + {overlap} overlap) frames <= {:.0}% of available memory",
+                    available >> 20,
+                    bpf as f64 / (1 << 20) as f64,
+                    self.workers.len(),
+                    FREE_FRACTION * 100.0
+                );
+                fits = Some((max_frames.saturating_sub(overlap) as usize, why));
+            }
+        }
         let n = match (self.spec, &fits) {
             (ChunkFrames::Frames(n), Some((max_n, why))) if n > *max_n => {
                 return Err(Error::InvalidParameter(format!("a chunk of {n} frames does not fit (at most {max_n}): {why}")));
@@ -290,8 +309,8 @@ impl ChunkedBackend {
             (_, Some((0, why))) => {
                 return Err(Error::InvalidParameter(format!("not even a chunk of 1 frame fits: {why}")));
             }
-            (_, Some((max_n, _))) => (*max_n).min(AUTO_MAX_FRAMES),
-            (_, None) => HOST_CHUNK_FRAMES,
+            (_, Some((max_n, _))) => (*max_n).min(cap),
+            (_, None) => cap,
         };
         let slots = 2 * (n + overlap as usize);
         for w in &self.workers {
@@ -359,6 +378,39 @@ impl ChunkedBackend {
         }
         Ok(())
     }
+}
+
+/// Host bytes one more frame of a host worker's chunk costs: the input and output frames the
+/// caller's pools hold (at the stream's sample size) and the worker's ring slot and working
+/// copy (32-bit floats per sample, as the CPU algorithms keep them).
+fn host_bytes_per_frame(input: &Geometry, output: &Geometry) -> u64 {
+    let samples = |g: &Geometry| g.planes.iter().map(|p| (p.width * p.height) as u64).sum::<u64>();
+    let (i, o) = (samples(input), samples(output));
+    (i + o) * input.bytes_per_sample as u64 + 2 * 4 * i.max(o)
+}
+
+/// Host memory this process may still take, in bytes: the system's available memory, bounded by
+/// the process's cgroup limit (v2, or v1) and its address-space limit where set; `None` where
+/// none can be read.
+pub fn available_host_memory() -> Option<u64> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let number = |path: &str| read(path).and_then(|t| t.trim().parse::<u64>().ok());
+    let system = read("/proc/meminfo").and_then(|t| t.lines().find(|l| l.starts_with("MemAvailable:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()).map(|kib| kib * 1024));
+    let cgroup = match (number("/sys/fs/cgroup/memory.max"), number("/sys/fs/cgroup/memory.current")) {
+        (Some(max), Some(current)) => Some(max.saturating_sub(current)),
+        // v1 reports "no limit" as a huge number, which min() below ignores.
+        _ => match (number("/sys/fs/cgroup/memory/memory.limit_in_bytes"), number("/sys/fs/cgroup/memory/memory.usage_in_bytes")) {
+            (Some(max), Some(used)) => Some(max.saturating_sub(used)),
+            _ => None,
+        },
+    };
+    // An address-space limit (`ulimit -v`) counts mapped memory, used or not.
+    let address_space = read("/proc/self/limits").and_then(|t| {
+        let limit = t.lines().find(|l| l.starts_with("Max address space"))?.split_whitespace().nth(3)?.parse::<u64>().ok()?;
+        let mapped_kib = read("/proc/self/status")?.lines().find(|l| l.starts_with("VmSize:"))?.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+        Some(limit.saturating_sub(mapped_kib * 1024))
+    });
+    [system, cgroup, address_space].into_iter().flatten().min()
 }
 
 fn shutdown(workers: &mut [WorkerHandle]) {
