@@ -592,3 +592,32 @@ fn progress_lines_off_a_terminal() {
         assert!(!String::from_utf8_lossy(&q.stderr).contains("/24 frames"), "quiet: no progress");
     }
 }
+
+/// Issue 33 item 8: an odd-sized 4:2:0 input to MP4 failed with "cannot decode the input: Can not
+/// initialize x264 encoder"; now the size is named before anything runs, on both paths, and no
+/// output is left. 4:4:4 takes odd sizes, and an upscaled output of an odd input is even.
+#[test]
+fn odd_sizes_to_h264_are_named_and_leave_no_output() {
+    let y4m = tmp("odd420.y4m");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-vf", "scale=161:121", "-frames:v", "4", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
+    let mkv = tmp("odd420.mkv");
+    ffmpeg(&["-i", y4m.to_str().unwrap(), "-c:v", "ffv1", mkv.to_str().unwrap()]);
+    for input in [&y4m, &mkv] {
+        let out = tmp("odd420-out.mp4");
+        let _ = std::fs::remove_file(&out);
+        let r = bin().args(["-y", "--backend", "cpu"]).arg(input).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{}: {stderr}", input.display());
+        assert!(stderr.contains("needs an even width and height") && stderr.contains("161x121"), "{}: {stderr}", input.display());
+        assert!(!stderr.contains("cannot decode"), "{stderr}");
+        assert!(!out.exists(), "no output is left");
+        let up = bin().args(["-y", "--backend", "cpu", "--scale", "2"]).arg(input).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+        assert!(up.status.success(), "x2 gives 322x242: {}", String::from_utf8_lossy(&up.stderr));
+    }
+    let y444 = tmp("odd444.y4m");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-vf", "scale=161:121", "-frames:v", "4", "-pix_fmt", "yuv444p", "-f", "yuv4mpegpipe", y444.to_str().unwrap()]);
+    let out = tmp("odd444-out.mp4");
+    let r = bin().args(["-y", "--backend", "cpu"]).arg(&y444).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(pix_fmt(&out), "yuv444p");
+}

@@ -171,7 +171,7 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
     let filter = video.format_filter.clone();
     let (enc_filter, bit_depth) = (video.encoder_filter.clone(), cli.bit_depth);
     let keep_audio = !cli.no_audio && matches!(container, Some(Container::Mp4 | Container::Mkv));
-    let (audio_bitrate, frame_limit) = (cli.audio_bitrate, cli.frames);
+    let (audio_bitrate, frame_limit, scale) = (cli.audio_bitrate, cli.frames, output_scale(cli));
     dec.connect_pad_added(move |dec, pad| {
         let Some(pipeline) = weak.upgrade() else { return };
         let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
@@ -194,6 +194,10 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
             let decoded = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten();
             if let (Some(f), Some(info)) = (&enc_filter, decoded) {
                 let (enc_format, note) = encoder_format(&info.format_info(), bit_depth);
+                if let Some(problem) = encoder_size_problem(enc_format, info.width() * scale, info.height() * scale) {
+                    post_error(dec, &sh, problem);
+                    return;
+                }
                 f.set_property("caps", gst::Caps::builder("video/x-raw").field("format", enc_format.to_str()).build());
                 *lock(&sh.encoding) = Some((enc_format, note));
             }
@@ -361,6 +365,35 @@ pub fn encoder_format(input: &gst_video::VideoFormatInfo, depth: BitDepthArg) ->
         _ => None,
     };
     (format, note)
+}
+
+/// Why H.264 cannot take frames of `width` x `height` in `format`, or None: x264 needs whole
+/// chroma samples (an even width for 4:2:0 and 4:2:2, an even height for 4:2:0).
+pub fn encoder_size_problem(format: gst_video::VideoFormat, width: u32, height: u32) -> Option<String> {
+    let info = gst_video::VideoFormatInfo::from_format(format);
+    let (sub_x, sub_y) = if info.n_components() >= 3 { (info.w_sub()[1], info.h_sub()[1]) } else { (0, 0) };
+    let odd_w = sub_x > 0 && width % 2 == 1;
+    let odd_h = sub_y > 0 && height % 2 == 1;
+    let what = match (odd_w, odd_h) {
+        (false, false) => return None,
+        (true, false) => "width",
+        (false, true) => "height",
+        (true, true) => "width and height",
+    };
+    let chroma = if sub_y > 0 { "4:2:0" } else { "4:2:2" };
+    Some(format!(
+        "H.264 {chroma} needs an even {what}, and the video to encode is {width}x{height}: crop or pad the input to even sizes first (ffmpeg -vf crop=trunc(iw/2)*2:trunc(ih/2)*2), or write y4m (-o out.y4m), which takes any size"
+    ))
+}
+
+/// The output's size factor over the input (`--scale` when upscaling, else 1).
+pub fn output_scale(cli: &Cli) -> u32 {
+    let p = cli.params();
+    if p.algorithm == nlmdenoise::Algorithm::NlmSr {
+        p.sr.scale
+    } else {
+        1
+    }
 }
 
 /// The running time of `pts` in the segment `pad` has seen.

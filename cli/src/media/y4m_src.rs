@@ -7,14 +7,14 @@ use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use gst::prelude::*;
 use gst_video::prelude::*;
 
 use nlmdenoise::y4m::Y4mReader;
 use nlmdenoise::OwnedFrame;
 
-use super::pipeline::{encoder_format, VideoBranch};
+use super::pipeline::{encoder_format, encoder_size_problem, output_scale, VideoBranch};
 use super::{lock, post_error, Shared};
 use crate::Cli;
 
@@ -62,6 +62,10 @@ pub fn add_source(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inpu
     video.format_filter.set_property("caps", gst::Caps::builder("video/x-raw").field("format", format.to_str()).build());
     if let Some(f) = &video.encoder_filter {
         let (enc_format, note) = encoder_format(&gst_video::VideoFormatInfo::from_format(format), cli.bit_depth);
+        let scale = output_scale(cli);
+        if let Some(problem) = encoder_size_problem(enc_format, header.width as u32 * scale, header.height as u32 * scale) {
+            bail!("{problem}");
+        }
         f.set_property("caps", gst::Caps::builder("video/x-raw").field("format", enc_format.to_str()).build());
         *lock(&shared.encoding) = Some((enc_format, note));
     }
