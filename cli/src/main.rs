@@ -390,6 +390,13 @@ pub struct Cli {
     #[arg(long)]
     no_audio: bool,
 
+    /// Encode the frames as stored, not turned upright: by default, as ffmpeg does, an MP4/MKV
+    /// output of an input with an orientation tag (phone videos) is rotated or flipped as the tag
+    /// asks (GStreamer's muxers do not write the tag, so it cannot be kept instead). y4m outputs
+    /// always hold the frames as stored.
+    #[arg(long)]
+    no_autorotate: bool,
+
     /// Clean reference clip (same size and colour space; y4m in and out only): print the PSNR of
     /// the input and of the output against it.
     #[arg(long, value_name = "CLEAN.y4m")]

@@ -621,3 +621,50 @@ fn odd_sizes_to_h264_are_named_and_leave_no_output() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(pix_fmt(&out), "yuv444p");
 }
+
+fn size_of(file: &Path) -> String {
+    let out = Command::new("ffprobe").args(["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0"]).arg(file).output().expect("ffprobe runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Luma PSNR (dB) of two videos of the same size, frame by frame, from ffmpeg.
+fn psnr_y(a: &Path, b: &Path) -> f64 {
+    let out = Command::new("ffmpeg").args(["-v", "info", "-i"]).arg(a).arg("-i").arg(b).args(["-lavfi", "psnr", "-f", "null", "-"]).output().expect("ffmpeg runs");
+    let text = String::from_utf8_lossy(&out.stderr);
+    let y = text.split("PSNR y:").nth(1).unwrap_or_else(|| panic!("no PSNR in {text}"));
+    y.split_whitespace().next().unwrap().parse().unwrap_or(f64::INFINITY)
+}
+
+/// Issue 33 item 6: a phone video (orientation tag) came out sideways. Encoded outputs are now
+/// turned upright as ffmpeg does by default (the same picture as ffmpeg's autorotation), and
+/// `--no-autorotate` keeps the frames as stored; the summary says which.
+#[test]
+fn rotated_inputs_come_out_upright_as_ffmpeg_does() {
+    let plain = tmp("rot-plain.mp4");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=160x96:rate=25", "-frames:v", "6", "-c:v", "libx264", "-pix_fmt", "yuv420p", plain.to_str().unwrap()]);
+    let rotated = tmp("rot-tagged.mp4");
+    ffmpeg(&["-i", plain.to_str().unwrap(), "-c", "copy", "-metadata:s:v:0", "rotate=90", rotated.to_str().unwrap()]);
+    let upright = tmp("rot-ffmpeg.y4m");
+    ffmpeg(&["-i", rotated.to_str().unwrap(), "-pix_fmt", "yuv420p", upright.to_str().unwrap()]);
+    assert_eq!(size_of(&upright), "96,160", "ffmpeg turns it upright");
+    for ext in ["mp4", "mkv"] {
+        let out = tmp(&format!("rot-out.{ext}"));
+        let r = bin().args(["-y", "--backend", "cpu", "--strength", "0.01"]).arg(&rotated).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{stderr}");
+        assert_eq!(size_of(&out), "96,160", "{ext}: upright");
+        let psnr = psnr_y(&upright, &out);
+        assert!(psnr > 35.0, "{ext}: turned the way ffmpeg turns it ({psnr:.1} dB)");
+        assert!(stderr.contains("orientation tag says rotate-") && stderr.contains("turned upright"), "{stderr}");
+    }
+    let out = tmp("rot-stored.mp4");
+    let r = bin().args(["-y", "--backend", "cpu", "--no-autorotate"]).arg(&rotated).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+    assert!(r.status.success());
+    assert_eq!(size_of(&out), "160,96", "--no-autorotate: as stored");
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--no-autorotate: the frames are as stored"));
+    // No tag, no note and no change.
+    let out = tmp("rot-none.mp4");
+    let r = bin().args(["-y", "--backend", "cpu"]).arg(&plain).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+    assert!(r.status.success() && !String::from_utf8_lossy(&r.stderr).contains("orientation"));
+    assert_eq!(size_of(&out), "160,96");
+}

@@ -55,6 +55,8 @@ struct Shared {
     damage: Mutex<Option<String>>,
     /// The format the video encoder gets and why, when it differs from the input's depth.
     encoding: Mutex<Option<(gst_video::VideoFormat, Option<String>)>>,
+    /// The input's orientation tag (`image-orientation`, e.g. "rotate-90") when not upright.
+    orientation: Mutex<Option<String>>,
     /// An error found in a callback, reported instead of GStreamer's own.
     error: Mutex<Option<String>>,
 }

@@ -47,6 +47,14 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
             let enc_filter = make("capsfilter")?;
             chain.push(enc_filter.clone());
             encoder_filter = Some(enc_filter);
+            if !cli.no_autorotate {
+                // Turns the frames upright as the input's orientation tag asks (identity without
+                // one), after the encoder's format is fixed: videoflip takes every format the
+                // encoder is given, not every format the element works in.
+                let flip = make("videoflip")?;
+                flip.set_property_from_str("video-direction", "auto");
+                chain.push(flip);
+            }
             let q = make("queue")?;
             q.set_property("max-size-buffers", 0u32);
             q.set_property("max-size-bytes", 0u32);
@@ -101,6 +109,19 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, limit: Option<u64>, s
         let sh = shared.clone();
         den.static_pad("src").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
             sh.frames_out.fetch_add(1, Ordering::Relaxed);
+            gst::PadProbeReturn::Ok
+        });
+    }
+    {
+        // The input's orientation, for the summary (the tag travels as a sticky event).
+        let sh = shared.clone();
+        den.static_pad("sink").unwrap().add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+            if let Some(gst::EventView::Tag(tag)) = info.event().map(|e| e.view()) {
+                if let Some(o) = tag.tag().get::<gst::tags::ImageOrientation>() {
+                    let o = o.get().to_string();
+                    *lock(&sh.orientation) = (o != "rotate-0").then_some(o);
+                }
+            }
             gst::PadProbeReturn::Ok
         });
     }

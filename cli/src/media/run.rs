@@ -190,6 +190,17 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         if let Some((_, Some(note))) = encoding {
             eprintln!("  note: {note}");
         }
+        if let Some(o) = lock(&shared.orientation).clone() {
+            let what = match (container, cli.no_autorotate) {
+                (Some(Container::Mp4 | Container::Mkv), false) => "the frames were turned upright as it asks (--no-autorotate keeps them as stored)",
+                (Some(Container::Mp4 | Container::Mkv), true) => "--no-autorotate: the frames are as stored, and the output has no orientation tag (players show them as stored)",
+                (Some(Container::Y4m), _) => "y4m has no orientation field: the frames are as stored",
+                _ => "",
+            };
+            if !what.is_empty() {
+                eprintln!("  note: the input's orientation tag says {o}; {what}");
+            }
+        }
     }
     if interrupted {
         return Err(crate::exit_code::Interrupted.into());
