@@ -37,5 +37,5 @@ pub use engine::Denoiser;
 pub use error::{BackendError, Error, Result};
 pub use format::PixelFormat;
 pub use frame::{FrameMut, FrameRef, OwnedFrame, VideoInfo};
-pub use params::{Algorithm, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, SrParams, Weighting};
+pub use params::{unused_setting_note, Algorithm, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, SettingUse, SrParams, Weighting};
 pub use plan::Plan;

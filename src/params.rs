@@ -43,6 +43,55 @@ pub enum Algorithm {
     NlmSr,
 }
 
+impl Algorithm {
+    /// The name front ends use (`--algorithm`, the element's `algorithm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Nlm => "nlm",
+            Algorithm::Bm3d => "bm3d",
+            Algorithm::NlmSr => "nlm-sr",
+        }
+    }
+}
+
+/// Which algorithms read a setting. Front ends (the command line, the elements) tell the user,
+/// with the same words ([`unused_setting_note`]), about a setting they gave that the chosen
+/// algorithm does not read, rather than ignore it silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingUse {
+    /// NLM's patches and search window: NLM and NLM super-resolution.
+    NlmWindow,
+    /// NLM's weighting, reference weight and GPU kernel choices: NLM only.
+    Nlm,
+    /// The BM3D profile and settings, the chroma sigma: BM3D only.
+    Bm3d,
+    /// Iterations, deblur, fusion, novelty gate: super-resolution only.
+    SuperResolution,
+}
+
+impl SettingUse {
+    pub fn used_by(self, algorithm: Algorithm) -> bool {
+        match self {
+            SettingUse::NlmWindow => algorithm != Algorithm::Bm3d,
+            SettingUse::Nlm => algorithm == Algorithm::Nlm,
+            SettingUse::Bm3d => algorithm == Algorithm::Bm3d,
+            SettingUse::SuperResolution => algorithm == Algorithm::NlmSr,
+        }
+    }
+}
+
+/// The note for `setting` (as the front end spells it: `--wref`, `wref`) given by the user when
+/// `algorithm` does not read it; `None` when it does.
+pub fn unused_setting_note(setting: &str, used: SettingUse, algorithm: Algorithm) -> Option<String> {
+    let readers = match used {
+        SettingUse::NlmWindow => "nlm and nlm-sr",
+        SettingUse::Nlm => "nlm",
+        SettingUse::Bm3d => "bm3d",
+        SettingUse::SuperResolution => "upscaling (nlm-sr)",
+    };
+    (!used.used_by(algorithm)).then(|| format!("{setting} does nothing with algorithm {} (used by {readers} only): ignored", algorithm.name()))
+}
+
 /// Largest upscaling factor of [`Algorithm::NlmSr`].
 pub const SR_MAX_SCALE: u32 = 4;
 /// Most back-projection (deblur) steps of [`Algorithm::NlmSr`].
@@ -473,8 +522,11 @@ impl Params {
                 return bad(format!("sigma {s} out of range [0, {MAX_SIGMA}]"));
             }
         }
-        // BM3D settings are checked whatever the algorithm, so that a front end can hand them on.
-        self.bm3d.resolve()?;
+        // BM3D settings only when BM3D runs: an unused setting is noted by the front end, not an
+        // error (issue 33 item 11); switching to BM3D checks them then.
+        if self.algorithm == Algorithm::Bm3d {
+            self.bm3d.resolve()?;
+        }
         if self.algorithm == Algorithm::NlmSr {
             self.sr.validate()?;
         }

@@ -665,9 +665,6 @@ fn run(cli: &Cli) -> Result<()> {
     if cli.sigma == Some(SigmaArg::Auto) && (cli.strength.is_some() || cli.chroma_strength.is_some()) {
         bail!("--sigma auto sets the strengths from the estimate; give a sigma value with --strength, or drop --strength");
     }
-    if cli.scale > 1 && cli.algorithm == Algorithm::Bm3d {
-        bail!("--scale upscales with NLM super-resolution; it does not combine with --algorithm bm3d");
-    }
     let upscaling = cli.params().algorithm == Algorithm::NlmSr;
     if upscaling && cli.psnr_ref.is_some() {
         bail!("--psnr-ref compares frames of the input's size; it does not combine with --scale");
@@ -696,10 +693,59 @@ fn run(cli: &Cli) -> Result<()> {
     media::run(cli, input, output, container, y4m_in)
 }
 
+/// Options of one algorithm, by clap id, with what reads them.
+const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
+    use nlmdenoise::SettingUse::{Bm3d, Nlm, NlmWindow, SuperResolution};
+    &[
+        ("bm3d_profile", Bm3d),
+        ("bm3d_steps", Bm3d),
+        ("bm3d_patch_size", Bm3d),
+        ("bm3d_search_radius", Bm3d),
+        ("bm3d_block_step", Bm3d),
+        ("bm3d_group_size", Bm3d),
+        ("bm3d_wiener_group_size", Bm3d),
+        ("bm3d_threshold", Bm3d),
+        ("bm3d_wiener_threshold", Bm3d),
+        ("bm3d_lambda", Bm3d),
+        ("bm3d_seeds", Bm3d),
+        ("bm3d_seed_radius", Bm3d),
+        ("bm3d_window_references", Bm3d),
+        ("chroma_sigma", Bm3d),
+        ("sr_iterations", SuperResolution),
+        ("deblur", SuperResolution),
+        ("fusion", SuperResolution),
+        ("no_novelty_gate", SuperResolution),
+        ("search_radius", NlmWindow),
+        ("patch_radius", NlmWindow),
+        ("weighting", Nlm),
+        ("wref", Nlm),
+        ("kernel", Nlm),
+        ("offsets_per_pass", Nlm),
+        ("intermediate", Nlm),
+    ]
+};
+
+/// Options given on the command line that the chosen algorithm does not read: a note each
+/// (the engine's words, as the element's), and an error for options that contradict each other.
+fn option_notes(m: &clap::ArgMatches, cli: &Cli) -> Result<Vec<String>> {
+    let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if given("scale") && given("algorithm") {
+        match (cli.algorithm, cli.scale) {
+            (Algorithm::NlmSr, 1) => bail!("--algorithm nlm-sr upscales and --scale 1 means no upscaling: give --scale 2, 3 or 4, or another algorithm"),
+            (Algorithm::Nlm | Algorithm::Bm3d, s) if s > 1 => {
+                bail!("--scale {s} upscales with NLM super-resolution (nlm-sr); it does not combine with --algorithm {}", cli.algorithm.name())
+            }
+            _ => {}
+        }
+    }
+    let algorithm = cli.params().algorithm;
+    Ok(ALGORITHM_OPTIONS.iter().filter(|(id, _)| given(id)).filter_map(|&(id, used)| nlmdenoise::unused_setting_note(&format!("--{}", id.replace('_', "-")), used, algorithm)).collect())
+}
+
 fn main() {
-    let parsed = command().try_get_matches().and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
-    let cli = match parsed {
-        Ok(cli) => cli,
+    let parsed = command().try_get_matches().and_then(|m| Ok((<Cli as clap::FromArgMatches>::from_arg_matches(&m)?, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             use clap::error::ErrorKind;
             let _ = e.print();
@@ -709,7 +755,13 @@ fn main() {
         }
     };
     init_logging(cli.verbose);
-    if let Err(e) = run(&cli) {
+    let notes = option_notes(&matches, &cli);
+    if let Ok(notes) = &notes {
+        if !cli.quiet {
+            notes.iter().for_each(|n| eprintln!("nlmdenoise: note: {n}"));
+        }
+    }
+    if let Err(e) = notes.and_then(|_| run(&cli)) {
         let code = exit_code::of_error(&e);
         let what = match code {
             exit_code::INCOMPLETE => "incomplete input",

@@ -668,3 +668,45 @@ fn rotated_inputs_come_out_upright_as_ffmpeg_does() {
     assert!(r.status.success() && !String::from_utf8_lossy(&r.stderr).contains("orientation"));
     assert_eq!(size_of(&out), "160,96");
 }
+
+/// Issue 33 item 11: options the algorithm does not read were silent, and `--algorithm nlm-sr
+/// --scale 1` upscaled x2. Now: a note per unused option, once, on both paths (the element's own
+/// warning is not repeated), none with -q; contradictions are usage errors.
+#[test]
+fn unused_options_get_a_note_and_contradictions_an_error() {
+    let y4m = tmp("notes.y4m");
+    ffmpeg(&["-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "3", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m.to_str().unwrap()]);
+    let mkv = tmp("notes.mkv");
+    ffmpeg(&["-i", y4m.to_str().unwrap(), "-c:v", "ffv1", mkv.to_str().unwrap()]);
+    for input in [&y4m, &mkv] {
+        let r = bin().args(["-y", "--backend", "cpu", "--bm3d-profile", "high", "--sr-iterations", "2", "--wref", "0.5"]).arg(input).args(["-o", "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{stderr}");
+        assert_eq!(stderr.matches("does nothing with algorithm").count(), 2, "{stderr}");
+        assert!(stderr.contains("note: --bm3d-profile does nothing with algorithm nlm"), "{stderr}");
+        assert!(stderr.contains("note: --sr-iterations does nothing with algorithm nlm"), "{stderr}");
+        let r = bin()
+            .args(["-y", "--backend", "cpu", "--algorithm", "bm3d", "--search-radius", "4", "--weighting", "bisquare"])
+            .arg(input)
+            .args(["-o", "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{stderr}");
+        assert_eq!(stderr.matches("does nothing with algorithm bm3d").count(), 2, "{stderr}");
+        let q = bin().args(["-y", "-q", "--backend", "cpu", "--bm3d-profile", "high"]).arg(input).args(["-o", "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        assert!(q.status.success() && !String::from_utf8_lossy(&q.stderr).contains("does nothing"));
+    }
+    for contradiction in [&["--algorithm", "nlm-sr", "--scale", "1"][..], &["--algorithm", "bm3d", "--scale", "2"], &["--algorithm", "nlm", "--scale", "3"]] {
+        let r = bin().args(["-y", "--backend", "cpu"]).args(contradiction).arg(&y4m).args(["-o", "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{contradiction:?}: {stderr}");
+        assert!(stderr.contains("--scale") && stderr.contains("--algorithm"), "{stderr}");
+    }
+    // The ways that agree still work.
+    for fine in [&["--algorithm", "nlm-sr"][..], &["--scale", "2"], &["--algorithm", "nlm-sr", "--scale", "2"], &["--algorithm", "bm3d", "--scale", "1"]] {
+        let r = bin().args(["-y", "--backend", "cpu"]).args(fine).arg(&y4m).args(["-o", "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+        assert!(r.status.success(), "{fine:?}: {}", String::from_utf8_lossy(&r.stderr));
+    }
+}

@@ -141,6 +141,11 @@ impl Core {
         if let Some(bad) = &s.bad_device_id {
             return Err(gst::error_msg!(gst::LibraryError::Settings, ("Invalid {bad}")));
         }
+        let obj = self.element();
+        for note in unused_property_notes(obj.upcast_ref(), s.params.algorithm) {
+            // Said, not refused: a warning message (gst-launch prints it), the stream runs.
+            gst::element_warning!(obj, gst::LibraryError::Settings, ("{}", sentence(&note)));
+        }
         *lock(&self.refused) = None;
         *lock(&self.lateness) = Lateness::default();
         gst::debug!(self.cat(), obj = &self.element(), "starting with {:?}, backend {:?}", s.params, s.options);
@@ -325,4 +330,18 @@ pub(crate) use base_transform_via_core;
 fn sentence(text: &str) -> String {
     let mut c = text.chars();
     c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// A note for each property of `obj` off its default that `algorithm` does not read (values
+/// compared as text: every property here is a number or an enum).
+fn unused_property_notes(obj: &gst::Element, algorithm: nlmdenoise::Algorithm) -> Vec<String> {
+    let text = |v: &glib::Value| v.transform::<String>().ok().and_then(|t| t.get::<Option<String>>().ok().flatten());
+    crate::settings::ALGORITHM_PROPERTIES
+        .iter()
+        .filter_map(|&(name, used)| {
+            let pspec = obj.find_property(name)?;
+            let changed = text(&obj.property_value(name)) != text(pspec.default_value());
+            changed.then(|| nlmdenoise::unused_setting_note(&format!("property {name}"), used, algorithm)).flatten()
+        })
+        .collect()
 }

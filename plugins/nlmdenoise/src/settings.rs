@@ -5,7 +5,34 @@
 
 use nlmdenoise::device::{ChunkFrames, Devices};
 use nlmdenoise::BackendOptions;
-use nlmdenoise::Params;
+use nlmdenoise::{Params, SettingUse};
+
+/// The properties of one algorithm, with what reads them (the engine's rule, as the command
+/// line's options): one moved off its default that the algorithm does not read gets a warning
+/// at start.
+pub const ALGORITHM_PROPERTIES: &[(&str, SettingUse)] = &[
+    ("bm3d-profile", SettingUse::Bm3d),
+    ("bm3d-steps", SettingUse::Bm3d),
+    ("bm3d-patch-size", SettingUse::Bm3d),
+    ("bm3d-search-radius", SettingUse::Bm3d),
+    ("bm3d-block-step", SettingUse::Bm3d),
+    ("bm3d-group-size", SettingUse::Bm3d),
+    ("bm3d-wiener-group-size", SettingUse::Bm3d),
+    ("bm3d-seeds", SettingUse::Bm3d),
+    ("bm3d-seed-radius", SettingUse::Bm3d),
+    ("bm3d-window-references", SettingUse::Bm3d),
+    ("bm3d-threshold", SettingUse::Bm3d),
+    ("bm3d-wiener-threshold", SettingUse::Bm3d),
+    ("bm3d-lambda", SettingUse::Bm3d),
+    ("chroma-sigma", SettingUse::Bm3d),
+    ("search-radius", SettingUse::NlmWindow),
+    ("patch-radius", SettingUse::NlmWindow),
+    ("weighting", SettingUse::Nlm),
+    ("wref", SettingUse::Nlm),
+    ("kernel", SettingUse::Nlm),
+    ("offsets-per-pass", SettingUse::Nlm),
+    ("intermediate", SettingUse::Nlm),
+];
 
 /// Upper bound of the `pipeline-depth` property (and the command line's `--pipeline-depth`): the
 /// engine has no limit of its own; more frames in flight only add latency.

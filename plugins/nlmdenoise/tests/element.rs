@@ -956,3 +956,39 @@ fn bm3d_values_outside_their_sets_are_refused_when_set() {
     let d = bin.downcast::<gst::Bin>().map(|b| b.by_name("d").unwrap()).unwrap_or_else(|e| e);
     assert_eq!((d.property::<i32>("bm3d-steps"), d.property::<i32>("bm3d-patch-size")), (-1, -1), "refused at parse time");
 }
+
+/// Issue 33 item 11: a property the algorithm does not read was silent (and an invalid BM3D
+/// combination failed the start even with NLM running); now the element starts and posts one
+/// warning per such property off its default, naming it, and none for the properties it reads.
+#[test]
+fn properties_the_algorithm_does_not_read_are_warned_not_refused() {
+    init();
+    let warnings_at_start = |setup: &[(&str, &str)]| -> Vec<String> {
+        let e = gst::ElementFactory::make("nlmdenoise").property_from_str("backend", "cpu").build().unwrap();
+        for (name, value) in setup {
+            e.set_property_from_str(name, value);
+        }
+        let bus = gst::Bus::new();
+        e.set_bus(Some(&bus));
+        assert!(e.set_state(gst::State::Paused).is_ok(), "{setup:?}: starts");
+        let _ = e.set_state(gst::State::Null);
+        std::iter::from_fn(|| bus.pop_filtered(&[gst::MessageType::Warning]))
+            .map(|m| match m.view() {
+                gst::MessageView::Warning(w) => w.error().to_string(),
+                _ => unreachable!(),
+            })
+            .collect()
+    };
+    // NLM with BM3D settings, one of them an invalid combination (block step 8 > patch size 4).
+    let w = warnings_at_start(&[("bm3d-patch-size", "4"), ("bm3d-block-step", "8"), ("wref", "0.5")]);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w.iter().any(|m| m.contains("bm3d-patch-size does nothing with algorithm nlm")), "{w:?}");
+    assert!(w.iter().any(|m| m.contains("bm3d-block-step does nothing with algorithm nlm")), "{w:?}");
+    // BM3D with NLM settings.
+    let w = warnings_at_start(&[("algorithm", "bm3d"), ("sigma", "10"), ("search-radius", "5"), ("weighting", "bisquare")]);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w.iter().all(|m| m.contains("does nothing with algorithm bm3d")), "{w:?}");
+    // Defaults, or settings of the algorithm that runs: no warning.
+    assert!(warnings_at_start(&[]).is_empty());
+    assert!(warnings_at_start(&[("algorithm", "bm3d"), ("sigma", "10"), ("bm3d-profile", "high")]).is_empty());
+}
