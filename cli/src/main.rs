@@ -247,7 +247,7 @@ pub struct Cli {
     chroma_sigma: Option<f32>,
 
     /// Upscale by this integer factor (2, 3 or 4) with multi-frame NLM super-resolution
-    /// (--algorithm nlm-sr; docs/tuning.md "Super-resolution"). 1: no upscaling.
+    /// (--algorithm nlm-sr; docs/tuning.md "Super-resolution"). 1: no upscaling (an error with --algorithm nlm-sr, which alone upscales by 2).
     #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1)]
     scale: u32,
 
