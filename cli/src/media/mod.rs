@@ -2,7 +2,7 @@
 //! with the `nlmdenoise` element (registered statically from the plugin crate), re-encode.
 //!
 //! ```text
-//! filesrc ! decodebin ─video─> queue ! videoconvert ! nlmdenoise ! videoconvert ! x264enc ! queue ─> mp4mux/matroskamux ! filesink
+//! filesrc ! decodebin ─video─> queue ! videoconvert ! nlmdenoise ! videoconvert ! videoflip ! x264enc ! queue ─> mp4mux/matroskamux ! filesink
 //!                     └audio─> queue ! audioconvert ! audioresample ! avenc_aac/opusenc ! queue ─┘
 //! (y4m input: appsrc instead of filesrc ! decodebin; .y4m output: ... ! videoconvert ! appsink, written by the y4m writer)
 //! ```
