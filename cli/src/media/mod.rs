@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! filesrc ! decodebin ─video─> queue ! videoconvert ! nlmdenoise ! videoconvert ! videoflip ! x264enc ! queue ─> mp4mux/matroskamux ! filesink
-//!                     └audio─> queue ! audioconvert ! audioresample ! avenc_aac/opusenc ! queue ─────────────┘
+//!                     └audio─> queue ! audioconvert ! audioresample ! avenc_aac/opusenc ! queue ──────────────┘
 //! (y4m input: appsrc instead of filesrc ! decodebin; .y4m output: ... ! videoconvert ! appsink, written by the y4m writer)
 //! ```
 //!
