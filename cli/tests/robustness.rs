@@ -710,3 +710,44 @@ fn unused_options_get_a_note_and_contradictions_an_error() {
         assert!(r.status.success(), "{fine:?}: {}", String::from_utf8_lossy(&r.stderr));
     }
 }
+
+/// The video samples ffprobe finds in `file` (None when it cannot open it).
+fn video_samples(file: &Path) -> Option<u64> {
+    let out = Command::new("ffprobe").args(["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=nb_frames", "-of", "csv=p=0"]).arg(file).output().expect("ffprobe runs");
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// Issue 34's first check: an MP4 cut so that only its first frame decodes left an output no
+/// player opens (a track the muxer never got data for) while the tool said it held every frame.
+/// Now, cut every 2 KB: either no output and an error, or an output that ffprobe opens whose
+/// video samples are the count the message gives.
+#[test]
+fn a_cut_input_leaves_no_output_or_one_that_plays_with_the_frames_it_says() {
+    let src = &clips().mp4;
+    let len = std::fs::metadata(src).unwrap().len() as usize;
+    let (mut kept, mut removed) = (0, 0);
+    for bytes in (2048..len).step_by(2048) {
+        let input = cut(src, bytes, "cut-any.mp4");
+        let out = tmp("cut-any-out.mp4");
+        let _ = std::fs::remove_file(&out);
+        let r = bin().args(["-y", "--backend", "cpu"]).arg(&input).arg("-o").arg(&out).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        if !out.exists() {
+            assert_ne!(r.status.code(), Some(0), "{bytes} bytes: no output, yet success: {stderr}");
+            removed += 1;
+            continue;
+        }
+        kept += 1;
+        let samples = video_samples(&out).unwrap_or_else(|| panic!("{bytes} bytes: the kept output does not open: {stderr}"));
+        let said: u64 = match r.status.code() {
+            Some(3) => stderr.split("the output holds ").nth(1).and_then(|t| t.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{bytes} bytes: {stderr}")),
+            Some(0) => stderr.split("nlmdenoise: ").nth(1).and_then(|t| t.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{bytes} bytes: {stderr}")),
+            c => panic!("{bytes} bytes: exit {c:?} with an output kept: {stderr}"),
+        };
+        assert_eq!(samples, said, "{bytes} bytes: frames in the output against the message: {stderr}");
+    }
+    assert!(kept > 0 && removed > 0, "cuts both before and after the first playable frame: {kept} kept, {removed} removed");
+}

@@ -26,6 +26,7 @@ mod configure;
 mod factories;
 mod pipeline;
 mod run;
+mod verify;
 mod y4m_sink;
 mod y4m_src;
 

@@ -150,6 +150,29 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         // A y4m input: the file's size gives its frames exactly.
         None => expected.filter(|&t| frames + (t / 100).max(1) < t),
     };
+    // An encoded file the tool keeps must play: it is demuxed again and its video samples counted
+    // (a cut input can leave a muxer with a track it never got data for, which no player opens).
+    let audio_kept = lock(&shared.audio).as_deref().is_some_and(|a| a.ends_with("re-encoded"));
+    let written = match (output, container) {
+        (Some(o), Some(Container::Mp4 | Container::Mkv)) if o != "-" => Some(match super::verify::samples(o) {
+            // An audio track the muxer got no sample for (the input cut before its first audio)
+            // has no description, and players refuse the whole file.
+            Ok(n) if n.video > 0 && audio_kept && n.audio == 0 => {
+                bail!(
+                    "the input was cut before its first audio, and the output's empty audio track makes it unplayable; it was removed (--no-audio keeps the {})",
+                    crate::progress::count(n.video, "frame")
+                )
+            }
+            Ok(n) if n.video > 0 => n.video,
+            Ok(_) => bail!("the output '{o}' holds no playable frame (of the {} denoised); it was removed", crate::progress::count(frames, "frame")),
+            Err(e) => bail!(
+                "the output '{o}' cannot be read back ({e}); it was removed ({} had been denoised{})",
+                crate::progress::count(frames, "frame"),
+                if audio_kept { "; where the input was cut before its first audio, --no-audio keeps them" } else { "" }
+            ),
+        }),
+        _ => None,
+    };
     if !cli.quiet {
         let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
         let (mut size, format, fps) = match &vinfo {
@@ -174,7 +197,6 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             None => {}
         }
         let extra = shared.extra_audio.load(Ordering::SeqCst);
-        let audio_kept = lock(&shared.audio).as_deref().is_some_and(|a| a.ends_with("re-encoded"));
         let audio = lock(&shared.audio).clone().map(|a| match extra {
             0 => a,
             n => format!("{a}; {n} more audio track{} dropped: only the first is kept", if n == 1 { "" } else { "s" }),
@@ -192,6 +214,9 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         }
         if let Some((_, Some(note))) = encoding {
             eprintln!("  note: {note}");
+        }
+        if let Some(n) = written.filter(|&n| n != frames) {
+            eprintln!("  note: the output holds {} of the {frames} denoised (checked by reading it back)", crate::progress::count(n, "frame"));
         }
         if let Some(o) = lock(&shared.orientation).clone() {
             let what = match (container, cli.no_autorotate) {
@@ -215,8 +240,10 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
     }
     if let Some(t) = short {
         return Err(crate::exit_code::Incomplete(format!(
-            "the input ended after {frames} of the {} it announced (truncated or damaged); the output holds every frame that could be decoded",
-            crate::progress::count(t, "frame")
+            "the input ended after {frames} of the {} it announced (truncated or damaged); the output holds {}, every frame that could be decoded{}",
+            crate::progress::count(t, "frame"),
+            crate::progress::count(written.unwrap_or(frames), "frame"),
+            if written.is_some() { " and encoded (checked by reading it back)" } else { "" }
         ))
         .into());
     }
