@@ -92,7 +92,7 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
                 }
                 // The element's warnings about settings its algorithm does not read: the tool
                 // has said so already, in its options' names (option_notes).
-                gst::MessageView::Warning(w) if w.src().is_some_and(|s| s == den.upcast_ref::<gst::Object>()) && w.error().to_string().contains(" does nothing with algorithm ") => {}
+                gst::MessageView::Warning(w) if w.details().is_some_and(|d| d.name() == gstnlmdenoise::UNUSED_SETTING_WARNING) => {}
                 gst::MessageView::Warning(w) if !cli.quiet => {
                     let src = w.src().map(|s| s.name().to_string()).unwrap_or_default();
                     bar.suspend(|| eprintln!("nlmdenoise: warning ({src}): {}", w.error()));

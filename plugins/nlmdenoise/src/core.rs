@@ -143,8 +143,11 @@ impl Core {
         }
         let obj = self.element();
         for note in unused_property_notes(obj.upcast_ref(), s.params.algorithm) {
-            // Said, not refused: a warning message (gst-launch prints it), the stream runs.
-            gst::element_warning!(obj, gst::LibraryError::Settings, ("{}", sentence(&note)));
+            // Said, not refused: a warning message (gst-launch prints it), the stream runs. The
+            // details name the kind, so that an application that says it itself can tell it.
+            gst::warning!(self.cat(), obj = &obj, "{note}");
+            let details = gst::Structure::new_empty(UNUSED_SETTING_WARNING);
+            let _ = obj.post_message(gst::message::Warning::builder(gst::LibraryError::Settings, &sentence(&note)).src(&obj).details(details).build());
         }
         *lock(&self.refused) = None;
         *lock(&self.lateness) = Lateness::default();
@@ -331,6 +334,9 @@ fn sentence(text: &str) -> String {
     let mut c = text.chars();
     c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
 }
+
+/// Name of the details structure of the warning about a property the algorithm does not read.
+pub const UNUSED_SETTING_WARNING: &str = "nlmdenoise-unused-setting";
 
 /// A note for each property of `obj` off its default that `algorithm` does not read (values
 /// compared as text: every property here is a number or an enum).

@@ -33,6 +33,7 @@ mod settings;
 mod state;
 
 pub use caps::{format_to_gst, gst_to_format, MAX_SIDE};
+pub use core::UNUSED_SETTING_WARNING;
 pub use settings::{apply_devices, devices_to_string, MAX_PIPELINE_DEPTH, MAX_THREADS};
 
 /// The plugin's debug category: the `nlmdenoise` element's, and the shared code's before it is
