@@ -225,8 +225,15 @@ pub const BM3D_MAX_SEARCH_RADIUS: u32 = 24;
 pub const BM3D_MAX_SEEDS: u32 = 8;
 pub const BM3D_MAX_SEED_RADIUS: u32 = 8;
 
+/// Noise level (8-bit code values) from which `fast` and `normal` search wider and group more
+/// (docs/tuning.md, "BM3D at high noise"): with the search square of a few patches, the group of a
+/// flat area is made of patches that overlap the reference and each other, its noise is averaged
+/// over few independent samples, and the noise coefficients that survive hard thresholding come
+/// back as patch-sized blotches and streaks.
+pub const BM3D_HIGH_NOISE_SIGMA: f32 = 30.0;
+
 impl Bm3dProfile {
-    /// The profile's values (docs/tuning.md, "BM3D profiles").
+    /// The profile's values at low and moderate noise (docs/tuning.md, "BM3D profiles").
     pub fn settings(self) -> Bm3dSettings {
         let base = Bm3dSettings {
             steps: 2,
@@ -248,12 +255,35 @@ impl Bm3dProfile {
             Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, window_references: true, ..base },
         }
     }
+
+    /// The profile's values for noise of `sigma` (8-bit code values; `None`: not known yet, the
+    /// values of [`settings`](Self::settings)): from [`BM3D_HIGH_NOISE_SIGMA`] on, `fast` searches
+    /// radius 12 with groups of 16 in both steps and `normal` radius 16 with Wiener groups of 32;
+    /// `high` is the same at every level.
+    pub fn settings_for(self, sigma: Option<f32>) -> Bm3dSettings {
+        let s = self.settings();
+        if sigma.is_none_or(|v| v < BM3D_HIGH_NOISE_SIGMA) {
+            return s;
+        }
+        match self {
+            Bm3dProfile::Fast => Bm3dSettings { search_radius: 12, group_size: 16, wiener_group_size: 16, ..s },
+            Bm3dProfile::Normal => Bm3dSettings { search_radius: 16, wiener_group_size: 32, ..s },
+            Bm3dProfile::High => s,
+        }
+    }
 }
 
 impl Bm3dParams {
-    /// The profile's settings with the overrides applied, checked.
+    /// The profile's settings at low noise with the overrides applied, checked: what does not
+    /// depend on the noise level (the steps) and the ranges.
     pub fn resolve(&self) -> Result<Bm3dSettings> {
-        let p = self.profile.settings();
+        self.resolve_for(None)
+    }
+
+    /// The profile's settings for noise of `sigma` ([`Bm3dProfile::settings_for`]) with the
+    /// overrides applied, checked: what runs.
+    pub fn resolve_for(&self, sigma: Option<f32>) -> Result<Bm3dSettings> {
+        let p = self.profile.settings_for(sigma);
         let s = Bm3dSettings {
             steps: self.steps.unwrap_or(p.steps),
             patch_size: self.patch_size.unwrap_or(p.patch_size),
@@ -536,6 +566,14 @@ impl Params {
         Ok(())
     }
 
+    /// The BM3D settings that run: the profile's for the given noise level with the overrides
+    /// applied. With `sigma_auto` the estimate moves during the stream and the backend is not
+    /// configured again for it, so the values stay those of unknown noise (the profile's
+    /// `settings`); give the sigma for the high-noise values (docs/tuning.md).
+    pub fn bm3d_settings(&self) -> Result<Bm3dSettings> {
+        self.bm3d.resolve_for(if self.sigma_auto { None } else { self.sigma })
+    }
+
     /// Past and future frames a job reads. NLM: the temporal window. Two-step BM3D over a
     /// temporal window reads twice as far: the Wiener step of frame t matches on the basic
     /// estimates of t-past..t+future, each computed from its own window (src/bm3d/mod.rs).
@@ -562,7 +600,9 @@ impl Params {
     /// True when changing from `self` to `other` only changes per-launch values (strengths, wref,
     /// weighting, sigma), so that the window and compiled kernels stay valid.
     pub fn same_structure(&self, other: &Params) -> bool {
-        let bm3d_same = self.algorithm != Algorithm::Bm3d || self.bm3d.resolve().ok() == other.bm3d.resolve().ok();
+        // The noise level picks BM3D's values (`Bm3dProfile::settings_for`): a sigma crossing
+        // BM3D_HIGH_NOISE_SIGMA changes the search and the group sizes.
+        let bm3d_same = self.algorithm != Algorithm::Bm3d || self.bm3d_settings().ok() == other.bm3d_settings().ok();
         let sr_same = self.algorithm != Algorithm::NlmSr || (self.sr.scale == other.sr.scale && self.sr.iterations == other.sr.iterations && self.sr.deblur == other.sr.deblur);
         bm3d_same
             && sr_same
@@ -593,6 +633,26 @@ mod tests {
         assert!(Params { wref: -1.0, ..p }.validate().is_err());
         assert!(Params { sigma: Some(-2.0), ..p }.validate().is_err());
         Params { search_radius: 0, patch_radius: 0, temporal_past: 0, ..p }.validate().unwrap();
+    }
+
+    #[test]
+    fn bm3d_searches_wider_and_groups_more_at_high_noise() {
+        let at = |profile, sigma: Option<f32>, sigma_auto| Params { algorithm: Algorithm::Bm3d, sigma, sigma_auto, bm3d: Bm3dParams { profile, ..Default::default() }, ..Params::default() };
+        let normal = |sigma| at(Bm3dProfile::Normal, Some(sigma), false).bm3d_settings().unwrap();
+        assert_eq!((normal(20.0).search_radius, normal(20.0).wiener_group_size), (8, 16));
+        assert_eq!((normal(29.9).search_radius, normal(29.9).wiener_group_size), (8, 16));
+        assert_eq!((normal(30.0).search_radius, normal(30.0).group_size, normal(30.0).wiener_group_size), (16, 16, 32));
+        let fast = at(Bm3dProfile::Fast, Some(40.0), false).bm3d_settings().unwrap();
+        assert_eq!((fast.search_radius, fast.group_size, fast.wiener_group_size, fast.block_step), (12, 16, 16, 6));
+        assert_eq!(at(Bm3dProfile::High, Some(40.0), false).bm3d_settings().unwrap(), Bm3dProfile::High.settings());
+        // An explicit value wins at every noise level; an estimated sigma keeps the low-noise values.
+        let mut p = at(Bm3dProfile::Normal, Some(40.0), false);
+        p.bm3d.search_radius = Some(10);
+        assert_eq!((p.bm3d_settings().unwrap().search_radius, p.bm3d_settings().unwrap().wiener_group_size), (10, 32));
+        assert_eq!(at(Bm3dProfile::Normal, Some(40.0), true).bm3d_settings().unwrap(), Bm3dProfile::Normal.settings());
+        // Crossing the level is a change of structure (the backend is configured again).
+        assert!(!at(Bm3dProfile::Normal, Some(20.0), false).same_structure(&at(Bm3dProfile::Normal, Some(35.0), false)));
+        assert!(at(Bm3dProfile::Normal, Some(20.0), false).same_structure(&at(Bm3dProfile::Normal, Some(25.0), false)));
     }
 
     #[test]

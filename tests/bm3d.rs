@@ -163,3 +163,43 @@ fn bad_settings_are_clear_errors() {
         assert!(e.contains(needle), "{needle}: {e}");
     }
 }
+
+/// Issue 33 item 22 (blotches and streaks in flat areas at high noise): on a smooth frame with
+/// noise of sigma 40, the profiles' high-noise values (src/params.rs `BM3D_HIGH_NOISE_SIGMA`)
+/// leave far less error, and far less of it in patch-sized blotches (the spread of the error's
+/// 8x8 block means), than the low-noise values did there.
+#[test]
+fn high_noise_leaves_no_blotches_on_flat_areas() {
+    let info = VideoInfo::new(PixelFormat::GRAY8, 160, 120).unwrap();
+    let mut clean = OwnedFrame::new(info);
+    for y in 0..120 {
+        for x in 0..160 {
+            clean.planes[0][y * 160 + x] = (90.0 + 0.15 * x as f64 + 0.1 * y as f64).round() as u8;
+        }
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let noisy = common::clips::noisy(&clean, 40.0, &mut rng);
+    let truth = &samples(&clean)[0];
+    let blotches = |out: &OwnedFrame| {
+        let got = &samples(out)[0];
+        let means: Vec<f64> = (0..15 * 20)
+            .map(|b| {
+                let (bx, by) = (b % 20 * 8, b / 20 * 8);
+                (0..64).map(|i| (by + i / 8) * 160 + bx + i % 8).map(|k| got[k] as f64 - truth[k] as f64).sum::<f64>() / 64.0
+            })
+            .collect();
+        let m = means.iter().sum::<f64>() / means.len() as f64;
+        (means.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / means.len() as f64).sqrt()
+    };
+    for profile in [Bm3dProfile::Fast, Bm3dProfile::Normal] {
+        let low = profile.settings();
+        let before = Bm3dParams { profile, search_radius: Some(low.search_radius), group_size: Some(low.group_size), wiener_group_size: Some(low.wiener_group_size), ..Default::default() };
+        let old = run(BackendKind::Cpu, BackendOptions::default(), bm3d(40.0, before, 0, 0), std::slice::from_ref(&noisy));
+        let new = run(BackendKind::Cpu, BackendOptions::default(), bm3d(40.0, Bm3dParams { profile, ..Default::default() }, 0, 0), std::slice::from_ref(&noisy));
+        let (p_old, p_new) = (psnr(std::slice::from_ref(&clean), &old), psnr(std::slice::from_ref(&clean), &new));
+        let (b_old, b_new) = (blotches(&old[0]), blotches(&new[0]));
+        eprintln!("{profile:?}: PSNR {p_old:.2} -> {p_new:.2} dB, spread of 8x8 error means {b_old:.2} -> {b_new:.2}");
+        assert!(p_new > p_old + 1.0, "{profile:?}: PSNR {p_old:.2} -> {p_new:.2} dB");
+        assert!(b_new < 0.9 * b_old, "{profile:?}: blotches {b_old:.2} -> {b_new:.2}");
+    }
+}

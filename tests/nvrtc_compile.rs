@@ -198,10 +198,11 @@ fn every_bm3d_variant_compiles() {
         return;
     }
     let mut all = Vec::new();
-    for profile in [Bm3dProfile::Fast, Bm3dProfile::Normal, Bm3dProfile::High] {
+    // Low and high noise: the profiles' group sizes differ (src/params.rs BM3D_HIGH_NOISE_SIGMA).
+    for (profile, sigma) in [Bm3dProfile::Fast, Bm3dProfile::Normal, Bm3dProfile::High].into_iter().flat_map(|p| [(p, 10.0), (p, 35.0)]) {
         for (format, patch, group) in [(PixelFormat::I420, None, None), (PixelFormat::GRAY16_LE, Some(4), Some(32)), (PixelFormat::RGB, None, Some(1))] {
             let g = Geometry::from_video_info(&VideoInfo::new(format, 64, 48).unwrap());
-            let p = Params { algorithm: Algorithm::Bm3d, sigma: Some(10.0), bm3d: Bm3dParams { profile, patch_size: patch, group_size: group, ..Default::default() }, ..Params::default() };
+            let p = Params { algorithm: Algorithm::Bm3d, sigma: Some(sigma), bm3d: Bm3dParams { profile, patch_size: patch, group_size: group, ..Default::default() }, ..Params::default() };
             let plan = Bm3dPlan::new(&g, &p).unwrap();
             let v = Bm3dVariant::for_plan(&plan, g.bytes_per_sample);
             if !all.contains(&v) {

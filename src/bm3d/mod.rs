@@ -108,8 +108,8 @@ pub struct Bm3dPlan {
 impl Bm3dPlan {
     pub fn new(geometry: &Geometry, params: &Params) -> Result<Self> {
         params.validate()?;
-        let settings = params.bm3d.resolve()?;
         let sigma = params.sigma.ok_or_else(|| Error::InvalidParameter("bm3d needs the noise level: set sigma".into()))?;
+        let settings = params.bm3d_settings()?;
         let chroma_sigma = params.bm3d.chroma_sigma.unwrap_or(sigma);
         let planes = &geometry.planes;
         let by_kind = |k: ComponentKind| -> Vec<usize> { (0..planes.len()).filter(|&i| planes[i].kind == k).collect() };
