@@ -183,7 +183,8 @@ pub struct Cli {
     #[arg(long, default_value_t = Params::default().algorithm)]
     algorithm: Algorithm,
 
-    /// BM3D settings chosen together: fast, normal or high (docs/tuning.md); the --bm3d-* flags
+    /// BM3D settings chosen together: fast, normal or high (docs/tuning.md; from --sigma 30 fast and
+    /// normal search wider and group more); the --bm3d-* flags
     /// below replace single values of it.
     #[arg(long, default_value_t = Bm3dProfile::default())]
     bm3d_profile: Bm3dProfile,
