@@ -22,6 +22,7 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod frame;
+pub mod fuzzing;
 pub mod nlm;
 pub mod noise;
 pub mod params;

@@ -415,6 +415,12 @@ pub struct Cli {
     #[arg(short, long)]
     quiet: bool,
 
+    /// Give up on an encoded input (MP4, Matroska, ...) whose first picture has not reached the
+    /// denoiser after this many seconds: a damaged file can stall GStreamer's demuxer without an
+    /// error. Exit 1, no output left. y4m inputs are read by the tool itself and never stall.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20.0, value_parser = positive_seconds)]
+    stall_timeout: f64,
+
     /// When standard error is not a terminal (a log file, a pipe): a progress line every this
     /// many seconds (frames done, frames/s, time left; 0: none). On a terminal the bar updates
     /// continuously. (ffmpeg's -stats_period.)
@@ -741,6 +747,14 @@ fn option_notes(m: &clap::ArgMatches, cli: &Cli) -> Result<Vec<String>> {
     }
     let algorithm = cli.params().algorithm;
     Ok(ALGORITHM_OPTIONS.iter().filter(|(id, _)| given(id)).filter_map(|&(id, used)| nlmdenoise::unused_setting_note(&format!("--{}", id.replace('_', "-")), used, algorithm)).collect())
+}
+
+/// A number of seconds above 0 (`--stall-timeout`).
+fn positive_seconds(v: &str) -> std::result::Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err(format!("'{v}' is not a number of seconds above 0")),
+    }
 }
 
 fn main() {

@@ -751,3 +751,59 @@ fn a_cut_input_leaves_no_output_or_one_that_plays_with_the_frames_it_says() {
     }
     assert!(kept > 0 && removed > 0, "cuts both before and after the first playable frame: {kept} kept, {removed} removed");
 }
+
+/// A damaged input can stall GStreamer's demuxer before its first picture without posting an
+/// error: scripts/fuzz_media found an MP4 cut inside its index that hung the tool (now and then,
+/// under load), and an interrupt could not end it (the end of stream waits for a frame). A pipe
+/// that delivers the head of an MP4 and then nothing stalls the same way, every time: the tool
+/// gives up after --stall-timeout (exit 1, no output), and an interrupt ends a stalled run within
+/// seconds (before: both waited until the pipe closed, 40 s here).
+#[test]
+fn a_stalled_input_ends_the_run() {
+    use std::io::Write;
+    let head = std::fs::read(&clips().mp4).unwrap()[..321].to_vec();
+    for interrupt in [false, true] {
+        let fifo = tmp(if interrupt { "stalled-int.mp4" } else { "stalled.mp4" });
+        let out = tmp(if interrupt { "stalled-int-out.mp4" } else { "stalled-out.mp4" });
+        let _ = std::fs::remove_file(&fifo);
+        let _ = std::fs::remove_file(&out);
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let (path, data) = (fifo.clone(), head.clone());
+        // Writes the head and holds the pipe open (detached: the test does not wait for it).
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all(&data).unwrap();
+            std::thread::sleep(Duration::from_secs(40));
+        });
+        let stall = if interrupt { "60" } else { "2" };
+        let t = Instant::now();
+        let mut child = bin()
+            .args(["-y", "-q", "--backend", "cpu", "--sigma", "10", "--stall-timeout", stall])
+            .arg(&fifo)
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if interrupt {
+            std::thread::sleep(Duration::from_millis(1500));
+            Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        }
+        while child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("interrupt {interrupt}: still running after 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!("interrupt {interrupt}: {:.1} s, {:?}: {err}", t.elapsed().as_secs_f64(), o.status.code());
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(!out.exists(), "an output holding no frame was left");
+        if !interrupt {
+            assert!(err.contains("no picture came out") && err.contains("--stall-timeout"), "{err}");
+        }
+    }
+}

@@ -33,6 +33,28 @@ pub struct Outcome {
     out_caps: Option<gst::Caps>,
 }
 
+/// Sets the pipeline to NULL, waiting at most [`STOP_LIMIT`]: a source blocked in a read that
+/// never returns (a pipe nobody writes to) holds the state change until it does; the tool then
+/// goes on without it (the process ends soon after).
+fn stop(pipeline: &gst::Pipeline) {
+    let (done, wait) = std::sync::mpsc::channel();
+    let p = pipeline.clone();
+    std::thread::spawn(move || {
+        let _ = p.set_state(gst::State::Null);
+        let _ = done.send(());
+    });
+    if wait.recv_timeout(STOP_LIMIT).is_err() {
+        eprintln!("nlmdenoise: warning: the pipeline did not stop within {} s (its source is blocked reading); leaving it", STOP_LIMIT.as_secs());
+    }
+}
+
+const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// After an interrupt, an end of stream is sent into the pipeline from the top after this long
+/// without one, and the run stops waiting for it after the second.
+const INTERRUPT_EOS_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+const INTERRUPT_GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Plays the pipeline to its end (or the first error), starting the y4m `feeder` if there is
 /// one; `total` is the number of frames known up front. Stops the pipeline before returning.
 pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str, total: Option<u64>, feeder: Option<Feeder>, shared: &Arc<Shared>) -> Outcome {
@@ -59,6 +81,9 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
             feeder_thread = Some(f.start(cli.frames, shared.clone()));
         }
         let mut total_known = total.is_some();
+        let mut interrupted_at = None;
+        let mut eos_sent = false;
+        let decoded = feeder_thread.is_none();
         loop {
             bar.set_position(shared.frames_out.load(Ordering::Relaxed));
             if !total_known {
@@ -77,6 +102,25 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
             if crate::interrupt::requested() && !interrupted {
                 // The probe at the video branch's entry ends the stream at the next frame.
                 interrupted = true;
+                interrupted_at = Some(Instant::now());
+            }
+            // A stream that no frame enters any more (a stalled demuxer) never reaches that probe:
+            // end it from the top, and if even that does not come through, stop waiting.
+            if let Some(at) = interrupted_at {
+                if !eos_sent && at.elapsed() > INTERRUPT_EOS_AFTER {
+                    eos_sent = true;
+                    // From another thread: a source blocked in a read holds the event too.
+                    let p = pipeline.clone();
+                    std::thread::spawn(move || p.send_event(gst::event::Eos::new()));
+                }
+                if at.elapsed() > INTERRUPT_GIVE_UP_AFTER {
+                    break 'run Ok(());
+                }
+            }
+            // A damaged input can stall the demuxer before its first picture without posting an
+            // error: nothing would ever come (found by scripts/fuzz_media).
+            if decoded && !interrupted && start.elapsed().as_secs_f64() > cli.stall_timeout && den.static_pad("sink").and_then(|p| p.current_caps()).is_none() {
+                break 'run Err(anyhow!("no picture came out of '{input}' in {} s: the file is damaged or truncated, or its demuxer stalled (--stall-timeout sets the wait)", cli.stall_timeout));
             }
             let Some(msg) = bus.timed_pop(gst::ClockTime::from_mseconds(100)) else { continue };
             match msg.view() {
@@ -111,7 +155,7 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
     let noise = (luma >= 0.0).then(|| NoiseEstimate { luma, chroma: (chroma >= 0.0).then_some(chroma) });
     let caps = den.static_pad("sink").and_then(|p| p.current_caps());
     let out_caps = den.static_pad("src").and_then(|p| p.current_caps());
-    let _ = pipeline.set_state(gst::State::Null);
+    stop(pipeline);
     if let Some(t) = feeder_thread {
         let _ = t.join();
     }
