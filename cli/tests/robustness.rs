@@ -7,7 +7,7 @@
 //! Needs ffmpeg/ffprobe and the GStreamer plugins scripts/install-deps.sh installs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,12 @@ fn tmp(name: &str) -> PathBuf {
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nlmdenoise"))
+}
+
+/// The tool started on `input` into `out` with `args` (stdin closed, stdout and stderr piped), to
+/// signal or watch while it runs.
+fn spawn(args: &[&str], input: &Path, out: &Path) -> Child {
+    bin().args(args).arg(input).arg(out).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
 fn run(args: &[&str]) -> Output {
@@ -179,7 +185,7 @@ fn interrupted(input: &Path, out: &Path, signal: &str, signals: usize, gap: Dura
 fn interrupted_with(input: &Path, out: &Path, signal: &str, signals: usize, gap: Duration, window: &[&str], start: (u64, Duration)) -> Output {
     let (bytes, settle) = start;
     let _ = std::fs::remove_file(out);
-    let child = bin().args(["-y", "-q", "--backend", "cpu"]).args(window).arg(input).arg(out).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = spawn(&[&["-y", "-q", "--backend", "cpu"], window].concat(), input, out);
     let t = Instant::now();
     while !std::fs::metadata(out).is_ok_and(|m| m.len() >= bytes) && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
@@ -548,15 +554,7 @@ fn an_interrupt_does_not_denoise_the_queued_frames_first() {
     let out = tmp("stopped-quickly.mkv");
     let _ = std::fs::remove_file(&out);
     // About 0.2 s a frame on 2 cores: the queued second of video would take about 5 s.
-    let child = bin()
-        .args(["-y", "-q", "--backend", "cpu", "--sigma", "10", "--search-radius", "12", "--patch-radius", "4", "--temporal-past", "7"])
-        .arg(&long)
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&["-y", "-q", "--backend", "cpu", "--sigma", "10", "--search-radius", "12", "--patch-radius", "4", "--temporal-past", "7"], &long, &out);
     let t = Instant::now();
     while !std::fs::metadata(&out).is_ok_and(|m| m.len() >= 2_000) && t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(20));
@@ -785,15 +783,7 @@ fn a_stalled_input_ends_the_run() {
         });
         let stall = if interrupt { "60" } else { "2" };
         let t = Instant::now();
-        let mut child = bin()
-            .args(["-y", "-q", "--backend", "cpu", "--sigma", "10", "--stall-timeout", stall])
-            .arg(&fifo)
-            .arg(&out)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn(&["-y", "-q", "--backend", "cpu", "--sigma", "10", "--stall-timeout", stall], &fifo, &out);
         if interrupt {
             std::thread::sleep(Duration::from_millis(1500));
             Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
