@@ -365,6 +365,15 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, value_name = "N")]
     frames: Option<u64>,
 
+    /// Write only frames START..END of the input (0-based, END excluded), for segment-parallel
+    /// runs (scripts/cluster, docs/cluster.md): the frames the temporal window needs on either
+    /// side are read and denoised too, so the frames written are those a run over the whole input
+    /// writes at those positions, given a fixed --sigma or --strength (sigma auto estimates from
+    /// the segment's own frames). Encoded outputs hold no audio (the driver muxes the source's
+    /// audio once). Fails, leaving no output, when the input ends before END.
+    #[arg(long, value_name = "START:END", value_parser = parse_segment, conflicts_with_all = ["frames", "psnr_ref"])]
+    segment: Option<Segment>,
+
     /// H.264 constant quality (x264 CRF, 0..=50; lower is better and larger). Ignored with --bitrate.
     #[arg(allow_negative_numbers = true, long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=50))]
     crf: u32,
@@ -750,6 +759,36 @@ fn option_notes(m: &clap::ArgMatches, cli: &Cli) -> Result<Vec<String>> {
 }
 
 /// A number of seconds above 0 (`--stall-timeout`).
+/// Frames `start..end` of the input (0-based, `end` excluded): what a `--segment` run writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Segment {
+    /// The input frames a segment run reads: the frames its jobs read before and after it
+    /// ([`Params::frames_needed`]: the temporal window, twice it for two-step BM3D), fewer at the
+    /// input's start, at its end as many as there are.
+    pub fn input_frames(&self, (past, future): (u32, u32)) -> (u64, u64) {
+        (self.start.saturating_sub(past as u64), self.end + future as u64)
+    }
+
+    /// Whether input frame `index` is one the segment writes.
+    pub fn writes(&self, index: u64) -> bool {
+        (self.start..self.end).contains(&index)
+    }
+}
+
+fn parse_segment(v: &str) -> std::result::Result<Segment, String> {
+    let parsed = v.split_once(':').and_then(|(a, b)| Some((a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?)));
+    match parsed {
+        Some((start, end)) if start < end => Ok(Segment { start, end }),
+        Some(_) => Err(format!("'{v}': the segment's END must be above its START")),
+        None => Err(format!("'{v}' is not START:END (frame numbers from 0, END excluded, e.g. 0:250)")),
+    }
+}
+
 fn positive_seconds(v: &str) -> std::result::Result<f64, String> {
     match v.parse::<f64>() {
         Ok(s) if s.is_finite() && s > 0.0 => Ok(s),

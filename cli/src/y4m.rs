@@ -13,7 +13,7 @@ use indicatif::ProgressBar;
 use nlmdenoise::y4m::{Y4mHeader, Y4mLayout, Y4mReader, Y4mWriter};
 use nlmdenoise::{Denoiser, OwnedFrame};
 
-use crate::Cli;
+use crate::{Cli, Segment};
 
 /// Squared-error sums against a clean clip, in file units.
 #[derive(Default, Clone, Copy)]
@@ -95,18 +95,21 @@ const IO_FRAMES: usize = 4;
 enum ReadItem {
     Frame(OwnedFrame, String),
     End,
+    /// The input ended after this many frames, before the first frame to denoise.
+    EndBefore(u64),
     Damaged(nlmdenoise::Error),
 }
 
-/// Reads frames on its own thread (at most `limit`), so that reading overlaps denoising: filled
-/// frames arrive on `frames`, and go back through `free` to be filled again.
+/// Reads frames on its own thread (the first `skip` read and dropped, then at most `limit`), so
+/// that reading overlaps denoising: filled frames arrive on `frames`, and go back through `free`
+/// to be filled again.
 struct FrameReader {
     frames: Receiver<ReadItem>,
     free: Sender<OwnedFrame>,
 }
 
 impl FrameReader {
-    fn start(mut reader: Y4mReader<Box<dyn BufRead + Send>>, info: nlmdenoise::VideoInfo, limit: Option<u64>) -> Self {
+    fn start(mut reader: Y4mReader<Box<dyn BufRead + Send>>, info: nlmdenoise::VideoInfo, skip: u64, limit: Option<u64>) -> Self {
         let (tx, frames) = bounded(IO_FRAMES);
         let (free, free_rx) = bounded::<OwnedFrame>(IO_FRAMES);
         for _ in 0..IO_FRAMES {
@@ -116,6 +119,18 @@ impl FrameReader {
             .name("y4m-reader".into())
             .spawn(move || {
                 let mut n = 0u64;
+                // Frames before a segment's context: read (a pipe cannot seek) and dropped.
+                let mut scratch = OwnedFrame::new(info);
+                for skipped in 0..skip {
+                    let item = match reader.read_frame(&mut scratch) {
+                        Ok(Some(_)) => continue,
+                        Ok(None) => ReadItem::EndBefore(skipped),
+                        Err(e) => ReadItem::Damaged(e),
+                    };
+                    let _ = tx.send(item);
+                    return;
+                }
+                drop(scratch);
                 // Ends when the input ends or is damaged, or when the engine side hangs up.
                 while let Ok(mut frame) = free_rx.recv() {
                     if limit.is_some_and(|l| n >= l) {
@@ -198,7 +213,9 @@ fn drain(
     psnr: &mut Option<PsnrState>,
     layout: &Y4mLayout,
     bar: &ProgressBar,
+    popped: &mut u64,
     written: &mut u64,
+    segment: Option<Segment>,
 ) -> Result<()> {
     while denoiser.ready() > 0 {
         let mut out = match writer.as_mut() {
@@ -209,8 +226,18 @@ fn drain(
             None => std::mem::replace(discard, OwnedFrame::new(discard.info)),
         };
         let tag = denoiser.pop(&mut out.as_mut()).context("denoising")?.context("internal error: a ready frame did not pop")?;
-        if tag.index != *written {
-            bail!("internal error: output frame {} arrived when {} was expected", tag.index, *written);
+        if tag.index != *popped {
+            bail!("internal error: output frame {} arrived when {} was expected", tag.index, *popped);
+        }
+        *popped += 1;
+        // A segment's context frames were denoised for their neighbours' sake only.
+        if segment.is_some_and(|s| !s.writes(tag.index)) {
+            match writer.as_mut() {
+                // Its place in the writer's pool is free again (a new frame fills it).
+                Some(w) => w.spare += 1,
+                None => *discard = out,
+            }
+            continue;
         }
         if let Some(ps) = psnr.as_mut() {
             let clean = ps.waiting.pop_front().context("internal error: no clean frame for an output")?;
@@ -323,13 +350,26 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         None => None,
     };
 
-    let total = input_len.map(|len| reader.estimate_frames(len)).map(|n| cli.frames.map_or(n, |m| m.min(n)));
+    let segment = cli.segment;
+    // A segment reads its frames and the window's context around them: [first, end).
+    let (first, limit) = match segment {
+        Some(s) => {
+            let (first, end) = s.input_frames(params.frames_needed());
+            (first, Some(end - first))
+        }
+        None => (0, cli.frames),
+    };
+    let total = match segment {
+        Some(s) => Some(s.end - s.start),
+        None => input_len.map(|len| reader.estimate_frames(len)).map(|n| cli.frames.map_or(n, |m| m.min(n))),
+    };
     let bar = crate::progress::bar(cli.quiet, total, cli.stats_period);
     // Reading, denoising and writing overlap: the reader and the writer have threads of their own.
-    let source = FrameReader::start(reader, info, cli.frames);
+    let source = FrameReader::start(reader, info, first, limit);
     let mut out = OwnedFrame::new(out_info);
     let mut clean = OwnedFrame::new(info);
-    let (mut read, mut written) = (0u64, 0u64);
+    // `read` and `popped` count input frames (from `first`), `written` the frames written.
+    let (mut read, mut popped, mut written) = (first, first, 0u64);
     let start = Instant::now();
     let mut reports = NoiseReports::new(header.frame_rate);
 
@@ -345,6 +385,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         let (frame, frame_params) = match source.frames.recv() {
             Ok(ReadItem::Frame(f, p)) => (f, p),
             Ok(ReadItem::End) => break,
+            Ok(ReadItem::EndBefore(n)) => bail!("the input has {}; the segment starts at frame {}", crate::progress::count(n, "frame"), segment.map_or(0, |s| s.start)),
             Ok(ReadItem::Damaged(e)) => {
                 damage = Some(e);
                 break;
@@ -364,15 +405,22 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             reports.after_push(read, denoiser.noise_estimate(), cli.verbose > 0, &bar);
         }
         read += 1;
-        drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
+        drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut popped, &mut written, segment)?;
     }
     if let (Some(e), 0) = (&damage, read) {
         bail!("no complete frame in '{input_path}': {e}");
     }
+    // A segment is all or nothing: the driver joins complete segments only.
+    if let Some(s) = segment.filter(|s| !interrupted && read < s.end) {
+        match &damage {
+            Some(e) => bail!("the segment {}:{} is incomplete: frame {read} of the input is damaged: {e}", s.start, s.end),
+            None => bail!("the input has {}; the segment ends at frame {}", crate::progress::count(read, "frame"), s.end),
+        }
+    }
     denoiser.finish_stream().context("finishing the stream")?;
-    drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut written)?;
-    if written != read {
-        bail!("internal error: {read} frames read but {written} written");
+    drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut popped, &mut written, segment)?;
+    if popped != read {
+        bail!("internal error: {read} frames read but {popped} denoised");
     }
     drop(source);
     if let Some(w) = writer {

@@ -33,8 +33,11 @@ mod y4m_src;
 /// What the pad-added handler and the probes share with the main thread.
 #[derive(Default)]
 struct Shared {
-    /// Buffers that left the denoiser.
+    /// Buffers that left the denoiser (for `--segment`, those of the segment: the others are
+    /// dropped as they leave it).
     frames_out: AtomicU64,
+    /// Buffers that left the denoiser, a segment's context frames included.
+    frames_denoised: AtomicU64,
     /// Buffers that entered the video branch (for --frames).
     frames_in: AtomicU64,
     /// How far into the input (stream time, ns) the decoded streams reached: the end of the
@@ -103,7 +106,7 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
     let shared = Arc::new(Shared::default());
     let den = configure::make_element(cli)?;
     let video = pipeline::build_video_branch(&pipeline, &den, cli, output, container)?;
-    pipeline::add_probes(&video, &den, cli.frames, &shared);
+    pipeline::add_probes(&video, &den, cli, &shared);
     let (total, input_desc, feeder) = if y4m_in {
         let source = y4m_src::add_source(&pipeline, &video, cli, input, &shared)?;
         (source.total, Some(source.desc), Some(source.feeder))
@@ -111,9 +114,10 @@ fn build_and_run(cli: &Cli, input: &str, output: Option<&str>, container: Option
         pipeline::add_decoder(&pipeline, &video, cli, input, container, &shared)?;
         (None, None, None)
     };
-    let total = match (total, cli.frames) {
-        (Some(t), Some(l)) => Some(t.min(l)),
-        (t, _) => t,
+    let total = match (total, cli.frames, cli.segment) {
+        (_, _, Some(s)) => Some(s.end - s.start),
+        (Some(t), Some(l), _) => Some(t.min(l)),
+        (t, _, _) => t,
     };
     let outcome = run::play(&pipeline, &den, cli, input, total, feeder, &shared);
     run::finish(outcome, cli, input, input_desc, output, container, &shared)

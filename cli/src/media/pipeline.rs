@@ -103,11 +103,28 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
 }
 
 /// Counts the frames that leave the element, and ends the video branch at its entry at
-/// `--frames` or an interrupt.
-pub fn add_probes(video: &VideoBranch, den: &gst::Element, limit: Option<u64>, shared: &Arc<Shared>) {
+/// `--frames` or an interrupt. With `--segment`, the frames before the segment's context are
+/// dropped at the entry, the stream ends after its context, and only the segment's own frames
+/// go on from the element.
+pub fn add_probes(video: &VideoBranch, den: &gst::Element, cli: &Cli, shared: &Arc<Shared>) {
+    let params = cli.params();
+    let segment = cli.segment;
+    // The input frames that enter the element: [first, end).
+    let (first, limit) = match segment {
+        Some(s) => {
+            let (first, end) = s.input_frames(params.frames_needed());
+            (first, Some(end))
+        }
+        None => (0, cli.frames),
+    };
     {
         let sh = shared.clone();
-        den.static_pad("src").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+        den.static_pad("src").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            let index = first + sh.frames_denoised.fetch_add(1, Ordering::Relaxed);
+            if segment.is_some_and(|s| !s.writes(index)) {
+                drop(info.data.take());
+                return gst::PadProbeReturn::Handled;
+            }
             sh.frames_out.fetch_add(1, Ordering::Relaxed);
             gst::PadProbeReturn::Ok
         });
@@ -132,8 +149,13 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, limit: Option<u64>, s
         let sh = shared.clone();
         video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
             let n = sh.frames_in.fetch_add(1, Ordering::Relaxed);
+            if n < first && !crate::interrupt::requested() {
+                // Before a segment's context: decoded (frame-exact counting) and dropped.
+                drop(info.data.take());
+                return gst::PadProbeReturn::Handled;
+            }
             let rt = info.buffer().and_then(|b| b.pts()).and_then(|pts| running_time(pad, pts));
-            if let (0, Some(limit)) = (n, limit) {
+            if let (0, Some(limit), None) = (n, limit, segment) {
                 // Provisional audio cut from the frame rate; made exact at frame `limit`.
                 let fps = pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
                 if let (Some(r0), Some(len)) = (rt, fps.and_then(|f| frames_duration(limit, f))) {
@@ -191,7 +213,8 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
     let mux_ = video.mux.clone();
     let filter = video.format_filter.clone();
     let (enc_filter, bit_depth) = (video.encoder_filter.clone(), cli.bit_depth);
-    let keep_audio = !cli.no_audio && matches!(container, Some(Container::Mp4 | Container::Mkv));
+    // A segment's output is video only: the driver muxes the source's audio once.
+    let keep_audio = !cli.no_audio && cli.segment.is_none() && matches!(container, Some(Container::Mp4 | Container::Mkv));
     let (audio_bitrate, frame_limit, scale) = (cli.audio_bitrate, cli.frames, output_scale(cli));
     dec.connect_pad_added(move |dec, pad| {
         let Some(pipeline) = weak.upgrade() else { return };

@@ -78,7 +78,8 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
             break 'run Err(anyhow!("the pipeline failed to start"));
         }
         if let Some(f) = feeder.take() {
-            feeder_thread = Some(f.start(cli.frames, shared.clone()));
+            let limit = cli.segment.map(|s| s.input_frames(cli.params().frames_needed()).1).or(cli.frames);
+            feeder_thread = Some(f.start(limit, shared.clone()));
         }
         let mut total_known = total.is_some();
         let mut interrupted_at = None;
@@ -172,6 +173,14 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
 
     let frames = shared.frames_out.load(Ordering::Relaxed);
     let damage = lock(&shared.damage).clone();
+    // A segment is all or nothing: the driver joins complete segments only.
+    if let Some(s) = cli.segment.filter(|s| !interrupted && frames < s.end - s.start) {
+        let seen = shared.frames_in.load(Ordering::Relaxed);
+        match damage {
+            Some(d) => bail!("the segment {}:{} is incomplete ({d}); {} of its {} were denoised", s.start, s.end, frames, crate::progress::count(s.end - s.start, "frame")),
+            None => bail!("the input has {}; the segment {}:{} ends at frame {}", crate::progress::count(seen, "frame"), s.start, s.end, s.end),
+        }
+    }
     if frames == 0 && !interrupted {
         match damage {
             Some(d) => bail!("no complete frame in '{input}': {d}"),
@@ -188,10 +197,11 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         Some(d) => {
             let until = gst::ClockTime::from_nseconds(shared.decoded_until.load(Ordering::Relaxed));
             let margin = (d / 100).max(gst::ClockTime::from_mseconds(200));
-            let limited = cli.frames.is_some_and(|l| frames >= l);
+            let limited = cli.frames.is_some_and(|l| frames >= l) || cli.segment.is_some();
             (!limited && until + margin < d).then(|| expected.unwrap_or(frames))
         }
         // A y4m input: the file's size gives its frames exactly.
+        None if cli.segment.is_some() => None,
         None => expected.filter(|&t| frames + (t / 100).max(1) < t),
     };
     // An encoded file the tool keeps must play: it is demuxed again and its video samples counted
