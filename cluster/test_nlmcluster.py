@@ -265,6 +265,54 @@ class Mp4(Fixture):
         self.assertEqual(md5(out), md5(single))
 
 
+class SegmentRuns(Fixture):
+    """`nlmdenoise --segment` itself on decoded inputs: the seek to the keyframe before, and the
+    fallback to decoding from the start where a seek cannot keep the frame numbers."""
+
+    def join(self, src: Path, cuts: list[int], opts: list[str]) -> tuple[bytes, str]:
+        data, logs = b"", ""
+        for s, e in zip(cuts, cuts[1:]):
+            part = self.tmp / "part.y4m"
+            p = subprocess.run([str(BINARY), str(src), str(part), "-y", "-v", "--segment", f"{s}:{e}", *opts], capture_output=True, text=True, check=True)
+            logs += p.stderr
+            raw = part.read_bytes()
+            data += raw if s == 0 else raw[raw.index(b"\n") + 1 :]
+        return data, logs
+
+    def test_a_segment_far_into_a_file_seeks_to_the_keyframe_before(self):
+        src = self.tmp / "long.mp4"
+        ffmpeg("-f", "lavfi", "-i", "testsrc2=size=96x64:rate=25,noise=alls=15:allf=t", "-f", "lavfi", "-i", "sine=f=440:sample_rate=48000",
+               "-t", "12", "-c:v", "libx264", "-g", "40", "-bf", "2", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", str(src))
+        opts = ["--sigma", "10", "--backend", "cpu", "--temporal-past", "2", "--temporal-future", "1"]
+        single = self.tmp / "long-single.y4m"
+        cli(str(src), str(single), *opts)
+        data, logs = self.join(src, [0, 97, 205, 300], opts)
+        whole = single.read_bytes()
+        self.assertEqual(hashlib.md5(data).hexdigest(), hashlib.md5(whole).hexdigest())
+        # Frames 95 and 203 (the contexts' first) are reached from the keyframes before them
+        # (x264 adds some at scene cuts), not from frame 0.
+        import re
+
+        starts = {int(t): int(k) for k, t in re.findall(r"decoding from frame (\d+) \(sought towards frame (\d+)\)", logs)}
+        self.assertEqual(sorted(starts), [95, 203])
+        self.assertTrue(55 <= starts[95] <= 95 and 163 <= starts[203] <= 203, starts)
+
+    def test_a_variable_rate_input_is_decoded_from_its_start_and_stays_frame_exact(self):
+        src = self.tmp / "vfr.mkv"
+        # Frame N at (N + 0.3 * (N mod 3)) / 25 s: most keyframes are off the 25 Hz grid.
+        ffmpeg("-f", "lavfi", "-i", "testsrc2=size=96x64:rate=25,noise=alls=15:allf=t", "-frames:v", "80", "-vf", "settb=1/1000,setpts='(N+0.3*mod(N,3))/25/TB'",
+               "-fps_mode", "vfr", "-enc_time_base", "1/1000", "-c:v", "libx264", "-g", "10", "-pix_fmt", "yuv420p", str(src))
+        opts = ["--sigma", "10", "--backend", "cpu", "--temporal-past", "1", "--temporal-future", "1"]
+        single = self.tmp / "vfr-single.y4m"
+        cli(str(src), str(single), *opts)
+        n = nlmcluster.ffprobe_video_frames(src, decode=False)
+        self.assertEqual(n, 80)
+        data, logs = self.join(src, [0, 21, 42, 58, n], opts)
+        self.assertEqual(hashlib.md5(data).hexdigest(), md5(single))
+        self.assertIn("landed at", logs)
+        self.assertIn("decoding from the start instead", logs)
+
+
 @unittest.skipUnless(have_ray(), "Ray not installed (bash scripts/install-cluster.sh)")
 class OnRay(Fixture):
     def test_ray_cpu_workers_give_the_single_run_output(self):

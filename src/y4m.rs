@@ -265,6 +265,13 @@ impl<R: BufRead> Y4mReader<R> {
         &self.header
     }
 
+    /// The same reader, counting from frame `frames_read` at byte `offset` of the file: for a
+    /// stream that was positioned there (the frames before it skipped by seeking), so that
+    /// positions and messages name the file's frames.
+    pub fn starting_at(self, frames_read: u64, offset: u64) -> Self {
+        Y4mReader { frames_read, offset, ..self }
+    }
+
     /// Byte offset of the next frame in the stream (after the last complete one).
     pub fn offset(&self) -> u64 {
         self.offset

@@ -81,6 +81,37 @@ fn open_input(path: &str) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
     Ok((Box::new(BufReader::with_capacity(1 << 20, file)), len))
 }
 
+/// A y4m file opened at frame `first` for a segment run, the frames before it skipped by seeking:
+/// only for a regular file whose FRAME lines carry no parameters (checked at the frame before and
+/// at `first`, where every frame has the same size). None otherwise: the caller reads through.
+pub fn open_at_frame(path: &str, first: u64) -> Result<Option<Y4mReader<Box<dyn BufRead + Send>>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    if first == 0 || path == "-" {
+        return Ok(None);
+    }
+    let mut file = File::open(path).with_context(|| format!("cannot open input '{path}'"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let reader = Y4mReader::new(BufReader::new(&mut file)).with_context(|| format!("reading the y4m header of '{path}'"))?;
+    let (header_len, per) = (reader.offset(), reader.header().frame_bytes() as u64 + 6);
+    drop(reader);
+    let at = header_len + first * per;
+    for pos in [at - per, at] {
+        let mut tag = [0u8; 6];
+        file.seek(SeekFrom::Start(pos))?;
+        if file.read_exact(&mut tag).is_err() || &tag != b"FRAME\n" {
+            return Ok(None);
+        }
+    }
+    let mut header = vec![0u8; header_len as usize];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut header)?;
+    file.seek(SeekFrom::Start(at))?;
+    let stream: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 20, io::Cursor::new(header).chain(file)));
+    Ok(Some(Y4mReader::new(stream)?.starting_at(first, at)))
+}
+
 fn open_output(path: &str) -> Result<Box<dyn Write + Send>> {
     if path == "-" {
         return Ok(Box::new(BufWriter::with_capacity(1 << 20, io::stdout())));
@@ -365,7 +396,12 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     };
     let bar = crate::progress::bar(cli.quiet, total, cli.stats_period);
     // Reading, denoising and writing overlap: the reader and the writer have threads of their own.
-    let source = FrameReader::start(reader, info, first, limit);
+    // A segment of a y4m file starts where its context does, by seeking where it can.
+    let (reader, skip) = match open_at_frame(input_path, first)? {
+        Some(at) => (at, 0),
+        None => (reader, first),
+    };
+    let source = FrameReader::start(reader, info, skip, limit);
     let mut out = OwnedFrame::new(out_info);
     let mut clean = OwnedFrame::new(info);
     // `read` and `popped` count input frames (from `first`), `written` the frames written.

@@ -14,7 +14,7 @@
 //! properties and working caps), [`pipeline`] (video branch, decodebin, audio, muxer),
 //! [`y4m_src`] (the appsrc feeder), [`run`] (bus loop and summary).
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
@@ -26,6 +26,7 @@ mod configure;
 mod factories;
 mod pipeline;
 mod run;
+mod seek;
 mod verify;
 mod y4m_sink;
 mod y4m_src;
@@ -38,8 +39,14 @@ struct Shared {
     frames_out: AtomicU64,
     /// Buffers that left the denoiser, a segment's context frames included.
     frames_denoised: AtomicU64,
-    /// Buffers that entered the video branch (for --frames).
+    /// Buffers that entered the video branch (for --frames), numbered as the input's frames (a
+    /// segment that seeks starts counting at its first frame).
     frames_in: AtomicU64,
+    /// How a `--segment` of a decoded input reaches its first frame ([`seek`]).
+    seek: AtomicU8,
+    /// The input's first picture (stream time, ns) and frame duration (ns), for the seek's target.
+    first_pts: AtomicU64,
+    frame_ns: AtomicU64,
     /// How far into the input (stream time, ns) the decoded streams reached: the end of the
     /// latest decoded video or audio buffer. Against the input's duration it tells a cut file
     /// (every stream ends early) from one whose streams differ in length or frame rate.

@@ -148,6 +148,14 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, cli: &Cli, shared: &A
     {
         let sh = shared.clone();
         video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+            if !crate::interrupt::requested() {
+                let fps = || pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
+                let pts = info.buffer().and_then(|b| b.pts()).and_then(|pts| stream_time(pad, pts));
+                if sh.seek.load(Ordering::SeqCst) != super::seek::COUNTING && !super::seek::on_picture(&sh, pts, info.buffer().and_then(|b| b.duration()), fps(), first) {
+                    drop(info.data.take());
+                    return gst::PadProbeReturn::Handled;
+                }
+            }
             let n = sh.frames_in.fetch_add(1, Ordering::Relaxed);
             if n < first && !crate::interrupt::requested() {
                 // Before a segment's context: decoded (frame-exact counting) and dropped.
@@ -175,6 +183,15 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, cli: &Cli, shared: &A
             // (it unrefs the buffer the bindings already released).
             drop(info.data.take());
             gst::PadProbeReturn::Handled
+        });
+    }
+    if segment.is_some() {
+        let sh = shared.clone();
+        video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::EVENT_FLUSH, move |_, info| {
+            if let Some(gst::EventView::FlushStop(_)) = info.event().map(|e| e.view()) {
+                super::seek::on_flush_stop(&sh);
+            }
+            gst::PadProbeReturn::Ok
         });
     }
     // An interrupt stops after the frame in progress: the frames already queued between the
@@ -213,6 +230,10 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
     let mux_ = video.mux.clone();
     let filter = video.format_filter.clone();
     let (enc_filter, bit_depth) = (video.encoder_filter.clone(), cli.bit_depth);
+    // A segment past the input's first frames seeks to them (frame-exact where it can: `seek`).
+    if cli.segment.is_some_and(|s| s.input_frames(cli.params().frames_needed()).0 > 0) {
+        shared.seek.store(super::seek::WAIT_FIRST, Ordering::SeqCst);
+    }
     // A segment's output is video only: the driver muxes the source's audio once.
     let keep_audio = !cli.no_audio && cli.segment.is_none() && matches!(container, Some(Container::Mp4 | Container::Mkv));
     let (audio_bitrate, frame_limit, scale) = (cli.audio_bitrate, cli.frames, output_scale(cli));

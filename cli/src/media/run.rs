@@ -85,7 +85,11 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         let mut interrupted_at = None;
         let mut eos_sent = false;
         let decoded = feeder_thread.is_none();
+        let segment_first = cli.segment.map_or(0, |s| s.input_frames(cli.params().frames_needed()).0);
         loop {
+            if let Err(e) = super::seek::send_due(pipeline, shared, segment_first) {
+                break 'run Err(anyhow!("{e}"));
+            }
             bar.set_position(shared.frames_out.load(Ordering::Relaxed));
             if !total_known {
                 if let Some((n, d)) = estimate_total(pipeline, den) {

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -51,6 +52,16 @@ pub fn add_source(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inpu
         (Box::new(BufReader::with_capacity(1 << 20, file)), len)
     };
     let reader = Y4mReader::new(source).with_context(|| format!("reading the y4m header of '{input}'"))?;
+    // A segment starts where its context does, by seeking where the file allows (the branch's
+    // entry then counts from there).
+    let first = cli.segment.map_or(0, |s| s.input_frames(cli.params().frames_needed()).0);
+    let reader = match crate::y4m::open_at_frame(input, first)? {
+        Some(at) => {
+            shared.frames_in.store(first, Ordering::Relaxed);
+            at
+        }
+        None => reader,
+    };
     let header = reader.header().clone();
     let (num, den_) = header.frame_rate.unwrap_or((25, 1));
     let format = gstnlmdenoise::format_to_gst(header.layout.format);
@@ -82,7 +93,8 @@ fn feed_y4m(appsrc: gst_app::AppSrc, mut reader: Y4mReader<Box<dyn BufRead + Sen
         let mut frame = OwnedFrame::new(info);
         let fps = vinfo.fps();
         let duration = gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer().max(1) as u64);
-        let mut n = 0u64;
+        // Frame numbers of the file (a segment's reader may start past frame 0).
+        let mut n = reader.frames_read();
         while limit.is_none_or(|l| n < l) {
             if crate::interrupt::requested() {
                 break;
