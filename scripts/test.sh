@@ -65,5 +65,14 @@ cargo test --workspace "${PROFILE_ARGS[@]}" "$@" 2>&1 | tee "$LOG" || status=$?
 skipped_here=$(wc -l < "$NLMDENOISE_TEST_SKIP_LOG")
 awk -v k="$skipped_here" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1); if ($i ~ /^ignored/) s += $(i-1) } }
      END { printf "tests: %d passed, %d failed, %d skipped", p - k, f, s + k; if (k > 0) printf " (%d need a GPU or NVRTC: target/test-skips.txt)", k; printf "\n" }' "$LOG"
+# The segment-parallel driver (scripts/cluster) against the CLI it drives: plain Python unittest;
+# its Ray tests need Ray, which scripts/install-cluster.sh puts in .cache/cluster-py (pip).
+echo "== cluster driver: python3 -m unittest discover -s cluster"
+bash scripts/install-cluster.sh || echo "test.sh: Ray could not be installed: the Ray tests report skipped" >&2
+CLUSTER_LOG=target/cluster-test-output.txt
+python3 -m unittest discover -s cluster -p 'test_*.py' -v 2>&1 | tee "$CLUSTER_LOG" || status=1
+awk '/^Ran [0-9]+ tests/ { n = $2 } /skipped/ { if (match($0, /skipped=[0-9]+/)) s = substr($0, RSTART + 8, RLENGTH - 8) }
+     /^FAILED/ { if (match($0, /failures=[0-9]+/)) f += substr($0, RSTART + 9, RLENGTH - 9); if (match($0, /errors=[0-9]+/)) f += substr($0, RSTART + 7, RLENGTH - 7) }
+     END { printf "cluster tests: %d passed, %d failed, %d skipped\n", n - f - s, f, s }' "$CLUSTER_LOG"
 echo "test.sh: done in $(( $(date +%s) - start )) s" >&2
 exit "$status"

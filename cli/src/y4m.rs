@@ -236,6 +236,14 @@ fn writer_failed(writer: &mut Option<FrameWriter>, frame: u64) -> anyhow::Error 
     }
 }
 
+/// Frames out of the denoiser so far: `popped` numbers them as input frames, `written` counts
+/// those written (a segment's own; all of them otherwise).
+struct OutputCount {
+    popped: u64,
+    written: u64,
+    segment: Option<Segment>,
+}
+
 /// Moves every ready output to the writer (and the PSNR sums).
 fn drain(
     denoiser: &mut Denoiser<Tag>,
@@ -244,10 +252,10 @@ fn drain(
     psnr: &mut Option<PsnrState>,
     layout: &Y4mLayout,
     bar: &ProgressBar,
-    popped: &mut u64,
-    written: &mut u64,
-    segment: Option<Segment>,
+    count: &mut OutputCount,
 ) -> Result<()> {
+    let OutputCount { popped, written, segment } = count;
+    let segment = *segment;
     while denoiser.ready() > 0 {
         let mut out = match writer.as_mut() {
             Some(w) => match w.frame(discard.info) {
@@ -404,8 +412,9 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let source = FrameReader::start(reader, info, skip, limit);
     let mut out = OwnedFrame::new(out_info);
     let mut clean = OwnedFrame::new(info);
-    // `read` and `popped` count input frames (from `first`), `written` the frames written.
-    let (mut read, mut popped, mut written) = (first, first, 0u64);
+    // `read` and `count.popped` number input frames (from `first`), `count.written` counts the frames written.
+    let mut read = first;
+    let mut count = OutputCount { popped: first, written: 0, segment };
     let start = Instant::now();
     let mut reports = NoiseReports::new(header.frame_rate);
 
@@ -441,7 +450,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             reports.after_push(read, denoiser.noise_estimate(), cli.verbose > 0, &bar);
         }
         read += 1;
-        drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut popped, &mut written, segment)?;
+        drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut count)?;
     }
     if let (Some(e), 0) = (&damage, read) {
         bail!("no complete frame in '{input_path}': {e}");
@@ -454,10 +463,11 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
         }
     }
     denoiser.finish_stream().context("finishing the stream")?;
-    drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut popped, &mut written, segment)?;
-    if popped != read {
-        bail!("internal error: {read} frames read but {popped} denoised");
+    drain(&mut denoiser, &mut out, &mut writer, &mut psnr, &layout, &bar, &mut count)?;
+    if count.popped != read {
+        bail!("internal error: {read} frames read but {} denoised", count.popped);
     }
+    let written = count.written;
     drop(source);
     if let Some(w) = writer {
         w.finish().context("writing the output")?;

@@ -34,6 +34,7 @@ const STDOUT_MP4_FRAGMENT_MS: u32 = 1000;
 /// encoder and muxer, the y4m writer, or a fakesink, as the output asks.
 pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, output: Option<&str>, container: Option<Container>) -> Result<VideoBranch> {
     let vqueue = make("queue")?;
+    vqueue.set_property("name", super::seek::ENTRY_NAME);
     let conv_in = make("videoconvert")?;
     let conv_out = make("videoconvert")?;
     let format_filter = make("capsfilter")?;
@@ -187,11 +188,21 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, cli: &Cli, shared: &A
     }
     if segment.is_some() {
         let sh = shared.clone();
-        video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::EVENT_FLUSH, move |_, info| {
-            if let Some(gst::EventView::FlushStop(_)) = info.event().map(|e| e.view()) {
-                super::seek::on_flush_stop(&sh);
+        video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::EVENT_FLUSH | gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+            let goes_on = match info.event().map(|e| e.view()) {
+                Some(gst::EventView::FlushStart(_)) => super::seek::on_flush(&sh, false),
+                Some(gst::EventView::FlushStop(_)) => super::seek::on_flush(&sh, true),
+                // The end of the input reached while dropping the pictures before a seek (a short
+                // input decodes fast) is not the end of the segment.
+                Some(gst::EventView::Eos(_)) => sh.seek.load(Ordering::SeqCst) == super::seek::COUNTING,
+                _ => true,
+            };
+            if goes_on {
+                return gst::PadProbeReturn::Ok;
             }
-            gst::PadProbeReturn::Ok
+            // Taken and `Handled` rather than `Drop` (see the buffers' probe).
+            drop(info.data.take());
+            gst::PadProbeReturn::Handled
         });
     }
     // An interrupt stops after the frame in progress: the frames already queued between the

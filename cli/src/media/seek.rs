@@ -21,6 +21,10 @@ use gst::prelude::*;
 
 use super::Shared;
 
+/// Name of the video branch's entry queue, where the seeks go upstream from (sent to the pipeline,
+/// a muxer would refuse them).
+pub const ENTRY_NAME: &str = "video-entry";
+
 /// Counting from the input's start (no seek, or after one): pictures pass the entry probe.
 pub const COUNTING: u8 = 0;
 /// Waiting for the first picture's time (dropped).
@@ -91,15 +95,22 @@ pub fn on_picture(shared: &Shared, pts: Option<gst::ClockTime>, duration: Option
     }
 }
 
-/// At a FLUSH_STOP on the branch's entry: the count restarts where the seek went.
-pub fn on_flush_stop(shared: &Shared) {
-    match shared.seek.load(Ordering::SeqCst) {
-        SEEKING => shared.seek.store(CHECK, Ordering::SeqCst),
-        RESTARTING => {
+/// At a flush event on the branch's entry (`stop`: FLUSH_STOP): the count restarts where the seek
+/// went. Returns whether the event goes on. A flush of these seeks ends there: the branch behind the entry never had a picture of
+/// the input (all dropped at the entry), and a muxer that sees a flush may drop its headers.
+pub fn on_flush(shared: &Shared, stop: bool) -> bool {
+    match (shared.seek.load(Ordering::SeqCst), stop) {
+        (SEEKING | RESTARTING, false) => false,
+        (SEEKING, true) => {
+            shared.seek.store(CHECK, Ordering::SeqCst);
+            false
+        }
+        (RESTARTING, true) => {
             shared.frames_in.store(0, Ordering::SeqCst);
             shared.seek.store(COUNTING, Ordering::SeqCst);
+            false
         }
-        _ => {}
+        _ => true,
     }
 }
 
@@ -115,7 +126,7 @@ pub fn send_due(pipeline: &gst::Pipeline, shared: &Shared, first: u64) -> Result
         SEEK_DUE => {
             shared.seek.store(SEEKING, Ordering::SeqCst);
             let flags = gst::SeekFlags::FLUSH | gst::SeekFlags::KEY_UNIT | gst::SeekFlags::SNAP_BEFORE;
-            if pipeline.seek_simple(flags, target(shared, first)).is_err() {
+            if !seek_upstream(pipeline, flags, target(shared, first)) {
                 tracing::info!("the input did not take a seek to frame {first}: decoding from the start instead");
                 shared.seek.store(RESTART_DUE, Ordering::SeqCst);
                 return send_due(pipeline, shared, first);
@@ -124,8 +135,18 @@ pub fn send_due(pipeline: &gst::Pipeline, shared: &Shared, first: u64) -> Result
         }
         RESTART_DUE => {
             shared.seek.store(RESTARTING, Ordering::SeqCst);
-            pipeline.seek_simple(gst::SeekFlags::FLUSH, gst::ClockTime::ZERO).map_err(|_| "the input can be neither sought to the segment nor back to its start".to_string())
+            match seek_upstream(pipeline, gst::SeekFlags::FLUSH, gst::ClockTime::ZERO) {
+                true => Ok(()),
+                false => Err("the input can be neither sought to the segment nor back to its start".to_string()),
+            }
         }
         _ => Ok(()),
     }
+}
+
+/// Sends a seek to stream time `position` from the video branch's entry towards the decoder and
+/// demuxer; whether it was taken.
+fn seek_upstream(pipeline: &gst::Pipeline, flags: gst::SeekFlags, position: gst::ClockTime) -> bool {
+    let Some(pad) = pipeline.by_name(ENTRY_NAME).and_then(|e| e.static_pad("sink")) else { return false };
+    pad.push_event(gst::event::Seek::new(1.0, flags, gst::SeekType::Set, position, gst::SeekType::None, gst::ClockTime::NONE))
 }
