@@ -151,9 +151,23 @@ def is_y4m(path: Path) -> bool:
         return f.read(9) == b"YUV4MPEG2"
 
 
+def ffmpeg_video_frames(path: Path, decode: bool) -> int:
+    """As ffprobe_video_frames, with ffmpeg alone (static builds often come without ffprobe)."""
+    codec = [] if decode else ["-c", "copy"]
+    r = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", str(path), "-map", "0:v:0", *codec, "-f", "null", "-progress", "pipe:1", "-"], capture_output=True, text=True)
+    counts = re.findall(r"^frame=(\d+)", r.stdout, re.M)
+    if r.returncode != 0 or not counts:
+        raise DriverError(f"'{path}': cannot count its video frames ({(r.stderr.strip() or 'no video stream').splitlines()[-1]})")
+    if decode and r.stderr.strip():
+        raise DriverError(f"'{path}': does not decode cleanly ({r.stderr.strip().splitlines()[-1]})")
+    return int(counts[-1])
+
+
 def ffprobe_video_frames(path: Path, decode: bool) -> int:
     """Video frames of a media file by ffprobe: decoded (`decode`: every frame must decode) or
     demuxed packets."""
+    if shutil.which("ffprobe") is None and shutil.which("ffmpeg") is not None:
+        return ffmpeg_video_frames(path, decode)
     what = ["-count_frames", "-show_entries", "stream=nb_read_frames"] if decode else ["-count_packets", "-show_entries", "stream=nb_read_packets"]
     r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", *what, "-of", "csv=p=0", str(path)], capture_output=True, text=True)
     text = r.stdout.strip().splitlines()
@@ -180,8 +194,8 @@ def probe_input(path: Path) -> Probe:
         if not y.complete:
             raise DriverError(f"'{path}': damaged or truncated after frame {y.frames} (nlmdenoise INPUT OUTPUT on its own keeps the frames before it)")
         return Probe(y.frames, y)
-    if shutil.which("ffprobe") is None:
-        raise DriverError("ffprobe (Debian package ffmpeg) is needed to plan an encoded input")
+    if shutil.which("ffprobe") is None and shutil.which("ffmpeg") is None:
+        raise DriverError("ffprobe or ffmpeg (Debian package ffmpeg) is needed to plan an encoded input")
     # Demuxed packets: the frames a decode gives when the file is sound (each segment run then
     # checks that its frames all arrive).
     n = ffprobe_video_frames(path, decode=False)
@@ -440,6 +454,9 @@ def join_media(parts: list[Path], source: Path, out_tmp: Path, container: str, a
 
 
 def source_has_audio(path: Path) -> bool:
+    if shutil.which("ffprobe") is None:
+        r = subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-i", str(path)], capture_output=True, text=True)
+        return re.search(r"Stream #\S+.*: Audio:", r.stderr) is not None
     r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a", "-show_entries", "stream=index", "-of", "csv=p=0", str(path)], capture_output=True, text=True)
     return r.returncode == 0 and bool(r.stdout.strip())
 
