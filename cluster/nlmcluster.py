@@ -18,6 +18,7 @@ same command resumes: verified segments are kept, everything else is redone.
 from __future__ import annotations
 
 import argparse
+import atexit
 import ctypes
 import hashlib
 import json
@@ -40,6 +41,16 @@ ROOT = Path(__file__).resolve().parent.parent
 RESERVED = {"--segment", "--frames", "-o", "--output", "-i", "--input", "--psnr-ref", "--container", "-q", "--quiet"}
 # Options that take no value (so that the next word is not taken for theirs).
 FLAGS = {"--no-novelty-gate", "--no-audio", "--no-autorotate", "-y", "--overwrite", "-n", "--no-overwrite", "-v", "-vv", "--verbose"}
+
+
+# Files to remove however the driver ends (atexit; a killed driver's are removed by the next run).
+TEMPORARIES: list[Path] = []
+
+
+@atexit.register
+def _remove_temporaries() -> None:
+    for p in TEMPORARIES:
+        p.unlink(missing_ok=True)
 
 
 class DriverError(Exception):
@@ -411,19 +422,53 @@ class RayExecutor:
 # ---- joining -----------------------------------------------------------------------------------
 
 
-def join_y4m(parts: list[Path], out_tmp: Path) -> None:
-    """The first segment's header, then every segment's frames (all headers must be the same)."""
-    first = None
-    with open(out_tmp, "wb") as out:
-        for p in parts:
-            with open(p, "rb") as f:
-                header = f.readline()
-                if first is None:
-                    first = header
-                    out.write(header)
-                elif header != first:
-                    raise DriverError(f"'{p.name}': header {header!r} differs from the first segment's {first!r}")
-                shutil.copyfileobj(f, out, 1 << 22)
+class Y4mJoiner:
+    """Appends verified y4m segments to the output's temporary file in plan order as they arrive,
+    on a thread of its own, so that joining overlaps the segments still running: the first
+    segment's header, then every segment's frames (all headers must be the same)."""
+
+    def __init__(self, out_tmp: Path, count: int):
+        self.out_tmp, self.count = out_tmp, count
+        self.ready: dict[int, Path] = {}
+        self.cond = threading.Condition()
+        self.error: Exception | None = None
+        self.seconds = 0.0
+        self.thread = threading.Thread(target=self._run, name="y4m-joiner", daemon=True)
+        self.thread.start()
+
+    def add(self, index: int, path: Path) -> None:
+        with self.cond:
+            self.ready[index] = path
+            self.cond.notify()
+
+    def _run(self) -> None:
+        first = None
+        try:
+            with open(self.out_tmp, "wb") as out:
+                for i in range(self.count):
+                    with self.cond:
+                        while i not in self.ready:
+                            self.cond.wait()
+                        path = self.ready.pop(i)
+                    t0 = time.monotonic()
+                    with open(path, "rb") as f:
+                        header = f.readline()
+                        if first is None:
+                            first = header
+                            out.write(header)
+                        elif header != first:
+                            raise DriverError(f"'{path.name}': header {header!r} differs from the first segment's {first!r}")
+                        shutil.copyfileobj(f, out, 1 << 22)
+                    self.seconds += time.monotonic() - t0
+        except Exception as e:  # reported by finish()
+            self.error = e
+
+    def finish(self) -> float:
+        """Waits for every segment to be appended; the seconds spent copying."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error if isinstance(self.error, DriverError) else DriverError(f"joining the segments: {self.error}")
+        return self.seconds
 
 
 def join_media(parts: list[Path], source: Path, out_tmp: Path, container: str, audio: bool) -> str:
@@ -625,6 +670,20 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
         stale.unlink(missing_ok=True)
     kept = len(plan) - len(todo)
     say(f"{input_path.name}: {probe.frames} frames in {len(plan)} segments ({kept} already done), {executor.describe}")
+    # y4m output: joined as the segments come (a rerun joins again from the first).
+    out_tmp = output.with_name(f".{output.name}.joining{os.getpid()}")
+    TEMPORARIES.append(out_tmp)
+    # What a killed driver left half-joined (its process is gone).
+    for stale in output.parent.glob(f".{output.name}.joining*"):
+        pid = stale.name.rsplit("joining", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+    joiner = Y4mJoiner(out_tmp, len(plan)) if not media_out else None
+    if joiner is not None:
+        for i in range(len(plan)):
+            if i not in todo:
+                joiner.add(i, work / manifest.segment(i)["file"])
+    t_plan = time.monotonic() - t_start
 
     # Run.
     frames_todo = sum(plan[i][1] - plan[i][0] for i in todo)
@@ -665,6 +724,8 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
                 if problem is None:
                     os.replace(part, final)
                     manifest.mark_done(job.index, final.name, e - s, secs, worker)
+                    if joiner is not None:
+                        joiner.add(job.index, final)
                     frames_done += e - s
                     elapsed = time.monotonic() - t_run
                     fps = frames_done / max(elapsed, 1e-9)
@@ -682,21 +743,23 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
                     queue.clear()
     finally:
         executor.shutdown()
+    t_segments = time.monotonic() - t_run
     if failures:
+        out_tmp.unlink(missing_ok=True)  # the joiner thread, waiting for a segment, ends with the process
         raise DriverError(f"{'; '.join(failures)}; after {args.retries} retries. The verified segments are kept in '{work}': rerun to resume")
 
     # Join into a temporary name beside the output, check it, then rename.
     parts = [work / manifest.segment(i)["file"] for i in range(len(plan))]
-    out_tmp = output.with_name(f".{output.name}.joining{os.getpid()}")
     t_join = time.monotonic()
     try:
-        if media_out:
+        if joiner is None:
             audio = source_has_audio(input_path)
             audio_note = join_media(parts, input_path, out_tmp, container, audio)
             n = ffprobe_video_frames(out_tmp, decode=True)
+            copy_s = time.monotonic() - t_join
         else:
             audio_note = "none (y4m)"
-            join_y4m(parts, out_tmp)
+            copy_s = joiner.finish()
             y = read_y4m(out_tmp)
             n = y.frames if y.complete else -1
         if n != probe.frames:
@@ -708,7 +771,10 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     if not args.keep_parts:
         shutil.rmtree(work, ignore_errors=True)
     total = time.monotonic() - t_start
-    say(f"{output}: {probe.frames} frames in {total:.1f} s ({probe.frames / max(total, 1e-9):.1f} frames/s overall; join {join_s:.1f} s), audio: {audio_note}")
+    say(
+        f"{output}: {probe.frames} frames in {total:.1f} s ({probe.frames / max(total, 1e-9):.1f} frames/s overall): planning {t_plan:.1f} s, "
+        f"segments {t_segments:.1f} s, joining {copy_s:.1f} s ({'overlapped with the segments' if joiner is not None else 'after them'}) + {join_s:.1f} s at the end; audio: {audio_note}"
+    )
     return 0
 
 

@@ -182,6 +182,7 @@ class Recovery(Fixture):
         p = driver(str(src), str(out), "--segments", "3", "--cpu-workers", "1", "--", *opts)
         self.assertIn("(2 already done)", p.stderr)
         self.assertEqual(md5(out), md5(single))
+        self.assertEqual(list(self.tmp.glob(".resume.y4m.joining*")), [], "the killed driver's half-joined file is removed")
 
     def test_a_partial_segment_file_is_never_used(self):
         src = self.tmp / "in.y4m"
