@@ -558,7 +558,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--gpus", default="auto", help="GPU workers: a list of device numbers (local), 'auto' (every GPU nvidia-smi lists, or Ray's), or 'none' for CPU workers")
     p.add_argument("--cpu-workers", type=int, default=0, help="CPU workers (local, --gpus none; default: one per 4 cores, at least 1)")
     p.add_argument("--threads", type=int, default=0, help="threads per CPU worker (default: the cores shared out)")
-    p.add_argument("--segments", type=int, default=0, help="segments to cut the input into (default: 2 per worker, more for long inputs: at most 3000 frames each)")
+    p.add_argument("--segments", type=int, default=0, help="segments to cut the input into (default: one per worker, more for long inputs: at most 3000 frames each)")
     p.add_argument("--retries", type=int, default=2, help="times a failed segment is run again (default 2)")
     p.add_argument("--work-dir", help="folder for the manifest and the segments (default: OUTPUT.parts; on a filesystem every worker sees)")
     p.add_argument("--binary", default=str(ROOT / "target" / "release" / "nlmdenoise"), help="the nlmdenoise binary the workers run (default: target/release/nlmdenoise)")
@@ -631,7 +631,9 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     if not use_gpus and "--backend" not in opts:
         nlm_args = [*nlm_args, "--backend", "cpu"]
 
-    segments = args.segments or min(probe.frames, max(2 * executor.workers, -(-probe.frames // 3000)))
+    # One segment per worker (each process start costs CUDA initialisation and a kernel load),
+    # more for long inputs so that a retry redoes at most 3000 frames.
+    segments = args.segments or min(probe.frames, max(executor.workers, -(-probe.frames // 3000)))
     plan = plan_segments(probe.frames, segments)
 
     # The working folder and its manifest.
