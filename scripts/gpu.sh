@@ -36,6 +36,10 @@
 #              960x540 and from 1080p
 #   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
 #              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
+#   cluster    the segment-parallel driver (scripts/bench_cluster, local workers on 1, 2, 4, 8 GPUs
+#              up to the host's) against the plain CLI and the chunked path: 1080p 1200 frames, NLM
+#              R-live and BM3D normal 1 + 1, y4m and H.264 out (needs CLUSTER=1 at --collect: x264enc
+#              and FFmpeg's static build)
 #   cli        the command-line tool on a 600-frame 1080p y4m file in the page cache, R-live with
 #              sigma 12 and with the estimate: to /dev/null and to a file, beside dd's write rate
 #   faults     device memory taken by another process before the stream starts (backend=cuda:
@@ -117,7 +121,7 @@ PY
   done
   # FFmpeg for the speed suite's CPU comparison rows (FFMPEG=1; 21 MB of the 64 MB a call may
   # carry): the static build (johnvansickle.com, GPL) that PyPI's imageio-ffmpeg wheel ships.
-  if [ "${FFMPEG:-0}" = 1 ] && [ ! -f .cache/ffmpeg-static.xz ]; then
+  if { [ "${FFMPEG:-0}" = 1 ] || [ "${CLUSTER:-0}" = 1 ]; } && [ ! -f .cache/ffmpeg-static.xz ]; then
     mkdir -p .cache/wheel
     python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 --dest .cache/wheel 'imageio-ffmpeg==0.7.0'
     python3 - <<'PY'
@@ -130,10 +134,14 @@ with zipfile.ZipFile(w) as z:
 PY
     xz -T0 -6 -f .cache/ffmpeg-static
   fi
-  if [ "${FFMPEG:-0}" = 1 ]; then cp .cache/ffmpeg-static.xz "$B/"; fi
+  if [ "${FFMPEG:-0}" = 1 ] || [ "${CLUSTER:-0}" = 1 ]; then cp .cache/ffmpeg-static.xz "$B/"; fi
   if [ ! -f .gst-debs/activate.sh ]; then
     ../shared/gst-runtime/fetch.sh "$PWD/.gst-debs"
     cp ../shared/gst-runtime/activate.sh .gst-debs/
+  fi
+  # CLUSTER=1: x264enc (plugins-ugly, libx264) for the cluster part's H.264 rows.
+  if [ "${CLUSTER:-0}" = 1 ] && ! ls .gst-debs/gstreamer1.0-plugins-ugly_*.deb >/dev/null 2>&1; then
+    (cd .gst-debs && apt-get download -qq gstreamer1.0-plugins-ugly libx264-164)
   fi
   du -sh "$B" .gst-debs
   echo "carry: [\".devcarry\", \".gst-debs\"]"
@@ -278,6 +286,19 @@ run_part() {
         echo "exit $?" >> "$S/soak.md"
       )
       note "soak: $(grep -E 'frames/s|slope|exit' "$S/soak.md" | paste -sd' ' -)"
+    fi ;;
+  cluster)
+    if [ -f .gst-debs/activate.sh ] && [ -f "$B/ffmpeg-static.xz" ]; then
+      (
+        source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+        mkdir -p /tmp/bin && xz -dc "$B/ffmpeg-static.xz" > /tmp/bin/ffmpeg && chmod +x /tmp/bin/ffmpeg
+        export PATH=/tmp/bin:$PATH PYTHONUNBUFFERED=1
+        timeout "$(tmo 400)" python3 scripts/bench_cluster --gpus "$GPUS" --binary "$B/nlmdenoise" --segments 0 --per-gpu 2 --log "$S/cluster-log.txt" \
+          --sizes 1920x1080:1200 --configs nlm-live,bm3d-normal --h264-configs nlm-live --h264-sizes 1920x1080 > "$S/cluster.md" 2>&1
+      )
+      note "cluster: $(grep -c '^| 1920' "$S/cluster.md") rows, $(grep -c 'DIFFERS' "$S/cluster.md") differing y4m outputs (cluster.md)"
+    else
+      note "cluster: skipped (collect with CLUSTER=1)"
     fi ;;
   cli)
     if [ -f .gst-debs/activate.sh ]; then
