@@ -155,7 +155,8 @@ within 0.5 s of the first are the same request)."
 )]
 pub struct Cli {
     /// Input file (same as -i): a .y4m file, - for y4m on standard input (into any output), or any
-    /// file GStreamer can decode (mp4, mkv, mov, webm, avi, ...).
+    /// file GStreamer can decode (mp4, mkv, mov, webm, avi, ...). A named pipe or a process
+    /// substitution (`<(ffmpeg ... -f yuv4mpegpipe -)`) is read as y4m, as standard input is.
     #[arg(value_name = "INPUT", conflicts_with = "input")]
     input_pos: Option<String>,
 
@@ -606,16 +607,20 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
 }
 
-/// Whether `path` starts like a YUV4MPEG2 stream (standard input always counts as one).
+/// Whether `path` starts like a YUV4MPEG2 stream (standard input, pipes and FIFOs always count as one).
 fn is_y4m_input(path: &str) -> Result<bool> {
     use std::io::Read;
     if path == "-" {
         return Ok(true);
     }
-    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open input '{path}': {e}"))?;
-    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        bail!("cannot open input '{path}': it is a directory");
+    // A pipe, FIFO or process substitution (/dev/fd/N) cannot be peeked at without losing what
+    // is read: like standard input, it carries y4m.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => bail!("cannot open input '{path}': it is a directory"),
+        Ok(m) if !m.is_file() => return Ok(true),
+        _ => {}
     }
+    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open input '{path}': {e}"))?;
     let mut magic = [0u8; 9];
     let mut got = 0;
     while got < magic.len() {

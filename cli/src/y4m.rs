@@ -112,6 +112,39 @@ pub fn open_at_frame(path: &str, first: u64) -> Result<Option<Y4mReader<Box<dyn 
     Ok(Some(Y4mReader::new(stream)?.starting_at(first, at)))
 }
 
+/// The frames of the y4m file at `path`, counted from its FRAME lines (each followed by a whole
+/// frame; the samples are skipped, not read).
+pub fn count_frames(path: &str) -> Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = BufReader::new(File::open(path).with_context(|| format!("cannot open '{path}'"))?);
+    let reader = Y4mReader::new(&mut file).with_context(|| format!("reading the y4m header of '{path}'"))?;
+    let (mut at, frame_bytes) = (reader.offset(), reader.header().frame_bytes() as u64);
+    drop(reader);
+    let len = file.get_ref().metadata()?.len();
+    let mut frames = 0u64;
+    let mut line = Vec::new();
+    while at < len {
+        file.seek(SeekFrom::Start(at))?;
+        line.clear();
+        let n = file.read_until(b'\n', &mut line)? as u64;
+        if !line.starts_with(b"FRAME") || !line.ends_with(b"\n") || at + n + frame_bytes > len {
+            bail!("'{path}' is damaged after frame {frames} (byte {at})");
+        }
+        at += n + frame_bytes;
+        frames += 1;
+    }
+    Ok(frames)
+}
+
+/// Reads a finished y4m output back: it must hold the `written` frames.
+pub fn check_written(path: &str, written: u64) -> Result<()> {
+    let found = count_frames(path).context("reading the output back")?;
+    if found != written {
+        bail!("the output '{path}' holds {found} frames, {written} were written; it was removed");
+    }
+    Ok(())
+}
+
 fn open_output(path: &str) -> Result<Box<dyn Write + Send>> {
     if path == "-" {
         return Ok(Box::new(BufWriter::with_capacity(1 << 20, io::stdout())));
@@ -427,7 +460,21 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             interrupted = true;
             break;
         }
-        let (frame, frame_params) = match source.frames.recv() {
+        // A reader blocked on a pipe that sends nothing must not hold an interrupt back: the
+        // wait is cut into slices that look at it.
+        let item = loop {
+            match source.frames.recv_timeout(std::time::Duration::from_millis(100)) {
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) if crate::interrupt::requested() => break None,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Some(Err(())),
+                Ok(item) => break Some(Ok(item)),
+            }
+        };
+        let Some(item) = item else {
+            interrupted = true;
+            break;
+        };
+        let (frame, frame_params) = match item {
             Ok(ReadItem::Frame(f, p)) => (f, p),
             Ok(ReadItem::End) => break,
             Ok(ReadItem::EndBefore(n)) => bail!("the input has {}; the segment starts at frame {}", crate::progress::count(n, "frame"), segment.map_or(0, |s| s.start)),
@@ -471,6 +518,15 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     drop(source);
     if let Some(w) = writer {
         w.finish().context("writing the output")?;
+    }
+    // What is kept must play: an output of no frame is none (an interrupt or damage before the
+    // first), and a file output is read back.
+    if let Some(path) = output.filter(|o| *o != "-") {
+        if written == 0 {
+            let why = if interrupted { "interrupted before the first frame was written" } else { "no frame could be written" };
+            bail!("{why}; nothing usable, the output '{path}' was removed");
+        }
+        check_written(path, written)?;
     }
     let seconds = start.elapsed().as_secs_f64();
     bar.finish_and_clear();

@@ -805,3 +805,57 @@ fn a_stalled_input_ends_the_run() {
         }
     }
 }
+
+/// A named pipe (a FIFO, or a shell's process substitution) is read as y4m without peeking: the
+/// check for the y4m signature used to read its first 9 bytes and lose them.
+#[test]
+fn a_fifo_input_loses_no_byte() {
+    use std::io::Write;
+    let data = std::fs::read(&clips().y4m).unwrap();
+    let (fifo, out, reference) = (tmp("whole.fifo"), tmp("whole-fifo-out.y4m"), tmp("whole-file-out.y4m"));
+    let _ = std::fs::remove_file(&fifo);
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let _ = f.write_all(&data);
+    });
+    let args = ["-y", "-q", "--backend", "cpu", "--sigma", "10"];
+    let o = spawn(&args, &fifo, &out).wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = spawn(&args, &clips().y4m, &reference).wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(0));
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&reference).unwrap());
+}
+
+/// An interrupt that comes before the first frame leaves nothing behind (exit 1, "nothing
+/// usable"), and is not held back by a pipe that sends nothing: before, the run waited for the
+/// pipe to close and kept a y4m file of a header only (exit 4).
+#[test]
+fn an_interrupt_before_the_first_frame_leaves_no_output() {
+    use std::io::Write;
+    let header = std::fs::read(&clips().y4m).unwrap().split(|&b| b == b'\n').next().unwrap().to_vec();
+    let (fifo, out) = (tmp("header-only.fifo"), tmp("header-only-out.y4m"));
+    let _ = std::fs::remove_file(&fifo);
+    let _ = std::fs::remove_file(&out);
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let path = fifo.clone();
+    // The header, then a pipe held open with nothing more for 30 s (detached).
+    std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all(&header).unwrap();
+        f.write_all(b"\n").unwrap();
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let t = Instant::now();
+    let child = spawn(&["-y", "--backend", "cpu", "--sigma", "10"], &fifo, &out);
+    std::thread::sleep(Duration::from_millis(1000));
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(t.elapsed() < Duration::from_secs(10), "the interrupt waited for the pipe: {:.1} s", t.elapsed().as_secs_f64());
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing usable"), "{err}");
+    assert!(!out.exists(), "an output of no frame was left");
+}

@@ -231,6 +231,15 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         }),
         _ => None,
     };
+    // A y4m file output is read back the same way (frames counted from its FRAME lines).
+    if let (Some(o), Some(Container::Y4m)) = (output, container) {
+        if o != "-" {
+            if frames == 0 {
+                bail!("interrupted before the first frame was written; nothing usable, the output '{o}' was removed");
+            }
+            crate::y4m::check_written(o, frames)?;
+        }
+    }
     if !cli.quiet {
         let vinfo = caps.as_ref().and_then(|c| gst_video::VideoInfo::from_caps(c).ok());
         let (mut size, format, fps) = match &vinfo {
