@@ -148,7 +148,7 @@ impl std::str::FromStr for SigmaArg {
 #[command(
     name = "nlmdenoise",
     version,
-    after_help = "Exit status: 0 done; 1 error (bad usage, unreadable input, failed pipeline, an MP4/MKV output with no playable frame; no output \
+    after_help = "Exit status: 0 done; 1 error (bad usage, unreadable input, failed pipeline, an output with no playable frame, e.g. interrupted before the first; no output \
 file is left behind); 3 the input ended early or was damaged (the output holds every complete frame); 4 interrupted by \
 Ctrl-C or SIGTERM (the output is finished with the frames done); 130 aborted by a second interrupt (signals \
 within 0.5 s of the first are the same request)."
