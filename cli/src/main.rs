@@ -156,7 +156,8 @@ within 0.5 s of the first are the same request)."
 pub struct Cli {
     /// Input file (same as -i): a .y4m file, - for y4m on standard input (into any output), or any
     /// file GStreamer can decode (mp4, mkv, mov, webm, avi, ...). A named pipe or a process
-    /// substitution (`<(ffmpeg ... -f yuv4mpegpipe -)`) is read as y4m, as standard input is.
+    /// substitution (`<(ffmpeg ... -f yuv4mpegpipe -)`) is read as y4m, as standard input is,
+    /// unless its name has another extension (`stream.mkv`).
     #[arg(value_name = "INPUT", conflicts_with = "input")]
     input_pos: Option<String>,
 
@@ -607,17 +608,20 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).try_init();
 }
 
-/// Whether `path` starts like a YUV4MPEG2 stream (standard input, pipes and FIFOs always count as one).
+/// Whether `path` starts like a YUV4MPEG2 stream (standard input counts as one, and so do pipes
+/// and FIFOs unless named with another extension).
 fn is_y4m_input(path: &str) -> Result<bool> {
     use std::io::Read;
     if path == "-" {
         return Ok(true);
     }
+    let y4m_name = Path::new(path).extension().is_some_and(|e| e.eq_ignore_ascii_case("y4m"));
     // A pipe, FIFO or process substitution (/dev/fd/N) cannot be peeked at without losing what
-    // is read: like standard input, it carries y4m.
+    // is read: like standard input it carries y4m, unless its name says another format
+    // (`stream.mkv`), which GStreamer then reads from its first byte.
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => bail!("cannot open input '{path}': it is a directory"),
-        Ok(m) if !m.is_file() => return Ok(true),
+        Ok(m) if !m.is_file() => return Ok(y4m_name || Path::new(path).extension().is_none()),
         _ => {}
     }
     let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open input '{path}': {e}"))?;
@@ -630,7 +634,6 @@ fn is_y4m_input(path: &str) -> Result<bool> {
             Err(e) => bail!("cannot read input '{path}': {e}"),
         }
     }
-    let y4m_name = Path::new(path).extension().is_some_and(|e| e.eq_ignore_ascii_case("y4m"));
     // A .y4m name keeps the native reader (and its precise header errors) even for a bad file.
     Ok(&magic[..got] == b"YUV4MPEG2" || y4m_name)
 }

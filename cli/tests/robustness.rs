@@ -812,7 +812,7 @@ fn a_stalled_input_ends_the_run() {
 fn a_fifo_input_loses_no_byte() {
     use std::io::Write;
     let data = std::fs::read(&clips().y4m).unwrap();
-    let (fifo, out, reference) = (tmp("whole.fifo"), tmp("whole-fifo-out.y4m"), tmp("whole-file-out.y4m"));
+    let (fifo, out, reference) = (tmp("whole-pipe"), tmp("whole-fifo-out.y4m"), tmp("whole-file-out.y4m"));
     let _ = std::fs::remove_file(&fifo);
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let path = fifo.clone();
@@ -836,7 +836,7 @@ fn a_fifo_input_loses_no_byte() {
 fn an_interrupt_before_the_first_frame_leaves_no_output() {
     use std::io::Write;
     let header = std::fs::read(&clips().y4m).unwrap().split(|&b| b == b'\n').next().unwrap().to_vec();
-    let (fifo, out) = (tmp("header-only.fifo"), tmp("header-only-out.y4m"));
+    let (fifo, out) = (tmp("header-only-pipe.y4m"), tmp("header-only-out.y4m"));
     let _ = std::fs::remove_file(&fifo);
     let _ = std::fs::remove_file(&out);
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
