@@ -85,15 +85,6 @@ def option_values(args: list[str]) -> dict[str, str]:
     return out
 
 
-def window_reach(opts: dict[str, str]) -> tuple[int, int]:
-    """Frames before and after a segment its run reads (as nlmdenoise's `frames_needed`): for the
-    plan's sanity only; the CLI computes its own."""
-    past = int(opts.get("--temporal-past", 2))
-    future = int(opts.get("--temporal-future", 2))
-    two_step = opts.get("--algorithm") == "bm3d" and opts.get("--bm3d-steps", "2") != "1"
-    return (2 * past, 2 * future) if two_step else (past, future)
-
-
 # ---- probing -----------------------------------------------------------------------------------
 
 
@@ -278,10 +269,10 @@ def segment_command(binary: str, input_path: str, part: str, seg: tuple[int, int
     return cmd
 
 
-def run_segment_process(cmd: list[str], env: dict | None = None) -> tuple[int, str, float]:
+def run_segment_process(cmd: list[str]) -> tuple[int, str, float]:
     """Runs one segment; (exit status, the end of its standard error, seconds)."""
     t0 = time.monotonic()
-    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent, env=env)
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
     return p.returncode, p.stderr.strip()[-2000:], time.monotonic() - t0
 
 
@@ -516,8 +507,9 @@ def estimate_sigma(binary: str, input_path: Path, nlm_args: list[str], frames: i
     for every segment (an estimate that moves along the stream would differ per segment)."""
     # The estimate does not depend on the algorithm: the cheapest denoising serves.
     cmd = [binary, "-i", str(input_path), "--frames", str(frames), "--sigma", "auto", "--algorithm", "nlm", "--temporal-past", "0", "--temporal-future", "0", "--search-radius", "1", "--patch-radius", "1"]
-    if "--backend" in option_values(nlm_args):
-        cmd += ["--backend", option_values(nlm_args)["--backend"]]
+    backend = option_values(nlm_args).get("--backend")
+    if backend:
+        cmd += ["--backend", backend]
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     m = NOISE_LINE.search(r.stderr)
     if r.returncode != 0 or not m:

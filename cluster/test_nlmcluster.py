@@ -73,6 +73,12 @@ class Fixture(unittest.TestCase):
         # A small noisy clip with motion: 96x64, 21 frames.
         ffmpeg("-f", "lavfi", "-i", "testsrc2=size=96x64:rate=25,noise=alls=18:allf=t", "-frames:v", "21", "-pix_fmt", "yuv420p", str(cls.tmp / "in.y4m"))
 
+    def single_run(self, src: Path, name: str, opts: list[str]) -> Path:
+        """The plain CLI's output for `src` with `opts` (CPU backend): the reference of a joined one."""
+        single = self.tmp / f"{name}.y4m"
+        cli(str(src), str(single), "--backend", "cpu", *opts)
+        return single
+
     @classmethod
     def tearDownClass(cls):
         cls._dir.cleanup()
@@ -144,8 +150,7 @@ class Recovery(Fixture):
     def test_a_worker_killed_mid_segment_is_retried_and_the_output_is_unchanged(self):
         src = self.tmp / "in.y4m"
         opts = ["--sigma", "12", "--temporal-past", "2", "--temporal-future", "1"]
-        single = self.tmp / "kill-single.y4m"
-        cli(str(src), str(single), "--backend", "cpu", *opts)
+        single = self.single_run(src, "kill-single", opts)
         mark = self.tmp / "killed-once"
         # The first run of segment 7:14 writes part of its file (-o is the 4th argument), then
         # dies by SIGKILL.
@@ -159,8 +164,7 @@ class Recovery(Fixture):
     def test_a_killed_driver_resumes_with_its_verified_segments_and_the_same_output(self):
         src = self.tmp / "in.y4m"
         opts = ["--sigma", "12", "--algorithm", "bm3d", "--temporal-past", "1", "--temporal-future", "1"]
-        single = self.tmp / "resume-single.y4m"
-        cli(str(src), str(single), "--backend", "cpu", *opts)
+        single = self.single_run(src, "resume-single", opts)
         out = self.tmp / "resume.y4m"
         work = self.tmp / "resume.y4m.parts"
         # Segment 2 of 3 hangs (after writing part of its output) until the driver is killed.
@@ -188,8 +192,7 @@ class Recovery(Fixture):
         src = self.tmp / "in.y4m"
         opts = ["--sigma", "12"]
         out = self.tmp / "partial.y4m"
-        single = self.tmp / "partial-single.y4m"
-        cli(str(src), str(single), "--backend", "cpu", *opts)
+        single = self.single_run(src, "partial-single", opts)
         # A segment marked done whose file lost its end: verified again, found short, redone.
         driver(str(src), str(out), "--segments", "3", "--keep-parts", "--", *opts)
         seg = self.tmp / "partial.y4m.parts" / "seg-0001.y4m"
@@ -259,8 +262,7 @@ class Mp4(Fixture):
         src = self.tmp / "src2.mp4"
         ffmpeg("-f", "lavfi", "-i", "testsrc2=size=96x64:rate=25,noise=alls=15:allf=t", "-t", "1.2", "-c:v", "libx264", "-g", "7", "-bf", "2", "-pix_fmt", "yuv420p", str(src))
         opts = ["--sigma", "10", "--algorithm", "bm3d", "--temporal-past", "1", "--temporal-future", "1"]
-        single = self.tmp / "src2-single.y4m"
-        cli(str(src), str(single), "--backend", "cpu", *opts)
+        single = self.single_run(src, "src2-single", opts)
         out = self.tmp / "src2-joined.y4m"
         driver(str(src), str(out), "--segments", "4", "-q", "--", *opts)
         self.assertEqual(md5(out), md5(single))
@@ -319,8 +321,7 @@ class OnRay(Fixture):
     def test_ray_cpu_workers_give_the_single_run_output(self):
         src = self.tmp / "in.y4m"
         opts = ["--sigma", "12", "--algorithm", "bm3d", "--temporal-past", "2", "--temporal-future", "1"]
-        single = self.tmp / "ray-single.y4m"
-        cli(str(src), str(single), "--backend", "cpu", *opts)
+        single = self.single_run(src, "ray-single", opts)
         out = self.tmp / "ray.y4m"
         p = driver(str(src), str(out), "--executor", "ray", "--gpus", "none", "--threads", "1", "--segments", "3", "--", *opts)
         self.assertIn("ray (local instance)", p.stderr)

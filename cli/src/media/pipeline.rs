@@ -149,10 +149,11 @@ pub fn add_probes(video: &VideoBranch, den: &gst::Element, cli: &Cli, shared: &A
     {
         let sh = shared.clone();
         video.entry.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
-            if !crate::interrupt::requested() {
-                let fps = || pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
+            // Before a segment's count is settled (`seek`): only then are the caps and times read.
+            if !crate::interrupt::requested() && sh.seek.load(Ordering::SeqCst) != super::seek::COUNTING {
+                let fps = pad.current_caps().and_then(|c| gst_video::VideoInfo::from_caps(&c).ok()).map(|i| i.fps());
                 let pts = info.buffer().and_then(|b| b.pts()).and_then(|pts| stream_time(pad, pts));
-                if sh.seek.load(Ordering::SeqCst) != super::seek::COUNTING && !super::seek::on_picture(&sh, pts, info.buffer().and_then(|b| b.duration()), fps(), first) {
+                if !super::seek::on_picture(&sh, pts, info.buffer().and_then(|b| b.duration()), fps, first) {
                     drop(info.data.take());
                     return gst::PadProbeReturn::Handled;
                 }
