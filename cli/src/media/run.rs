@@ -305,12 +305,26 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             crate::exit_code::Incomplete(format!("{d}; the {} before it {} denoised and written", crate::progress::count(frames, "complete frame"), if frames == 1 { "was" } else { "were" })).into()
         );
     }
+    // Frames the container leaves out (verify::plays) make a run incomplete even where the input
+    // seemed whole (a cut within the end margin).
+    if let Some(n) = written.filter(|&n| n < frames && short.is_none()) {
+        return Err(crate::exit_code::Incomplete(format!(
+            "the output holds {} that play, of the {frames} decoded and denoised: a gap in the input's frame times near its end put the last ones past the container's presentation end (checked by reading it back)",
+            crate::progress::count(n, "frame")
+        ))
+        .into());
+    }
     if let Some(t) = short {
         return Err(crate::exit_code::Incomplete(format!(
-            "the input ended after {frames} of the {} it announced (truncated or damaged); the output holds {}, every frame that could be decoded{}",
+            "the input ended after {frames} of the {} it announced (truncated or damaged); the output holds {}{}",
             crate::progress::count(t, "frame"),
             crate::progress::count(written.unwrap_or(frames), "frame"),
-            if written.is_some() { " and encoded (checked by reading it back)" } else { "" }
+            match written {
+                None => ", every frame that could be decoded".to_string(),
+                Some(n) if n == frames => ", every frame that could be decoded and encoded (checked by reading it back)".to_string(),
+                // A frame the container's edit list leaves out (verify::plays).
+                Some(_) => format!(" that play, of the {frames} decoded and denoised (checked by reading it back)"),
+            }
         ))
         .into());
     }

@@ -50,8 +50,12 @@ pub fn samples(path: &str) -> Result<Samples> {
         };
         if let Some(i) = index {
             let counter = counter.clone();
-            pad.add_probe(gst::PadProbeType::BUFFER, move |_, _| {
-                counter[i].fetch_add(1, Ordering::Relaxed);
+            pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+                if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
+                    if plays(pad, b) {
+                        counter[i].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 gst::PadProbeReturn::Ok
             });
         }
@@ -80,6 +84,18 @@ pub fn samples(path: &str) -> Result<Samples> {
     };
     let _ = pipeline.set_state(gst::State::Null);
     result
+}
+
+/// Whether a player shows the sample: its time span meets the demuxer's segment. An MP4's edit
+/// list ends the presentation where the muxer computed its track's end, and a frame lost just
+/// before the end of a cut input (a gap in the times, with B-frames) puts the last sample past it:
+/// it is in the file, yet no player shows it (ffmpeg flags it "discard").
+fn plays(pad: &gst::Pad, buffer: &gst::BufferRef) -> bool {
+    let Some(pts) = buffer.pts() else { return true };
+    let Some(segment) = pad.sticky_event::<gst::event::Segment>(0) else { return true };
+    let Some(segment) = segment.segment().downcast_ref::<gst::ClockTime>() else { return true };
+    let end = buffer.duration().map(|d| pts + d);
+    segment.clip(pts, end).is_some()
 }
 
 fn read(counts: &[AtomicU64; 2]) -> Samples {
