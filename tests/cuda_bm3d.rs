@@ -147,6 +147,41 @@ fn batched_and_repeated_runs_are_identical() {
     eprintln!("PSNR {:.2} dB (noisy {:.2} dB)", psnr(&c.clean, &one), psnr(&c.clean, &c.noisy));
 }
 
+/// Window references keep each frame's own-frame search while the frame stays in the ring
+/// (kernels/bm3d/search.cu): a stream, a chunked run (other jobs per launch, so other frames
+/// found in the cache) and a shallow pipeline give the bits of frames denoised each in a fresh
+/// engine from its own window (nothing kept from other frames), and agree with the f64 reference.
+#[test]
+fn window_references_reuse_searches_exactly() {
+    if !gpu_or_skip("window_references_reuse_searches_exactly") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let c = clip(PixelFormat::I420, 72, 40, 8, 20.0, &mut rng);
+    let p = bm3d(20.0, Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(6), seed_radius: Some(2), ..Default::default() }, 1, 1);
+    let stream = cuda(p, &c.noisy, 2);
+    agree("cuda high 1 + 1 (searches kept)", &c, &reference(p, &c.noisy), &stream);
+    let shallow = cuda(p, &c.noisy, 0);
+    for chunk in [3usize, 5] {
+        let opts = BackendOptions { kind: BackendKind::Cuda, chunk_frames: ChunkFrames::Frames(chunk), ..Default::default() };
+        let d: Denoiser<usize> = Denoiser::new(c.noisy[0].info, p, &opts).unwrap();
+        let chunked = common::denoise(d, &c.noisy, 0, 0xA7, None);
+        for (i, (a, b)) in stream.iter().zip(&chunked).enumerate() {
+            assert_eq!(samples(a), samples(b), "chunk {chunk}: frame {i} differs");
+        }
+    }
+    for (i, (a, b)) in stream.iter().zip(&shallow).enumerate() {
+        assert_eq!(samples(a), samples(b), "depth 0: frame {i} differs");
+    }
+    // Each frame from a fresh engine given only its window (nothing kept from other frames).
+    for t in 0..c.noisy.len() {
+        let lo = t.saturating_sub(2);
+        let hi = (t + 3).min(c.noisy.len());
+        let alone = cuda(p, &c.noisy[lo..hi], 1);
+        assert_eq!(samples(&alone[t - lo]), samples(&stream[t]), "frame {t} differs from a fresh engine's");
+    }
+}
+
 /// A short case for compute-sanitizer (memcheck, racecheck): both steps, a temporal window,
 /// chroma planes matched together.
 #[test]

@@ -44,4 +44,10 @@ struct Bm3dArgs {
     unsigned max_value;              // largest stored sample
     int ref_code;                    // frame code of the reference patches (the target's: 7)
     int target_code;                 // frame code whose group members are aggregated (7)
+    // The reference frame's own exhaustive search (search.cu), shape [refs_y * refs_x][NMAX +
+    // SEEDS] keys: written by bm3d_search_*, read by bm3d_hard / bm3d_wiener; null: the group
+    // kernels search the reference's frame themselves.
+    u64* cache;
+    int search_floats;               // bm3d_search_*: shared floats per warp (even)
+    int pad_;
 };

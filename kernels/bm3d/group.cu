@@ -186,8 +186,20 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     u64 seed_list[SEEDS];
     list_clear(seed_list);
 
-    // 2a. The reference's frame, exhaustively.
-    {
+    // 2a. The reference's frame, exhaustively, or its result kept by bm3d_search (the same
+    // candidates: the best NMAX - 1 within tau and the best SEEDS - 1, keys of frame code 0).
+    if (a.cache) {
+        const u64* kept = a.cache + (u64)r * (NMAX + SEEDS);
+        const u64 code_bits = (u64)a.ref_code << 28;
+        if (NMAX > 1 && lane < NMAX - 1) {
+            const u64 k = kept[lane];
+            if (k != KEY_NONE) list_insert(group, k | code_bits);
+        }
+        if (lane < SEEDS - 1) {
+            const u64 k = kept[(NMAX - 1) + lane];
+            if (k != KEY_NONE) list_insert(seed_list, k | code_bits);
+        }
+    } else {
         const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
         const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
         const int cols = xb - xa + 1, count = cols * (yb - ya + 1);

@@ -9,18 +9,24 @@
 //! launch over the reference patches, one over the samples. The sums are 64-bit integers, so the
 //! result does not depend on the order of the atomic additions.
 //!
+//! With window references (the `high` profile) every frame of the window is a reference frame of
+//! every target it serves, and its exhaustive search in its own frame does not depend on the
+//! target: `bm3d_search_hard` / `bm3d_search_wiener` (kernels/bm3d/search.cu) compute it once per
+//! frame, step and plane group into a [`SearchCache`] entry of the frame's ring slot, and the group
+//! kernels start from it (then search the other frames of the target's window predictively).
+//!
 //! Device memory: the basic-estimate ring (ring slots x samples x 4 bytes, two steps only) and the
 //! sums (2 x 8 bytes per sample of the largest plane group's extent); no per-group buffers, so a
-//! 3840x2160 I420 stream holds about 270 MB with a ring of 7 slots.
+//! 3840x2160 I420 stream holds about 270 MB with a ring of 7 slots. Window references add the
+//! search cache: per ring slot, 8 bytes x (group size + seeds) per reference patch and step (1080p
+//! I420, `high`: about 124 MB a slot).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::CudaFunction;
 
-use super::{
-    basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
-};
+use super::{basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
@@ -31,7 +37,7 @@ use crate::planar::Geometry;
 use crate::window::Job;
 
 /// The kernel sources, in the order they are concatenated (after the generated constants).
-pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/finish.cu"];
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/search.cu", "bm3d/finish.cu"];
 
 pub const PROGRAM_NAME: &str = "bm3d.cu";
 
@@ -79,6 +85,9 @@ pub struct Bm3dArgs {
     pub max_value: u32,
     pub ref_code: i32,
     pub target_code: i32,
+    pub cache: u64,
+    pub search_floats: i32,
+    pub pad_: i32,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -153,7 +162,29 @@ pub fn compile_ptx(v: &Bm3dVariant, arch: &str) -> std::result::Result<Arc<Strin
 struct Kernels {
     hard: CudaFunction,
     wiener: CudaFunction,
+    search_hard: CudaFunction,
+    search_wiener: CudaFunction,
     finish: CudaFunction,
+}
+
+/// Shared floats per warp of the search kernels (kernels/bm3d/search.cu): the distances of a
+/// search square of `radius`, 32 keys and one plane of the reference patch; even.
+pub fn search_floats(radius: u32, patch: u32) -> usize {
+    let side = (2 * radius + 1) as usize;
+    (side * side + 64 + (patch * patch) as usize).next_multiple_of(2)
+}
+
+/// Window references' own-frame searches kept on the device (kernels/bm3d/search.cu): per ring
+/// slot, plane group and step, the keys of every reference patch of that frame, computed once
+/// while the frame stays in the ring. Shape of one entry: [refs][nmax + seeds] u64.
+struct SearchCache {
+    buffer: DeviceBuffer,
+    /// Keys of one ring slot (every group and step).
+    slot_keys: usize,
+    /// Key offset within a slot of (group, step): index `2 * group + wiener`.
+    offsets: Vec<usize>,
+    /// Per (slot, group, step): the (epoch, seq) of the frame whose search the entry holds.
+    frames: Vec<Option<(u64, u64)>>,
 }
 
 /// BM3D as a CUDA algorithm.
@@ -173,6 +204,8 @@ pub struct CudaBm3d {
     basic_keys: Vec<Option<(u64, u64)>>,
     layout: Option<FrameLayout>,
     plane_sizes: Vec<(usize, usize)>,
+    /// With window references: the reference frames' own-frame searches.
+    search: Option<SearchCache>,
 }
 
 impl CudaBm3d {
@@ -190,6 +223,7 @@ impl CudaBm3d {
             basic_keys: Vec::new(),
             layout: None,
             plane_sizes: Vec::new(),
+            search: None,
         })
     }
 
@@ -199,7 +233,7 @@ impl CudaBm3d {
         }
         let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &v.program_source(), &v.defines()).map_err(|e| Error::Backend(e.ctx(format!("{v:?}"))))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
-        let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, finish: load("bm3d_finish")? };
+        let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, search_hard: load("bm3d_search_hard")?, search_wiener: load("bm3d_search_wiener")?, finish: load("bm3d_finish")? };
         for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
             let smem = v.smem_bytes(wiener);
             if smem > self.device.max_shared {
@@ -219,7 +253,8 @@ impl CudaBm3d {
     /// Queues one step of plane group `g` for the frame at `center` (dt) of `job`: into the basic
     /// ring at `basic_slot`, or into `out` (the output frame).
     #[allow(clippy::too_many_arguments)]
-    fn step(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, g: &Bm3dGroup, job: &Job, center: i32, wiener: bool, basic_slot: Option<usize>, out: Option<&OutputTarget>) -> Result<()> {
+    fn step(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, gi: usize, job: &Job, center: i32, wiener: bool, basic_slot: Option<usize>, out: Option<&OutputTarget>) -> Result<()> {
+        let g = &plan.groups[gi];
         let v = self.variant.ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
         let k = self.kernels(&v)?;
         let layout = self.layout.as_ref().ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
@@ -285,8 +320,29 @@ impl CudaBm3d {
         let grid = ((args.refs_x * args.refs_y) as u32).div_ceil(WARPS);
         let grid = (grid, 1, 1);
         let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
-        for rdt in reference_dts(&relative, s) {
+        let refs = reference_dts(&relative, s);
+        // A window of one frame reuses nothing: its group kernels search inline (faster there).
+        let keep_searches = refs.len() > 1;
+        for rdt in refs {
             args.ref_code = rdt + FRAME_CODE_BIAS;
+            if let Some(cache) = self.search.as_mut().filter(|_| keep_searches) {
+                // The reference frame's own search: kept from an earlier job, or made now.
+                let frame_slot = slot_of(job, center + rdt);
+                let at = (frame_slot * plan.groups.len() + gi) * 2 + wiener as usize;
+                args.cache = cache.buffer.ptr + 8 * (frame_slot * cache.slot_keys + cache.offsets[2 * gi + wiener as usize]) as u64;
+                let frame = (job.epoch, (job.seq as i64 + (center + rdt) as i64) as u64);
+                if cache.frames[at] != Some(frame) {
+                    cache.frames[at] = None;
+                    args.search_floats = search_floats(s.search_radius, s.patch_size) as i32;
+                    let f = if wiener { &k.search_wiener } else { &k.search_hard };
+                    let bytes = WARPS as usize * 4 * args.search_floats as usize;
+                    // SAFETY: as the group launch below; the search kernel writes the keys of
+                    // every reference patch into the entry at `args.cache`, which lies in the
+                    // cache buffer (sized in configure for this plan's groups and steps).
+                    unsafe { raw::launch(f, grid, WARPS * 32, bytes as u32, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d search")))?;
+                    cache.frames[at] = Some(frame);
+                }
+            }
             // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
             // address in it lies in the ring, the basic ring, the sums or the output frame, and
             // the kernels read planes within (w, h) and sums within the extent; `ref_code` names
@@ -336,6 +392,33 @@ impl CudaAlgorithm for CudaBm3d {
         self.basic_floats = at as usize;
         self.basic = if plan.two_step() { Some(DeviceBuffer::new(ctx, 4 * self.basic_floats * ring_slots).map_err(backend_err)?) } else { None };
         self.basic_keys = vec![None; ring_slots];
+        self.search = None;
+        if plan.settings.window_references {
+            let s = &plan.settings;
+            let v = self.variant.expect("set above");
+            let bytes = WARPS as usize * 4 * search_floats(s.search_radius, s.patch_size);
+            if bytes > self.device.max_shared {
+                return Err(Error::Unsupported(format!("bm3d search radius {} needs {bytes} bytes of shared memory per block; {} has {}", s.search_radius, self.device.name, self.device.max_shared)));
+            }
+            let kernels = self.kernels(&v)?;
+            for f in [&kernels.search_hard, &kernels.search_wiener] {
+                raw::set_max_dynamic_shared(f, bytes).map_err(backend_err)?;
+            }
+            let mut offsets = Vec::new();
+            let mut slot_keys = 0;
+            for g in &plan.groups {
+                let (w, h) = self.plane_sizes[g.planes[0]];
+                let (ew, eh) = extent(w, h, k);
+                let refs = reference_corners(ew, k, s.block_step as usize).len() * reference_corners(eh, k, s.block_step as usize).len();
+                // Step 1's entries; step 2's only with two steps.
+                for (nmax, used) in [(s.group_size, true), (s.wiener_group_size, plan.two_step())] {
+                    offsets.push(slot_keys);
+                    slot_keys += if used { refs * (nmax + s.seeds) as usize } else { 0 };
+                }
+            }
+            let buffer = DeviceBuffer::new(ctx, 8 * slot_keys * ring_slots).map_err(backend_err)?;
+            self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: vec![None; ring_slots * plan.groups.len() * 2] });
+        }
         Ok(())
     }
 
@@ -354,14 +437,14 @@ impl CudaAlgorithm for CudaBm3d {
                         continue;
                     }
                     self.basic_keys[slot] = None;
-                    for g in &plan.groups {
-                        self.step(launch, plan, g, job, dt, false, Some(slot), None)?;
+                    for gi in 0..plan.groups.len() {
+                        self.step(launch, plan, gi, job, dt, false, Some(slot), None)?;
                     }
                     self.basic_keys[slot] = Some(key);
                 }
             }
-            for g in &plan.groups {
-                self.step(launch, plan, g, job, 0, plan.two_step(), None, Some(out))?;
+            for gi in 0..plan.groups.len() {
+                self.step(launch, plan, gi, job, 0, plan.two_step(), None, Some(out))?;
             }
         }
         Ok(launch.compute)

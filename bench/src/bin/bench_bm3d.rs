@@ -2,7 +2,7 @@
 //! download, pack) for each profile and window shape, printed as a table (docs/benchmarks.md).
 //!
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
-//!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2]
+//!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
 //!       [--backend cuda|cpu] [--depth 2] [--sigma 20]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
@@ -43,6 +43,7 @@ fn window(name: &str) -> Option<(u32, u32, u32)> {
     match name {
         "spatial" => Some((0, 0, 2)),
         "vbm3d" => Some((1, 1, 2)),
+        "offline2" => Some((2, 2, 2)),
         "live1" => Some((2, 0, 1)),
         "live2" => Some((2, 0, 2)),
         _ => None,

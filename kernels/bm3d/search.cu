@@ -1,0 +1,216 @@
+// The exhaustive search of each reference patch in its own frame, for window references (the
+// `high` profile): its result does not depend on the target frame, so it is computed once per
+// frame and step and kept while the frame stays in the window (src/bm3d/cuda.rs `SearchCache`);
+// bm3d_step (group.cu) starts from it instead of searching again, then searches the other frames
+// predictively as before. The candidates and their order are those of the definition
+// (src/bm3d/mod.rs); only the arithmetic's order differs from group.cu's (f32 rounding).
+//
+// One warp per reference patch r (refs_x x refs_y of the frame at `ref_code`), WARPS per block.
+//   1. Distances: the candidates' corners (cols x rows within the search radius) are cut into
+//      tasks of one column and 8 consecutive rows; a lane reads each of the 15 image rows of its
+//      task once (8 samples into registers) and adds each to the 8 candidates that use it, with the
+//      reference row in registers: 15 x 8 reads for 8 x 64 squared differences, where scoring one
+//      candidate at a time reads 64 samples for 64. Sums go to the warp's distance array in shared
+//      memory, plane after plane.
+//   2. Seeds: the best SEEDS - 1 candidates at any distance (lane lists, then the warp's best).
+//   3. Group: the best NMAX - 1 candidates within tau. The NMAX - 1'th distance T is found by
+//      bisection on the distances' bits (non-negative floats order as their bits), ties at T are
+//      taken in candidate order (row, then column: the key order), and the chosen keys are sorted
+//      across the warp (bitonic, one key per lane).
+//   4. Output, cache (shape [refs][CACHE_STRIDE] u64 keys of frame code 0, KEY_NONE where none):
+//      [0, NMAX - 1) the group candidates ascending, [NMAX - 1, NMAX - 1 + SEEDS - 1) the seeds.
+//
+// Shared memory per warp (the host sizes it, src/bm3d/cuda.rs `search_smem_per_warp`): the
+// distances ((2 radius + 1)^2 floats), 32 keys and the reference patch of one plane;
+// `search_floats` in all, an even count (the keys are 8-byte aligned).
+
+#define SEARCH_ROWS 8  // candidate rows of a task
+#define SEARCH_MIN_BLOCKS 3  // blocks per SM: 168 registers a thread, no spills (4 spill)
+
+template <bool WIENER>
+struct SearchOut {
+    static constexpr int NMAX = WIENER ? NMAX_WIENER : NMAX_HARD;
+    static constexpr int GROUP = NMAX - 1;  // group candidates after R
+    static constexpr int STRIDE = NMAX + SEEDS;  // keys per reference patch (>= GROUP + SEEDS - 1)
+};
+
+__device__ __forceinline__ int warp_sum_int(int v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+
+// Ascending bitonic sort of one key per lane across the warp.
+__device__ __forceinline__ u64 warp_sort(u64 v, int lane)
+{
+#pragma unroll
+    for (int k = 2; k <= 32; k <<= 1) {
+#pragma unroll
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            const u64 o = __shfl_xor_sync(0xFFFFFFFFu, v, j);
+            const bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
+            v = keep_min ? (o < v ? o : v) : (o > v ? o : v);
+        }
+    }
+    return v;
+}
+
+// Row `y` (clamped to the plane's last usable row: rows of masked candidates) of 8 samples from
+// column x of plane j of the frame at `code`, in 8-bit units.
+template <bool WIENER, bool MIRROR>
+__device__ __forceinline__ void search_row(const Bm3dArgs& a, int code, int j, int x, int y, float (&v)[PATCH])
+{
+    if (MIRROR || WIENER) {
+#pragma unroll
+        for (int c = 0; c < PATCH; ++c) v[c] = MIRROR ? match_at<WIENER>(a, code, j, x + c, y) : __ldg(basic_plane(a, code, j) + y * a.w + x + c);
+    } else {
+#if SAMPLE_BYTES == 1
+        const unsigned char* p = noisy_plane(a, code, j) + y * a.w + x;
+#pragma unroll
+        for (int c = 0; c < PATCH; ++c) v[c] = (float)__ldg(p + c);
+#else
+        const unsigned short* p = (const unsigned short*)noisy_plane(a, code, j) + y * a.w + x;
+#pragma unroll
+        for (int c = 0; c < PATCH; ++c) v[c] = (float)__ldg(p + c) * a.inv_scale;
+#endif
+    }
+}
+
+template <bool WIENER, bool MIRROR>
+__device__ void bm3d_search(const Bm3dArgs& a)
+{
+    using Out = SearchOut<WIENER>;
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int r = blockIdx.x * WARPS + warp;
+    if (r >= a.refs_x * a.refs_y) return;  // whole warps leave together
+    float* dist = smem + warp * a.search_floats;   // cols x rows distances
+    float* refp = dist + a.search_floats - PP;     // one plane of the reference patch
+    u64* chosen = (u64*)(refp - 64);                // the group's keys, in candidate order (32)
+
+    const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
+    const int y0 = corner(r / a.refs_x, a.block_step, a.eh);
+    const int max_x = a.ew - PATCH, max_y = a.eh - PATCH;
+    const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
+    const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
+    const int cols = xb - xa + 1, rows = yb - ya + 1, count = cols * rows;
+    const int chunks = (rows + SEARCH_ROWS - 1) / SEARCH_ROWS, tasks = cols * chunks;
+
+    // 1. Distances.
+    for (int j = 0; j < a.n_planes; ++j) {
+        __syncwarp();
+        for (int e = lane; e < PP; e += 32) refp[e] = match_at<WIENER>(a, a.ref_code, j, x0 + e % PATCH, y0 + e / PATCH);
+        __syncwarp();
+        float ref[PP];
+#pragma unroll
+        for (int e = 0; e < PP; ++e) ref[e] = refp[e];
+        for (int t = lane; t < tasks; t += 32) {
+            const int c = t % cols, y_first = ya + (t / cols) * SEARCH_ROWS;
+            const int x = xa + c;
+            // One sum per candidate: the 8 candidates' FMAs interleave, so none waits on its own.
+            float acc[SEARCH_ROWS];
+#pragma unroll
+            for (int k = 0; k < SEARCH_ROWS; ++k) acc[k] = 0.0f;
+#pragma unroll
+            for (int row = 0; row < SEARCH_ROWS + PATCH - 1; ++row) {
+                float v[PATCH];
+                search_row<WIENER, MIRROR>(a, a.ref_code, j, x, min(y_first + row, max_y + PATCH - 1), v);
+#pragma unroll
+                for (int k = 0; k < SEARCH_ROWS; ++k) {
+                    const int i = row - k;  // reference row matched with this image row by candidate k
+                    if (i < 0 || i >= PATCH) continue;
+#pragma unroll
+                    for (int cc = 0; cc < PATCH; ++cc) {
+                        const float d = ref[i * PATCH + cc] - v[cc];
+                        acc[k] = fmaf(d, d, acc[k]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < SEARCH_ROWS; ++k) {
+                const int y = y_first + k;
+                if (y > yb) break;
+                const int idx = (y - ya) * cols + c;
+                dist[idx] = (j == 0 ? 0.0f : dist[idx]) + acc[k];
+            }
+        }
+    }
+    __syncwarp();
+    const int idx_r = (y0 - ya) * cols + (x0 - xa);
+
+    // 2. Seeds: the best SEEDS - 1 keys other than R, at any distance.
+    u64* out = (u64*)a.cache + (u64)r * Out::STRIDE;
+    {
+        u64 seed_list[SEEDS];
+        list_clear(seed_list);
+        for (int i = lane; i < count; i += 32) {
+            if (i == idx_r) continue;
+            list_insert(seed_list, make_key(dist[i], 0, ya + i / cols, xa + i % cols));
+        }
+        for (int s = 0; s + 1 < SEEDS; ++s) {
+            const u64 k = warp_take_best(seed_list);
+            if (lane == 0) out[Out::GROUP + s] = s + 1 < a.n_seeds ? k : KEY_NONE;
+        }
+    }
+
+    // 3. The group: the GROUP best keys within tau other than R.
+    if (Out::GROUP > 0) {
+        const float tau = a.tau_ssd;
+        auto count_le = [&](unsigned bits) {
+            int n = 0;
+            for (int i = lane; i < count; i += 32) n += (i != idx_r && __float_as_uint(dist[i]) <= bits) ? 1 : 0;
+            return warp_sum_int(n);
+        };
+        // Distances are >= 0, so their bits order as the values; tau >= 0 (checked by the host).
+        unsigned hi = __float_as_uint(tau);
+        unsigned lo = 0;
+        unsigned cut = hi;  // keys with bits <= cut, ties at cut in candidate order
+        int need = Out::GROUP;
+        if (count_le(hi) > Out::GROUP) {
+            while (lo < hi) {
+                const unsigned mid = lo + (hi - lo) / 2;
+                if (count_le(mid) >= Out::GROUP) hi = mid;
+                else lo = mid + 1;
+            }
+            cut = lo;
+        }
+        // Collect: every key below the cut, then ties at the cut in candidate order until GROUP.
+        const int below = cut == 0 ? 0 : count_le(cut - 1);
+        int ties_left = need - below;
+        int taken = 0;
+        for (int base = 0; base < count; base += 32) {
+            const int i = base + lane;
+            const unsigned b = i < count ? __float_as_uint(dist[i]) : 0xFFFFFFFFu;
+            const bool ok = i < count && i != idx_r && b <= cut;
+            const bool tie = ok && b == cut;
+            const unsigned tie_mask = __ballot_sync(0xFFFFFFFFu, tie);
+            const int tie_rank = __popc(tie_mask & ((1u << lane) - 1));
+            const bool take = ok && (!tie || tie_rank < ties_left);
+            const unsigned take_mask = __ballot_sync(0xFFFFFFFFu, take);
+            const int pos = taken + __popc(take_mask & ((1u << lane) - 1));
+            // At most GROUP <= 31 keys are taken in all (the cut makes it so).
+            if (take) chosen[pos] = make_key(dist[i], 0, ya + i / cols, xa + i % cols);
+            taken += __popc(take_mask);
+            ties_left -= __popc(take_mask & tie_mask);
+            if (taken >= need) break;
+        }
+        __syncwarp();
+        u64 mine = lane < taken ? chosen[lane] : KEY_NONE;
+        mine = warp_sort(mine, lane);
+        if (lane < Out::GROUP) out[lane] = mine;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, SEARCH_MIN_BLOCKS) bm3d_search_hard(const Bm3dArgs a)
+{
+    if (a.w >= PATCH && a.h >= PATCH) bm3d_search<false, false>(a);
+    else bm3d_search<false, true>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, SEARCH_MIN_BLOCKS) bm3d_search_wiener(const Bm3dArgs a)
+{
+    if (a.w >= PATCH && a.h >= PATCH) bm3d_search<true, false>(a);
+    else bm3d_search<true, true>(a);
+}
