@@ -65,6 +65,20 @@ cargo test --workspace "${PROFILE_ARGS[@]}" "$@" 2>&1 | tee "$LOG" || status=$?
 skipped_here=$(wc -l < "$NLMDENOISE_TEST_SKIP_LOG")
 awk -v k="$skipped_here" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1); if ($i ~ /^ignored/) s += $(i-1) } }
      END { printf "tests: %d passed, %d failed, %d skipped", p - k, f, s + k; if (k > 0) printf " (%d need a GPU or NVRTC: target/test-skips.txt)", k; printf "\n" }' "$LOG"
+# The element tests once more under GStreamer's leaks tracer: each test binary deinitialises
+# GStreamer when it exits, and exits with status 1 when the tracer finds an object still alive
+# (plugins/nlmdenoise/tests/common/mod.rs, `init`). Only on a full run (no arguments).
+if [ $# -eq 0 ]; then
+  echo "== element tests under the leaks tracer (GST_TRACERS=leaks)"
+  LEAKS_LOG=target/leaks-output.txt
+  if env -u NLMDENOISE_TEST_SKIP_LOG GST_TRACERS=leaks GST_DEBUG=GST_TRACER:7 NLM_TEST_DEINIT_AT_EXIT=1 cargo test -p gst-plugin-nlmdenoise "${PROFILE_ARGS[@]}" \
+      --test element --test scenarios --test upscale --test pipeline --test chunks --test zero_copy --test logging --test fuzz_element > "$LEAKS_LOG" 2>&1; then
+    echo "leaks tracer: $(grep -c '^test result: ok' "$LEAKS_LOG") test binaries, nothing alive at exit"
+  else
+    status=1
+    grep -E '^test result|object-alive, |leaks tracer|panicked|^error' "$LEAKS_LOG" | cut -c1-300 | head -40
+  fi
+fi
 # The segment-parallel driver (scripts/cluster) against the CLI it drives: plain Python unittest;
 # its Ray tests need Ray, which scripts/install-cluster.sh puts in .cache/cluster-py (pip).
 echo "== cluster driver: python3 -m unittest discover -s cluster"

@@ -397,8 +397,7 @@ fn qos_drops_late_frames_before_processing() {
     let caps = caps(format, 10, 8, (25, 1));
     let info = video_info(&caps);
     let mut h = harness(&params);
-    let bus = gst::Bus::new();
-    h.element().unwrap().set_bus(Some(&bus));
+    let bus = test_bus(&h.element().unwrap());
     assert!(h.element().unwrap().property::<bool>("qos"), "QoS enabled by default");
     h.set_src_caps(caps);
     let a = with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty());
@@ -457,8 +456,7 @@ fn caps_with_future_frames_post_a_latency_message() {
     let caps = caps(format, 8, 6, (25, 1));
     let info = video_info(&caps);
     let mut h = harness(&params);
-    let bus = gst::Bus::new();
-    h.element().unwrap().set_bus(Some(&bus));
+    let bus = test_bus(&h.element().unwrap());
     h.set_src_caps(caps);
     h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
     assert!(bus.pop_filtered(&[gst::MessageType::Latency]).is_some(), "latency message after negotiation");
@@ -542,8 +540,7 @@ fn joint_chroma_on_subsampled_format_is_a_clear_error() {
     let caps = caps(format, 8, 8, (25, 1));
     let info = video_info(&caps);
     let mut h = harness(&params);
-    let bus = gst::Bus::new();
-    h.element().unwrap().set_bus(Some(&bus));
+    let bus = test_bus(&h.element().unwrap());
     h.set_src_caps(caps);
     let r = h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty()));
     assert_eq!(r, Err(gst::FlowError::NotNegotiated));
@@ -562,8 +559,7 @@ fn an_invalid_device_id_is_refused() {
     init();
     let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
     e.set_property("device-id", "abc");
-    let bus = gst::Bus::new();
-    e.set_bus(Some(&bus));
+    let bus = test_bus(&e);
     assert!(e.set_state(gst::State::Paused).is_err(), "a typo must not run on device 0");
     let msg = bus.pop_filtered(&[gst::MessageType::Error]).expect("error message posted");
     let gst::MessageView::Error(err) = msg.view() else { unreachable!() };
@@ -582,8 +578,7 @@ fn persistent_late_frames_post_one_warning() {
     let caps = caps(format, 8, 8, (30, 1));
     let info = video_info(&caps);
     let mut h = harness(&params);
-    let bus = gst::Bus::new();
-    h.element().unwrap().set_bus(Some(&bus));
+    let bus = test_bus(&h.element().unwrap());
     h.set_src_caps(caps);
     h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
     let late = |h: &mut gst_check::Harness, i: u64| {
@@ -613,8 +608,7 @@ fn cuda_requested_without_cuda_fails_clearly() {
     let info = video_info(&caps);
     let mut h = gst_check::Harness::new("nlmdenoise");
     h.element().unwrap().set_property_from_str("backend", "cuda");
-    let bus = gst::Bus::new();
-    h.element().unwrap().set_bus(Some(&bus));
+    let bus = test_bus(&h.element().unwrap());
     h.play();
     h.set_src_caps(caps);
     let r = h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty()));
@@ -899,8 +893,7 @@ fn frames_dropped_by_qos_count_and_the_advice_fits_the_settings() {
             e.set_property_from_str("algorithm", "bm3d");
             e.set_property("sigma", 20.0f32);
         }
-        let bus = gst::Bus::new();
-        h.element().unwrap().set_bus(Some(&bus));
+        let bus = test_bus(&h.element().unwrap());
         h.set_src_caps(caps.clone());
         h.push(with_meta(make_buffer(&info, format, 1), 0, gst::BufferFlags::empty())).unwrap();
         // Downstream reports one frame 10 s late: the base class drops the frames before that.
@@ -968,8 +961,7 @@ fn properties_the_algorithm_does_not_read_are_warned_not_refused() {
         for (name, value) in setup {
             e.set_property_from_str(name, value);
         }
-        let bus = gst::Bus::new();
-        e.set_bus(Some(&bus));
+        let bus = test_bus(&e);
         assert!(e.set_state(gst::State::Paused).is_ok(), "{setup:?}: starts");
         let _ = e.set_state(gst::State::Null);
         std::iter::from_fn(|| bus.pop_filtered(&[gst::MessageType::Warning]))

@@ -172,10 +172,13 @@ fn scale_changed_while_playing_renegotiates() {
     });
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let c = count.clone();
-    let up2 = up.clone();
+    // Weak: a probe on the element's own pad holding the element would keep both alive for ever.
+    let up2 = up.downgrade();
     up.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
         if c.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 10 {
-            up2.set_property("scale", 3u32);
+            if let Some(up) = up2.upgrade() {
+                up.set_property("scale", 3u32);
+            }
         }
         gst::PadProbeReturn::Ok
     });
