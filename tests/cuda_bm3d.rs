@@ -34,6 +34,20 @@ fn cuda(params: Params, inputs: &[OwnedFrame], depth: usize) -> Vec<OwnedFrame> 
     common::denoise(d, inputs, 3, 0xA7, None)
 }
 
+/// The CUDA backend in chunks of `chunk` frames (batched launches).
+fn chunked(params: Params, inputs: &[OwnedFrame], chunk: usize) -> Vec<OwnedFrame> {
+    let opts = BackendOptions { kind: BackendKind::Cuda, chunk_frames: ChunkFrames::Frames(chunk), ..Default::default() };
+    let d: Denoiser<usize> = Denoiser::new(inputs[0].info, params, &opts).unwrap();
+    common::denoise(d, inputs, 0, 0xA7, None)
+}
+
+fn same_frames(a: &[OwnedFrame], b: &[OwnedFrame], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: frame counts");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(samples(x), samples(y), "{what}: frame {i} differs");
+    }
+}
+
 fn check(what: &str, c: &Clip, params: Params, depth: usize) {
     let r = reference(params, &c.noisy);
     let g = cuda(params, &c.noisy, depth);
@@ -134,16 +148,9 @@ fn batched_and_repeated_runs_are_identical() {
     let one = cuda(p, &c.noisy, 2);
     let again = cuda(p, &c.noisy, 0);
     for chunk in [2usize, 4] {
-        let opts = BackendOptions { kind: BackendKind::Cuda, chunk_frames: ChunkFrames::Frames(chunk), ..Default::default() };
-        let d: Denoiser<usize> = Denoiser::new(c.noisy[0].info, p, &opts).unwrap();
-        let chunked = common::denoise(d, &c.noisy, 0, 0xA7, None);
-        for (i, (a, b)) in one.iter().zip(&chunked).enumerate() {
-            assert_eq!(samples(a), samples(b), "chunk {chunk}: frame {i} differs");
-        }
+        same_frames(&one, &chunked(p, &c.noisy, chunk), &format!("chunk {chunk}"));
     }
-    for (i, (a, b)) in one.iter().zip(&again).enumerate() {
-        assert_eq!(samples(a), samples(b), "second run: frame {i} differs");
-    }
+    same_frames(&one, &again, "second run");
     eprintln!("PSNR {:.2} dB (noisy {:.2} dB)", psnr(&c.clean, &one), psnr(&c.clean, &c.noisy));
 }
 
@@ -163,16 +170,9 @@ fn window_references_reuse_searches_exactly() {
     agree("cuda high 1 + 1 (searches kept)", &c, &reference(p, &c.noisy), &stream);
     let shallow = cuda(p, &c.noisy, 0);
     for chunk in [3usize, 5] {
-        let opts = BackendOptions { kind: BackendKind::Cuda, chunk_frames: ChunkFrames::Frames(chunk), ..Default::default() };
-        let d: Denoiser<usize> = Denoiser::new(c.noisy[0].info, p, &opts).unwrap();
-        let chunked = common::denoise(d, &c.noisy, 0, 0xA7, None);
-        for (i, (a, b)) in stream.iter().zip(&chunked).enumerate() {
-            assert_eq!(samples(a), samples(b), "chunk {chunk}: frame {i} differs");
-        }
+        same_frames(&stream, &chunked(p, &c.noisy, chunk), &format!("chunk {chunk}"));
     }
-    for (i, (a, b)) in stream.iter().zip(&shallow).enumerate() {
-        assert_eq!(samples(a), samples(b), "depth 0: frame {i} differs");
-    }
+    same_frames(&stream, &shallow, "depth 0");
     // Each frame from a fresh engine given only its window (nothing kept from other frames).
     for t in 0..c.noisy.len() {
         let lo = t.saturating_sub(2);
