@@ -174,6 +174,26 @@ pub fn search_floats(radius: u32, patch: u32) -> usize {
     (side * side + 64 + (patch * patch) as usize).next_multiple_of(2)
 }
 
+/// The keys of one ring slot's search cache entries and where each (plane group, step) starts,
+/// index `2 * group + wiener` (kernels/bm3d/search.cu: `[refs][nmax + seeds]` keys per entry;
+/// the Wiener step's entries are empty with one step).
+pub fn search_cache_layout(plan: &Bm3dPlan, plane_sizes: &[(usize, usize)]) -> (usize, Vec<usize>) {
+    let s = &plan.settings;
+    let k = s.patch_size as usize;
+    let mut offsets = Vec::new();
+    let mut slot_keys = 0;
+    for g in &plan.groups {
+        let (w, h) = plane_sizes[g.planes[0]];
+        let (ew, eh) = extent(w, h, k);
+        let refs = reference_corners(ew, k, s.block_step as usize).len() * reference_corners(eh, k, s.block_step as usize).len();
+        for (nmax, used) in [(s.group_size, true), (s.wiener_group_size, plan.two_step())] {
+            offsets.push(slot_keys);
+            slot_keys += if used { refs * (nmax + s.seeds) as usize } else { 0 };
+        }
+    }
+    (slot_keys, offsets)
+}
+
 /// Window references' own-frame searches kept on the device (kernels/bm3d/search.cu): per ring
 /// slot, plane group and step, the keys of every reference patch of that frame, computed once
 /// while the frame stays in the ring. Shape of one entry: [refs][nmax + seeds] u64.
@@ -404,18 +424,7 @@ impl CudaAlgorithm for CudaBm3d {
             for f in [&kernels.search_hard, &kernels.search_wiener] {
                 raw::set_max_dynamic_shared(f, bytes).map_err(backend_err)?;
             }
-            let mut offsets = Vec::new();
-            let mut slot_keys = 0;
-            for g in &plan.groups {
-                let (w, h) = self.plane_sizes[g.planes[0]];
-                let (ew, eh) = extent(w, h, k);
-                let refs = reference_corners(ew, k, s.block_step as usize).len() * reference_corners(eh, k, s.block_step as usize).len();
-                // Step 1's entries; step 2's only with two steps.
-                for (nmax, used) in [(s.group_size, true), (s.wiener_group_size, plan.two_step())] {
-                    offsets.push(slot_keys);
-                    slot_keys += if used { refs * (nmax + s.seeds) as usize } else { 0 };
-                }
-            }
+            let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
             let buffer = DeviceBuffer::new(ctx, 8 * slot_keys * ring_slots).map_err(backend_err)?;
             self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: vec![None; ring_slots * plan.groups.len() * 2] });
         }
@@ -448,5 +457,45 @@ impl CudaAlgorithm for CudaBm3d {
             }
         }
         Ok(launch.compute)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{Algorithm, Bm3dParams, Bm3dProfile, Params};
+    use crate::{PixelFormat, VideoInfo};
+
+    fn layout(steps: u32) -> (usize, Vec<usize>) {
+        let info = VideoInfo::new(PixelFormat::I420, 1920, 1080).unwrap();
+        let geometry = Geometry::from_video_info(&info);
+        let params = Params {
+            algorithm: Algorithm::Bm3d,
+            sigma: Some(20.0),
+            temporal_past: 1,
+            temporal_future: 1,
+            bm3d: Bm3dParams { profile: Bm3dProfile::High, steps: Some(steps), ..Default::default() },
+            ..Params::default()
+        };
+        let plan = Plan::new(&geometry, &params).unwrap();
+        let sizes: Vec<(usize, usize)> = geometry.planes.iter().map(|p| (p.width, p.height)).collect();
+        search_cache_layout(plan.bm3d("test").unwrap(), &sizes)
+    }
+
+    /// The search cache's size as docs/design.md states it (1080p I420, `high`: about 124 MB a
+    /// ring slot), and its entries laid out one after the other.
+    #[test]
+    fn search_cache_of_a_1080p_high_stream() {
+        let (keys, offsets) = layout(2);
+        // Luma: 639 x 359 reference patches, chroma (U and V together) 319 x 179; keys per
+        // patch: 16 + 3 (hard), 32 + 3 (Wiener).
+        let (luma, chroma) = (639 * 359, 319 * 179);
+        assert_eq!(offsets, vec![0, luma * 19, luma * 54, luma * 54 + chroma * 19]);
+        assert_eq!(keys, (luma + chroma) * 54);
+        assert_eq!(8 * keys, 123_768_864);
+        // One step: no Wiener entries.
+        let (keys1, offsets1) = layout(1);
+        assert_eq!(keys1, (luma + chroma) * 19);
+        assert_eq!(offsets1, vec![0, luma * 19, luma * 19, luma * 19 + chroma * 19]);
     }
 }
