@@ -9,7 +9,7 @@
 //   1. Distances: the candidates' corners (cols x rows within the search radius) are cut into
 //      tasks of one column and 8 consecutive rows; a lane reads each of the 15 image rows of its
 //      task once (8 samples into registers) and adds each to the 8 candidates that use it, with the
-//      reference row in registers: 15 x 8 reads for 8 x 64 squared differences, where scoring one
+//      reference patch (one plane) in registers: 15 x 8 reads for 8 x 64 squared differences, where scoring one
 //      candidate at a time reads 64 samples for 64. Sums go to the warp's distance array in shared
 //      memory, plane after plane.
 //   2. Seeds: the best SEEDS - 1 candidates at any distance (lane lists, then the warp's best).
@@ -17,15 +17,15 @@
 //      bisection on the distances' bits (non-negative floats order as their bits), ties at T are
 //      taken in candidate order (row, then column: the key order), and the chosen keys are sorted
 //      across the warp (bitonic, one key per lane).
-//   4. Output, cache (shape [refs][CACHE_STRIDE] u64 keys of frame code 0, KEY_NONE where none):
+//   4. Output, cache (shape [refs][NMAX + SEEDS] u64 keys of frame code 0, KEY_NONE where none):
 //      [0, NMAX - 1) the group candidates ascending, [NMAX - 1, NMAX - 1 + SEEDS - 1) the seeds.
 //
-// Shared memory per warp (the host sizes it, src/bm3d/cuda.rs `search_smem_per_warp`): the
+// Shared memory per warp (the host sizes it, src/bm3d/cuda.rs `search_floats`): the
 // distances ((2 radius + 1)^2 floats), 32 keys and the reference patch of one plane;
 // `search_floats` in all, an even count (the keys are 8-byte aligned).
 
 #define SEARCH_ROWS 8  // candidate rows of a task
-#define SEARCH_MIN_BLOCKS 3  // blocks per SM: 168 registers a thread, no spills (4 spill)
+#define SEARCH_MIN_BLOCKS 3  // blocks per SM: up to 168 registers a thread, no spills (at 4: 128, spills)
 
 template <bool WIENER>
 struct SearchOut {
