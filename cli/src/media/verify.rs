@@ -1,6 +1,7 @@
-//! Checking an encoded output the tool wrote: its video samples counted by demuxing the file again
-//! (`parsebin`, no decoding: about as fast as reading it), so that an output the tool keeps is one
-//! that plays, and the frame count it reports is the file's.
+//! Checking an encoded output the tool wrote: its video frames counted by demuxing the file again
+//! (`parsebin`, no decoding: about as fast as reading it), as a player shows them (samples outside
+//! the demuxer's segment, such as those past an MP4's edit list, do not count), so that an output
+//! the tool keeps is one that plays, and the frame count it reports is the file's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -52,7 +53,8 @@ pub fn samples(path: &str) -> Result<Samples> {
             let counter = counter.clone();
             pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
                 if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
-                    if plays(pad, b) {
+                    // Video: the frames a player shows; audio: any sample (the track must not be empty).
+                    if i != 0 || plays(pad, b) {
                         counter[i].fetch_add(1, Ordering::Relaxed);
                     }
                 }
