@@ -205,6 +205,8 @@ struct SearchCache {
     offsets: Vec<usize>,
     /// Per (slot, group, step): the (epoch, seq) of the frame whose search the entry holds.
     frames: Vec<Option<(u64, u64)>>,
+    /// Shared floats per warp of the search kernels ([`search_floats`]).
+    smem_floats: usize,
 }
 
 /// BM3D as a CUDA algorithm.
@@ -348,14 +350,15 @@ impl CudaBm3d {
             if let Some(cache) = self.search.as_mut().filter(|_| keep_searches) {
                 // The reference frame's own search: kept from an earlier job, or made now.
                 let frame_slot = slot_of(job, center + rdt);
-                let at = (frame_slot * plan.groups.len() + gi) * 2 + wiener as usize;
-                args.cache = cache.buffer.ptr + 8 * (frame_slot * cache.slot_keys + cache.offsets[2 * gi + wiener as usize]) as u64;
+                let entry = 2 * gi + wiener as usize;
+                let at = frame_slot * 2 * plan.groups.len() + entry;
+                args.cache = cache.buffer.ptr + 8 * (frame_slot * cache.slot_keys + cache.offsets[entry]) as u64;
                 let frame = (job.epoch, (job.seq as i64 + (center + rdt) as i64) as u64);
                 if cache.frames[at] != Some(frame) {
                     cache.frames[at] = None;
-                    args.search_floats = search_floats(s.search_radius, s.patch_size) as i32;
+                    args.search_floats = cache.smem_floats as i32;
                     let f = if wiener { &k.search_wiener } else { &k.search_hard };
-                    let bytes = WARPS as usize * 4 * args.search_floats as usize;
+                    let bytes = WARPS as usize * 4 * cache.smem_floats;
                     // SAFETY: as the group launch below; the search kernel writes the keys of
                     // every reference patch into the entry at `args.cache`, which lies in the
                     // cache buffer (sized in configure for this plan's groups and steps).
@@ -416,7 +419,8 @@ impl CudaAlgorithm for CudaBm3d {
         if plan.settings.window_references {
             let s = &plan.settings;
             let v = self.variant.expect("set above");
-            let bytes = WARPS as usize * 4 * search_floats(s.search_radius, s.patch_size);
+            let smem_floats = search_floats(s.search_radius, s.patch_size);
+            let bytes = WARPS as usize * 4 * smem_floats;
             if bytes > self.device.max_shared {
                 return Err(Error::Unsupported(format!("bm3d search radius {} needs {bytes} bytes of shared memory per block; {} has {}", s.search_radius, self.device.name, self.device.max_shared)));
             }
@@ -426,7 +430,7 @@ impl CudaAlgorithm for CudaBm3d {
             }
             let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
             let buffer = DeviceBuffer::new(ctx, 8 * slot_keys * ring_slots).map_err(backend_err)?;
-            self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: vec![None; ring_slots * plan.groups.len() * 2] });
+            self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: vec![None; ring_slots * plan.groups.len() * 2], smem_floats });
         }
         Ok(())
     }
