@@ -38,6 +38,9 @@ pub struct BackendOptions {
     pub host_io: HostIo,
     /// How NLM is computed (GPU kernel, multi-pass settings, measurement switches).
     pub nlm: NlmOptions,
+    /// Compute in this CUDA context (the pipeline's, `device::cuda::shared`) on its device instead
+    /// of `device_id`'s primary context (one device, no chunks).
+    pub cuda_context: Option<cuda::shared::SharedContext>,
 }
 
 impl Default for BackendOptions {
@@ -51,6 +54,7 @@ impl Default for BackendOptions {
             devices: Devices::Default,
             host_io: HostIo::default(),
             nlm: NlmOptions::default(),
+            cuda_context: None,
         }
     }
 }
@@ -143,7 +147,7 @@ pub fn cpu(threads: usize) -> Result<HostBackend> {
 pub fn cuda(options: &BackendOptions) -> Result<CudaBackend> {
     // Options first: a bad option is reported as such, with or without a device.
     options.nlm.validate()?;
-    CudaBackend::new(options.device_id, options.pipeline_depth, options.host_io, cuda_factory(&options.nlm))
+    CudaBackend::new_in(options.device_id, options.cuda_context.as_ref(), options.pipeline_depth, options.host_io, cuda_factory(&options.nlm))
 }
 
 /// Creates the backend `options` ask for. `Auto` falls back to the CPU backend, with a log line

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crate::backends::{self, BackendOptions};
 use crate::convert;
-use crate::device::{Backend, Frame, StreamSetup};
+use crate::device::{Backend, DeviceFrame, Frame, StreamSetup};
 use crate::error::{Error, Result};
 use crate::frame::{FrameMut, FrameRef, VideoInfo};
 use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};
@@ -45,14 +45,29 @@ struct Pending<T> {
     /// The caller's stored frame ([`Denoiser::push_planar`]) whose content was unpacked on the
     /// host into the frame the backend holds: the output is packed back into it when popped.
     target: Option<Frame>,
+    /// The output goes into a device frame of the caller's ([`Denoiser::push_device`]).
+    device_output: bool,
 }
 
 /// A finished frame, in the form the backend gives it (planar, or stored where the backend
 /// converts layouts itself).
 struct Finished<T> {
     tag: T,
+    frame: Output,
+    target: Option<Frame>,
+}
+
+/// A finished frame on the host, taken out of the ready queue.
+struct HostOut<T> {
+    tag: T,
     frame: Frame,
     target: Option<Frame>,
+}
+
+/// A finished frame: on the host, or written into the caller's device frame.
+enum Output {
+    Host(Frame),
+    Device(DeviceFrame),
 }
 
 /// The denoiser of one stream (the algorithm its parameters name). `T` is whatever the caller wants back with each output frame.
@@ -324,7 +339,7 @@ impl<T> Denoiser<T> {
             self.lost.push(tag);
             return Err(e);
         }
-        self.pending.push_back(Pending { tag, target });
+        self.pending.push_back(Pending { tag, target, device_output: false });
         let r = self.run_ready_jobs();
         if r.is_err() {
             self.recover_from_backend_error();
@@ -366,6 +381,18 @@ impl<T> Denoiser<T> {
     fn finish_oldest(&mut self) -> Result<()> {
         let p = self.pending.pop_front().ok_or_else(|| Error::State("no launched frame to finish".into()))?;
         self.launched -= 1;
+        if p.device_output {
+            return match self.backend.finish_device() {
+                Ok(frame) => {
+                    self.ready.push_back(Finished { tag: p.tag, frame: Output::Device(frame), target: None });
+                    Ok(())
+                }
+                Err(e) => {
+                    self.lost.push(p.tag);
+                    Err(e)
+                }
+            };
+        }
         match self.backend.finish() {
             Ok(frame) => {
                 let mut target = p.target;
@@ -380,7 +407,7 @@ impl<T> Denoiser<T> {
                     self.lost.push(p.tag);
                     return Err(Error::State("the backend finished a frame of other planes".into()));
                 }
-                self.ready.push_back(Finished { tag: p.tag, frame, target });
+                self.ready.push_back(Finished { tag: p.tag, frame: Output::Host(frame), target });
                 Ok(())
             }
             Err(e) => {
@@ -399,7 +426,11 @@ impl<T> Denoiser<T> {
         if out.info != self.out_info {
             return Err(Error::InvalidFrame("output frame does not match the stream".into()));
         }
-        let Some(p) = self.ready.pop_front() else { return Ok(None) };
+        if matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. })) {
+            return Err(Error::State("the next output is in a device frame (pop_device)".into()));
+        }
+        let Some(Finished { tag, frame: Output::Host(frame), target }) = self.ready.pop_front() else { return Ok(None) };
+        let p = HostOut { tag, frame, target };
         let t = Instant::now();
         let r = if p.frame.matches(&self.out_geometry) {
             convert::pack(&p.frame, out)
@@ -420,7 +451,11 @@ impl<T> Denoiser<T> {
     /// avoid an allocation. Where the output was computed in planar form for a stored frame, it
     /// is packed into it here.
     pub fn pop_planar(&mut self) -> Option<(T, Frame)> {
-        let p = self.ready.pop_front()?;
+        if matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. })) {
+            return None;
+        }
+        let Finished { tag, frame: Output::Host(frame), target } = self.ready.pop_front()? else { return None };
+        let p = HostOut { tag, frame, target };
         if p.frame.matches(&self.lent_out) {
             if let Some(t) = p.target {
                 self.recycle(t);
@@ -444,6 +479,73 @@ impl<T> Denoiser<T> {
         debug_assert!(packed.is_ok(), "packing into a stored frame: {packed:?}");
         self.recycle(p.frame);
         Some((p.tag, stored))
+    }
+
+    /// True when frames in device memory can be pushed ([`Self::push_device`]): a CUDA backend on
+    /// one device, without chunks.
+    pub fn takes_device_frames(&self) -> bool {
+        self.on_device && self.backend.takes_device_frames()
+    }
+
+    /// Adds a frame in GPU memory (the input format's stored layout, see [`DeviceFrame`]),
+    /// copied into the backend's ring on the device; its owner is let go as soon as that copy is
+    /// done. With `output`, the denoised frame is written into that device frame (the output
+    /// format's stored layout) and comes back by [`Self::pop_device`], the copy complete; without,
+    /// it comes back on the host ([`Self::pop`], [`Self::pop_planar`]). With the noise estimated
+    /// (`sigma_auto`), the frames the estimator looks at (one in `noise::INTERVAL`) are copied to
+    /// the host for it.
+    pub fn push_device(&mut self, input: DeviceFrame, output: Option<DeviceFrame>, tag: T) -> Result<()> {
+        if !self.takes_device_frames() {
+            return Err(Error::Unsupported(format!("{} does not take frames in device memory", self.backend.describe())));
+        }
+        ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
+        if self.user_params.sigma_auto {
+            let t = Instant::now();
+            let update = if self.noise.estimator.due() {
+                let g = self.lent_in.clone();
+                let mut host = self.backend.pool().take(&g);
+                let r = self.backend.read_device(&input, &mut host).and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, !self.lent_in.eq(&self.geometry), &host));
+                self.recycle(host);
+                r
+            } else {
+                self.noise.estimator.skip();
+                Ok(None)
+            };
+            count_ns(ESTIMATE, t);
+            if let Some(u) = update? {
+                self.apply_noise_update(Some(u));
+            }
+        }
+        let slot = self.window.push();
+        let device_output = output.is_some();
+        if let Err(e) = self.backend.submit_device(slot, input, output) {
+            self.recover_from_backend_error();
+            self.lost.push(tag);
+            return Err(e);
+        }
+        self.pending.push_back(Pending { tag, target: None, device_output });
+        let r = self.run_ready_jobs();
+        if r.is_err() {
+            self.recover_from_backend_error();
+        }
+        r
+    }
+
+    /// The oldest ready output if it went into a device frame ([`Self::push_device`] with an
+    /// output), with its tag: written, the copy into it complete.
+    pub fn pop_device(&mut self) -> Option<(T, DeviceFrame)> {
+        if !matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. })) {
+            return None;
+        }
+        match self.ready.pop_front() {
+            Some(Finished { tag, frame: Output::Device(f), .. }) => Some((tag, f)),
+            _ => None,
+        }
+    }
+
+    /// True when the oldest ready output is in a device frame ([`Self::pop_device`]).
+    pub fn next_on_device(&self) -> bool {
+        matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. }))
     }
 
     /// Gives back a frame handed out ([`Self::pop_planar`], [`Self::take_spare`]) for reuse; a
@@ -492,7 +594,9 @@ impl<T> Denoiser<T> {
         }
         let ready: Vec<_> = self.ready.drain(..).collect();
         for p in ready {
-            self.recycle(p.frame);
+            if let Output::Host(f) = p.frame {
+                self.recycle(f);
+            }
             if let Some(t) = p.target {
                 self.recycle(t);
             }

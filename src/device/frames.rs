@@ -31,6 +31,50 @@ pub fn plane_ranges(frame: &PlanarFrame) -> Vec<HostRange> {
         .collect()
 }
 
+/// One memory plane of a [`DeviceFrame`]: its device address and the bytes from one row to the
+/// next (at least the row's length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevicePlane {
+    pub ptr: u64,
+    pub pitch: usize,
+}
+
+/// A frame in GPU memory that the caller owns (a GStreamer buffer's CUDA memory): its memory
+/// planes, each in the format's own layout (rows of `FormatInfo::memory_plane_row_bytes` at the
+/// plane's pitch: NV12's luma and interleaved chroma, I420's three planes), and whatever keeps that
+/// memory alive (`owner`). A backend that takes device frames ([`crate::device::Backend::submit_device`])
+/// copies an input into its ring on the device and gives the owner back once the copy is done; an
+/// output frame is written and handed back after the copy into it completed.
+pub struct DeviceFrame {
+    planes: Vec<DevicePlane>,
+    owner: Box<dyn std::any::Any + Send>,
+}
+
+impl DeviceFrame {
+    /// # Safety
+    /// Each plane's rows (of the stream's format and size, at `pitch`) lie in device memory of the
+    /// device the backend computes on, valid while `owner` lives; nothing else writes them while
+    /// the backend holds the frame (nor reads them, for an output frame).
+    pub unsafe fn new(planes: Vec<DevicePlane>, owner: Box<dyn std::any::Any + Send>) -> Self {
+        DeviceFrame { planes, owner }
+    }
+
+    pub fn planes(&self) -> &[DevicePlane] {
+        &self.planes
+    }
+
+    /// What kept the memory alive (the caller's buffer), the frame given up.
+    pub fn into_owner(self) -> Box<dyn std::any::Any + Send> {
+        self.owner
+    }
+}
+
+impl std::fmt::Debug for DeviceFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceFrame").field("planes", &self.planes).finish_non_exhaustive()
+    }
+}
+
 /// Releases page-locks a backend took ([`FrameMaker::make`]); called when a pinned frame is
 /// dropped, on whatever thread drops it.
 pub trait PageLock: Send + Sync {

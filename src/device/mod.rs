@@ -17,7 +17,7 @@ use crate::plan::Plan;
 use crate::planar::Geometry;
 
 use crate::window::Job;
-pub use frames::{Frame, FramePool};
+pub use frames::{DeviceFrame, DevicePlane, Frame, FramePool};
 
 pub mod chunked;
 pub mod cuda;
@@ -237,6 +237,35 @@ pub trait Backend: Send {
     /// Completes the oldest launched job and moves out its output frame (output geometry, every
     /// plane written).
     fn finish(&mut self) -> Result<Frame>;
+
+    /// True when the backend takes frames in device memory ([`Self::submit_device`]): a single
+    /// CUDA device, not chunked.
+    fn takes_device_frames(&self) -> bool {
+        false
+    }
+
+    /// Moves a frame in device memory (the input's stored layout, see [`DeviceFrame`]) into ring
+    /// slot `slot`, copying it on the device; its owner is let go once the copy is done. With
+    /// `output`, the output of the job whose target this frame is goes into that device frame
+    /// (the output format's stored layout) and comes back by [`Self::finish_device`]; without,
+    /// by [`Self::finish`] in a host frame of the pool.
+    fn submit_device(&mut self, slot: usize, input: DeviceFrame, output: Option<DeviceFrame>) -> Result<()> {
+        let _ = (slot, input, output);
+        Err(Error::Unsupported(format!("{} does not take frames in device memory", self.describe())))
+    }
+
+    /// [`Self::finish`] of a job whose target came with an output device frame: completes it
+    /// and hands that frame back written (the copy into it complete).
+    fn finish_device(&mut self) -> Result<DeviceFrame> {
+        Err(Error::Unsupported(format!("{} does not give frames in device memory", self.describe())))
+    }
+
+    /// Copies a device frame of the input's stored layout into `into` (a host frame of the
+    /// stored planes), waiting for the copy (the noise estimate of device inputs).
+    fn read_device(&mut self, frame: &DeviceFrame, into: &mut Frame) -> Result<()> {
+        let _ = (frame, into);
+        Err(Error::Unsupported(format!("{} does not read frames in device memory", self.describe())))
+    }
 
     /// The device's memory and what one more frame of `geometry` under `plan` costs there (one
     /// ring slot and one in-flight output, with per-frame working memory); `None` on host

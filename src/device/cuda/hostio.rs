@@ -19,6 +19,8 @@ use crate::planar::{Geometry, PlanarFrame};
 /// Unregisters page-locked planes of the frames [`PinnedFrames`] made.
 struct Unregister {
     ctx: Arc<CudaContext>,
+    /// A shared context stays alive while a frame registered in it lives.
+    _shared: Option<super::shared::SharedContext>,
 }
 
 impl PageLock for Unregister {
@@ -44,8 +46,8 @@ pub struct PinnedFrames {
 }
 
 impl PinnedFrames {
-    pub fn new(ctx: &Arc<CudaContext>) -> Self {
-        PinnedFrames { lock: Arc::new(Unregister { ctx: ctx.clone() }) }
+    pub fn new(ctx: &Arc<CudaContext>, shared: Option<super::shared::SharedContext>) -> Self {
+        PinnedFrames { lock: Arc::new(Unregister { ctx: ctx.clone(), _shared: shared }) }
     }
 }
 

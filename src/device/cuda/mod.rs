@@ -21,6 +21,7 @@ pub mod module;
 pub mod output;
 pub mod raw;
 pub mod ring;
+pub mod shared;
 pub mod stored;
 mod timing;
 
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext};
 
-use crate::device::frames::{plane_ranges, Frame, FramePool, HostRange};
+use crate::device::frames::{plane_ranges, DeviceFrame, Frame, FramePool, HostRange};
 use crate::device::{Backend, Configured as Ready, DeviceMemory, HostIo, StreamSetup};
 use crate::error::{BackendError, Error, Result};
 use crate::params::Algorithm;
@@ -97,19 +98,27 @@ pub struct DeviceInfo {
     pub max_shared: usize,
     /// Shared memory per SM, bytes.
     pub shared_per_sm: usize,
+    /// The context is someone else's ([`shared`]): kept alive by this.
+    pub shared: Option<shared::SharedContext>,
 }
 
 impl DeviceInfo {
-    fn open(device_id: usize) -> Result<Self> {
+    fn open(device_id: usize, shared: Option<&shared::SharedContext>) -> Result<Self> {
         // In the order a user fixes things: the driver and a device first, then the compiler.
-        let ctx = open_context(device_id).map_err(unavailable)?;
+        let ctx = match shared {
+            None => open_context(device_id).map_err(unavailable)?,
+            Some(s) => {
+                loader::ensure_driver().map_err(unavailable)?;
+                loader::guarded("CUDA driver", || s.open()).map_err(unavailable)?
+            }
+        };
         loader::ensure_nvrtc().map_err(unavailable)?;
         loader::guarded("CUDA driver", || {
             let name = ctx.name().map_err(|e| e.to_string())?;
             let compute_capability = ctx.compute_capability().map_err(|e| e.to_string())?;
             let max_shared = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).map_err(|e| e.to_string())? as usize;
             let shared_per_sm = module::shared_per_sm(&ctx)?;
-            Ok(DeviceInfo { ctx: ctx.clone(), name, compute_capability, max_shared, shared_per_sm })
+            Ok(DeviceInfo { ctx: ctx.clone(), name, compute_capability, max_shared, shared_per_sm, shared: shared.cloned() })
         })
         .map_err(unavailable)
     }
@@ -166,17 +175,38 @@ pub trait CudaAlgorithm: Send {
 /// choice).
 pub type CudaFactory = Arc<dyn Fn(&Plan, &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> + Send + Sync>;
 
+/// What was submitted into a ring slot, kept until the job whose target it is has been launched.
+enum SlotInput {
+    /// A host frame (the output goes back into it, or next to it).
+    Host(Arc<Frame>),
+    /// A frame from device memory (the frame itself is in `Configured::held_inputs`), with the
+    /// caller's device frame its output goes into, if any (else a host frame of the pool).
+    Device(Option<DeviceFrame>),
+}
+
+/// Where a launched job's output goes.
+enum Destination {
+    /// A host frame: the submitted one (`input`, written in place) or `separate`, a frame of the
+    /// pool (super-resolution's larger frames; an input frame shared with another holder; a
+    /// device input).
+    Host { input: Option<Arc<Frame>>, separate: Option<Frame> },
+    /// The caller's device frame (the copy into it queued at launch).
+    Device(DeviceFrame),
+}
+
 /// A job launched and not finished.
 struct InFlight {
     /// Its device output frame.
     output: usize,
     /// The planes copied back (the plan's output planes; every plane of a stored frame).
     planes: Vec<usize>,
-    /// The frame submitted into its target slot.
-    input: Arc<Frame>,
-    /// The host frame the output goes into when it is not `input` (super-resolution's larger
-    /// frames; an input frame shared with another holder), from the pool.
-    separate: Option<Frame>,
+    to: Destination,
+}
+
+/// A finished job's output.
+enum Finished {
+    Host(Frame),
+    Device(DeviceFrame),
 }
 
 struct Configured {
@@ -195,9 +225,12 @@ struct Configured {
     free: Vec<usize>,
     /// Jobs launched and not finished, oldest first.
     in_flight: VecDeque<InFlight>,
-    /// Per ring slot: the host frame submitted there, until the job whose target it is has been
-    /// launched (that job's output goes back into it, or next to it).
-    slot_frames: Vec<Option<Arc<Frame>>>,
+    /// Per ring slot: what was submitted there, until the job whose target it is has been
+    /// launched.
+    slot_frames: Vec<Option<SlotInput>>,
+    /// Frames from device memory whose copy into their slot (oldest first) may still run; let go
+    /// as soon as the slot's `arrived` event says the copy is done.
+    held_inputs: VecDeque<(usize, DeviceFrame)>,
     /// The slot of the newest upload: every launch waits for it (the upload stream is in order),
     /// so a finished job implies every upload before its launch is complete.
     last_upload: Option<usize>,
@@ -251,6 +284,8 @@ pub struct CudaBackend {
     upload: Stream,
     compute: Stream,
     download: Stream,
+    /// Last, so dropped after everything made in the context ([`shared`]).
+    _shared: Option<shared::SharedContext>,
 }
 
 impl CudaBackend {
@@ -258,13 +293,21 @@ impl CudaBackend {
     /// being finished, computing what `factory` makes for each plan; fails with
     /// `Error::BackendUnavailable` when CUDA or NVRTC cannot be used here.
     pub fn new(device_id: usize, pipeline_depth: usize, host_io: HostIo, factory: CudaFactory) -> Result<Self> {
-        let device = DeviceInfo::open(device_id)?;
+        Self::new_in(device_id, None, pipeline_depth, host_io, factory)
+    }
+
+    /// [`Self::new`] in a context of someone else's (`shared`: the pipeline's CUDA context) on
+    /// that context's device, or on `device_id`'s primary context without one.
+    pub fn new_in(device_id: usize, shared: Option<&shared::SharedContext>, pipeline_depth: usize, host_io: HostIo, factory: CudaFactory) -> Result<Self> {
+        let device_id = shared.map_or(device_id, |s| s.ordinal());
+        let device = DeviceInfo::open(device_id, shared)?;
         let ctx = device.ctx.clone();
         Ok(CudaBackend {
             upload: Stream::new(&ctx).map_err(backend_err)?,
             compute: Stream::new(&ctx).map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,
-            frames: if host_io.direct { FramePool::new(Arc::new(PinnedFrames::new(&ctx))) } else { FramePool::host() },
+            frames: if host_io.direct { FramePool::new(Arc::new(PinnedFrames::new(&ctx, shared.cloned()))) } else { FramePool::host() },
+            _shared: shared.cloned(),
             device,
             factory,
             depth: pipeline_depth,
@@ -341,6 +384,25 @@ impl CudaBackend {
         let targets: Vec<OutputTarget> = outs.iter().map(|&o| OutputTarget { frame: state.outputs[o].device.ptr, scratch: state.outputs[o].scratch_ptr() }).collect();
         let launch = Launch { device: &self.device, compute: &self.compute, ring: &state.ring, outputs: &targets };
         let done = algorithm.enqueue(&launch, jobs, plan)?;
+        if state.stored.is_none() && !state.resizes {
+            // A planar job of a device input (no host frame holds its input): the planes it does
+            // not compute come from its ring slot into the output frame, copied before `computed`
+            // (the slot may be refilled after that); every plane is then copied out.
+            let computed = plan.output_planes();
+            for (job, &o) in jobs.iter().zip(outs) {
+                if !matches!(state.slot_frames.get(job.slot), Some(Some(SlotInput::Device(_)))) {
+                    continue;
+                }
+                for (p, g) in state.geometry.planes.iter().enumerate().filter(|(p, _)| !computed.contains(p)) {
+                    let row = g.width * state.geometry.bytes_per_sample;
+                    let to = state.outputs[o].device.ptr + state.out_layout.offsets[p] as u64;
+                    let from = state.ring.slot_ptr(job.slot) + state.ring.layout.offsets[p] as u64;
+                    // SAFETY: both planes lie in their allocations (same geometry: no resize); the
+                    // slot is not refilled before `computed`, recorded after this on `done`.
+                    unsafe { raw::copy_rows_async(to, row, from, row, row, g.height, done) }.map_err(|e| Error::Backend(e.ctx("copying an uncomputed plane")))?;
+                }
+            }
+        }
         let mut sources = Vec::new();
         if let Some(stored) = &state.stored {
             // Before `computed`: the ring slot it reads is refilled only after that.
@@ -439,7 +501,36 @@ impl CudaBackend {
             for s in job.slots() {
                 state.ring.last_reader[s] = Some(o);
             }
-            let mut input = state.slot_frames[job.slot].take().expect("checked at launch");
+            let mut input = match state.slot_frames[job.slot].take().expect("checked at launch") {
+                SlotInput::Host(f) => f,
+                SlotInput::Device(Some(to)) => {
+                    let out = &mut state.outputs[o];
+                    if let Err(e) = out.start_copy_to_device(&layout, &copy_geometry, &to, &self.download) {
+                        state.slot_frames[job.slot] = Some(SlotInput::Device(Some(to)));
+                        return Err(backend_err(e));
+                    }
+                    state.in_flight.push_back(InFlight { output: o, planes: planes.clone(), to: Destination::Device(to) });
+                    continue;
+                }
+                SlotInput::Device(None) => {
+                    let separate = self.frames.take(&copy_geometry);
+                    let planes: Vec<usize> = (0..copy_geometry.planes.len()).collect();
+                    let out = &mut state.outputs[o];
+                    let direct = separate.pinned_ranges().filter(|_| self.host_io.direct && self.host_io.asynchronous).map(|r| r.to_vec());
+                    let queued = match direct {
+                        Some(ranges) => out.start_download_to(&layout, planes.clone(), Some(ranges), &self.download),
+                        None if !self.host_io.direct => out.start_download(&layout, planes.clone(), &self.download),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = queued {
+                        self.frames.give(separate);
+                        state.slot_frames[job.slot] = Some(SlotInput::Device(None));
+                        return Err(backend_err(e));
+                    }
+                    state.in_flight.push_back(InFlight { output: o, planes: planes.clone(), to: Destination::Host { input: None, separate: Some(separate) } });
+                    continue;
+                }
+            };
             // The output goes back into the submitted frame when this backend holds the only
             // reference to it (the engine's frames) and it has the output's planes; else into a
             // frame of the pool.
@@ -462,10 +553,10 @@ impl CudaBackend {
                 if let Some(f) = separate.take() {
                     self.frames.give(f);
                 }
-                state.slot_frames[job.slot] = Some(input);
+                state.slot_frames[job.slot] = Some(SlotInput::Host(input));
                 return Err(backend_err(e));
             }
-            state.in_flight.push_back(InFlight { output: o, planes: planes.clone(), input, separate });
+            state.in_flight.push_back(InFlight { output: o, planes: planes.clone(), to: Destination::Host { input: Some(input), separate } });
         }
         Ok(())
     }
@@ -502,7 +593,60 @@ impl CudaBackend {
         }
         // Kept until its job is launched, and by that job until it is finished: the copy may
         // still read it.
-        self.state.as_mut().expect("configured").slot_frames[slot] = Some(frame);
+        self.state.as_mut().expect("configured").slot_frames[slot] = Some(SlotInput::Host(frame));
+        Ok(())
+    }
+
+    /// [`Backend::submit_device`]: the frame's planes copied into the slot on the device (through
+    /// the stored-frame path where the format interleaves components).
+    fn submit_device_frame(&mut self, slot: usize, input: DeviceFrame, output: Option<DeviceFrame>) -> Result<()> {
+        self.bind()?;
+        let state = self.state.as_mut().ok_or_else(|| Error::State("submit before configure".into()))?;
+        if slot >= state.ring.slots {
+            return Err(Error::State(format!("ring slot {slot} out of range (ring of {})", state.ring.slots)));
+        }
+        check_device_frame("input", &input, state.host_geometry())?;
+        if let Some(out) = &output {
+            check_device_frame("output", out, state.copy_back().0)?;
+        }
+        if state.slot_frames[slot].take().is_some() {
+            // As in `submit_frame`: a frame never launched as a target.
+            state.ring.arrived(slot).synchronize().map_err(backend_err)?;
+        }
+        if let Some(o) = state.ring.last_reader[slot] {
+            self.upload.wait(&state.outputs[o].computed).map_err(backend_err)?;
+        }
+        let to = state.ring.slot_ptr(slot);
+        match &state.stored {
+            Some(stored) => stored.upload_device(input.planes(), to, &state.ring.layout, &self.upload).map_err(backend_err)?,
+            None => {
+                for (p, (g, from)) in state.geometry.planes.iter().zip(input.planes()).enumerate() {
+                    let row = g.width * state.geometry.bytes_per_sample;
+                    // SAFETY: the destination is plane `p` of the slot (rows packed); the source is
+                    // the caller's frame, checked above to hold these rows at its pitch.
+                    unsafe { raw::copy_rows_async(to + state.ring.layout.offsets[p] as u64, row, from.ptr, from.pitch, row, g.height, &self.upload) }.map_err(|e| Error::Backend(e.ctx("upload from device memory")))?;
+                }
+            }
+        }
+        state.ring.arrived(slot).record(&self.upload).map_err(backend_err)?;
+        state.last_upload = Some(slot);
+        state.held_inputs.push_back((slot, input));
+        state.slot_frames[slot] = Some(SlotInput::Device(output));
+        self.release_copied_inputs()
+    }
+
+    /// Lets go of the device inputs whose copy into the ring is done (their owners: the caller's
+    /// buffers, back to their pools at once rather than a window later).
+    fn release_copied_inputs(&mut self) -> Result<()> {
+        let Some(state) = self.state.as_mut() else { return Ok(()) };
+        while let Some((slot, _)) = state.held_inputs.front() {
+            // A slot's event recorded again (a later upload) completes later: waiting for it is
+            // only later, never early.
+            if !state.ring.arrived(*slot).is_done().map_err(backend_err)? {
+                break;
+            }
+            state.held_inputs.pop_front();
+        }
         Ok(())
     }
 
@@ -525,16 +669,32 @@ impl CudaBackend {
         Ok(())
     }
 
-    fn finish_job(&mut self) -> Result<Frame> {
+    fn finish_job(&mut self) -> Result<Finished> {
         self.bind()?;
+        let r = self.finish_oldest();
+        self.release_copied_inputs()?;
+        r
+    }
+
+    fn finish_oldest(&mut self) -> Result<Finished> {
         let state = self.state.as_mut().ok_or_else(|| Error::State("finish before configure".into()))?;
         let job = state.in_flight.pop_front().ok_or_else(|| Error::State("finish without a launched job".into()))?;
         state.free.push(job.output);
         let layout = state.copy_back().1.clone();
-        let InFlight { output: o, planes, input, separate } = job;
+        let InFlight { output: o, planes, to } = job;
+        let (input, separate) = match to {
+            Destination::Device(frame) => {
+                state.outputs[o].wait_copied().map_err(backend_err)?;
+                return Ok(Finished::Device(frame));
+            }
+            Destination::Host { input, separate } => (input, separate),
+        };
+        // The separate frame of a device input has no host input: every plane was copied back
+        // (uncomputed ones put into the output frame on the device, `enqueue_into`).
+        let separate_from_input = input.is_some();
         let (mut out, input) = match separate {
-            Some(f) => (f, Some(input)),
-            None => match Arc::try_unwrap(input) {
+            Some(f) => (f, input),
+            None => match Arc::try_unwrap(input.ok_or_else(|| Error::State("a job without a host frame for its output".into()))?) {
                 Ok(f) => (f, None),
                 Err(_) => {
                     state.outputs[o].abandon_download().map_err(backend_err)?;
@@ -553,7 +713,7 @@ impl CudaBackend {
             of.computed.synchronize().and_then(|_| of.copy_planes_sync(&layout, &planes, &mut out))
         };
         copied.map_err(backend_err)?;
-        if let Some(input) = input {
+        if let Some(input) = input.filter(|_| separate_from_input) {
             if !state.resizes && state.stored.is_none() {
                 // A separate frame of the input's planes: the planes the job did not compute
                 // are the input's.
@@ -568,8 +728,23 @@ impl CudaBackend {
                 self.frames.give(f);
             }
         }
-        Ok(out)
+        Ok(Finished::Host(out))
     }
+}
+
+/// Checks that `frame` has one plane per plane of `geometry` (the stored or planar planes of the
+/// stream), each with a pitch that holds a row.
+fn check_device_frame(what: &str, frame: &DeviceFrame, geometry: &Geometry) -> Result<()> {
+    if frame.planes().len() != geometry.planes.len() {
+        return Err(Error::InvalidFrame(format!("{what} device frame has {} planes; the stream's format has {}", frame.planes().len(), geometry.planes.len())));
+    }
+    for (p, (plane, g)) in frame.planes().iter().zip(&geometry.planes).enumerate() {
+        let row = g.width * geometry.bytes_per_sample;
+        if plane.pitch < row || plane.ptr == 0 {
+            return Err(Error::InvalidFrame(format!("{what} device frame: plane {p} at {:#x} with a pitch of {} bytes cannot hold rows of {row}", plane.ptr, plane.pitch)));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for CudaBackend {
@@ -629,7 +804,8 @@ impl Backend for CudaBackend {
             outputs,
             free,
             in_flight: VecDeque::new(),
-            slot_frames: vec![None; ring_slots],
+            slot_frames: (0..ring_slots).map(|_| None).collect(),
+            held_inputs: VecDeque::new(),
             last_upload: None,
             stored,
         });
@@ -662,7 +838,51 @@ impl Backend for CudaBackend {
         let t = std::time::Instant::now();
         let r = self.finish_job();
         count_ns(2, t);
+        match r? {
+            Finished::Host(f) => Ok(f),
+            Finished::Device(_) => Err(Error::State("finish of a job whose output goes into a device frame (finish_device)".into())),
+        }
+    }
+
+    fn takes_device_frames(&self) -> bool {
+        true
+    }
+
+    fn submit_device(&mut self, slot: usize, input: DeviceFrame, output: Option<DeviceFrame>) -> Result<()> {
+        let t = std::time::Instant::now();
+        let r = self.submit_device_frame(slot, input, output);
+        count_ns(0, t);
+        HOST_NS[3].fetch_add(1, Ordering::Relaxed);
         r
+    }
+
+    fn finish_device(&mut self) -> Result<DeviceFrame> {
+        let t = std::time::Instant::now();
+        let r = self.finish_job();
+        count_ns(2, t);
+        match r? {
+            Finished::Device(f) => Ok(f),
+            Finished::Host(f) => {
+                self.frames.give(f);
+                Err(Error::State("finish_device of a job whose output goes into a host frame (finish)".into()))
+            }
+        }
+    }
+
+    fn read_device(&mut self, frame: &DeviceFrame, into: &mut Frame) -> Result<()> {
+        self.bind()?;
+        let state = self.state.as_ref().ok_or_else(|| Error::State("read before configure".into()))?;
+        let geometry = state.host_geometry();
+        check_device_frame("input", frame, geometry)?;
+        if !into.matches(geometry) {
+            return Err(Error::InvalidFrame("host frame does not match the device frame's planes".into()));
+        }
+        for ((g, from), to) in geometry.planes.iter().zip(frame.planes()).zip(into.planes.iter_mut()) {
+            let row = g.width * geometry.bytes_per_sample;
+            // SAFETY: the source is the caller's device frame, checked to hold these rows.
+            unsafe { raw::copy_rows_to_host(to.samples.as_bytes_mut(), from.ptr, from.pitch, row, g.height) }.map_err(|e| Error::Backend(e.ctx("reading a device frame")))?;
+        }
+        Ok(())
     }
 
     fn memory(&mut self, geometry: &Geometry, plan: &Plan) -> Option<DeviceMemory> {

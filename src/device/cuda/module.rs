@@ -53,7 +53,7 @@ pub fn shared_per_sm(ctx: &CudaContext) -> Result<usize, String> {
 }
 
 type ProgramKey = (String, Vec<String>, String);
-/// (device ordinal, program name, definitions).
+/// (context handle, program name, definitions).
 type ModuleKey = (usize, String, Vec<String>);
 
 fn program_ptx_cache() -> &'static Mutex<HashMap<ProgramKey, Arc<String>>> {
@@ -151,7 +151,7 @@ fn store(path: &std::path::Path, ptx: &str) {
 
 /// The loaded module of `source` with `defines` on `ctx`'s device, once per (device, program).
 pub fn program_module(ctx: &Arc<CudaContext>, name: &str, source: &str, defines: &[String]) -> Result<Arc<CudaModule>, BackendError> {
-    let key = (ctx.ordinal(), name.to_string(), defines.to_vec());
+    let key = (ctx.cu_ctx() as usize, name.to_string(), defines.to_vec());
     if let Some(m) = program_module_cache().lock().map_err(|_| BackendError::Host("module cache poisoned".into()))?.get(&key) {
         return Ok(m.clone());
     }
@@ -164,6 +164,14 @@ pub fn program_module(ctx: &Arc<CudaContext>, name: &str, source: &str, defines:
     })?;
     program_module_cache().lock().map_err(|_| BackendError::Host("module cache poisoned".into()))?.insert(key, module.clone());
     Ok(module)
+}
+
+/// Unloads the cached modules of a context about to be destroyed by its owner (a shared
+/// context, super::shared): a later context at the same address must not find them.
+pub fn forget_context(handle: usize) {
+    if let Ok(mut cache) = program_module_cache().lock() {
+        cache.retain(|k, _| k.0 != handle);
+    }
 }
 
 #[cfg(test)]

@@ -3,18 +3,19 @@
 //! planes are copied back on the download stream into the job's host frame (the submitted frame
 //! itself, or a frame of the pool): straight into it when it is page-locked (direct host I/O,
 //! [`super::hostio`]: queued at launch, so that `finish` only waits), else into a pinned buffer
-//! that `finish` copies from, or synchronously at `finish`.
+//! that `finish` copies from, or synchronously at `finish`; or, for a caller's frame in device
+//! memory, copied into it on the device.
 
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext};
 
 use super::layout::FrameLayout;
-use super::raw::{CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
+use super::raw::{self, CuResult, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::convert::copy_bytes;
 use crate::device::cuda::raw::Context as _;
-use crate::device::frames::{plane_ranges as frame_ranges, HostRange};
-use crate::planar::PlanarFrame;
+use crate::device::frames::{plane_ranges as frame_ranges, DeviceFrame, HostRange};
+use crate::planar::{Geometry, PlanarFrame};
 
 pub struct OutputFrame {
     pub device: DeviceBuffer,
@@ -119,6 +120,27 @@ impl OutputFrame {
         self.direct = direct;
         self.queued = true;
         self.downloaded.record(stream)
+    }
+
+    /// Queues the copy of every plane at `layout` (`geometry`'s planes: rows packed) into the
+    /// caller's device frame `to` once the kernels are done, on `stream`; [`Self::wait_copied`]
+    /// waits for it.
+    pub fn start_copy_to_device(&mut self, layout: &FrameLayout, geometry: &Geometry, to: &DeviceFrame, stream: &Stream) -> CuResult<()> {
+        stream.wait(&self.computed)?;
+        for (p, (plane, dst)) in geometry.planes.iter().zip(to.planes()).enumerate() {
+            let row = plane.width * geometry.bytes_per_sample;
+            // SAFETY: the source is plane `p` of this output frame (or its stored buffer), `row`
+            // bytes x `plane.height` rows packed; the destination is the caller's device frame,
+            // checked at submit to hold those rows at its pitch and untouched by others while
+            // the backend holds it (DeviceFrame's contract).
+            unsafe { raw::copy_rows_async(dst.ptr, dst.pitch, self.source(layout, p), row, row, plane.height, stream) }.map_err(|e| e.ctx("copy into the output frame"))?;
+        }
+        self.downloaded.record(stream)
+    }
+
+    /// Waits for the copy [`Self::start_copy_to_device`] queued.
+    pub fn wait_copied(&self) -> CuResult<()> {
+        self.downloaded.synchronize()
     }
 
     /// Whether a copy back was queued for the job in this frame (at launch).

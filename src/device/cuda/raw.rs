@@ -199,6 +199,16 @@ impl Event {
         unsafe { result::event::synchronize(self.raw) }.map_err(err("cuEventSynchronize"))
     }
 
+    /// True when the work before the last record is done (never recorded: true); does not wait.
+    pub fn is_done(&self) -> CuResult<bool> {
+        // SAFETY: the event is alive.
+        match unsafe { sys::cuEventQuery(self.raw) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(err("cuEventQuery")(result::DriverError(e))),
+        }
+    }
+
     pub fn elapsed_ms(&self, end: &Event) -> CuResult<f32> {
         // SAFETY: both events are alive and were recorded with timing.
         unsafe { result::event::elapsed(self.raw, end.raw) }.map_err(err("cuEventElapsedTime"))
@@ -262,4 +272,70 @@ pub unsafe fn launch_blocks<A>(f: &cudarc::driver::CudaFunction, grid: (u32, u32
 pub unsafe fn memset(ptr: sys::CUdeviceptr, value: u8, bytes: usize, stream: &Stream) -> CuResult<()> {
     // SAFETY: the caller's contract.
     unsafe { result::memset_d8_async(ptr, value, bytes, stream.raw) }.map_err(err("cuMemsetD8Async"))
+}
+
+/// Queues on `stream` a copy of `rows` rows of `row_bytes` bytes between device addresses (any
+/// context of the device), each side at its own pitch.
+///
+/// # Safety
+/// Both ranges lie in live device allocations; nothing unordered with `stream` writes the source
+/// or touches the destination until the copy completes.
+pub unsafe fn copy_rows_async(dst: sys::CUdeviceptr, dst_pitch: usize, src: sys::CUdeviceptr, src_pitch: usize, row_bytes: usize, rows: usize, stream: &Stream) -> CuResult<()> {
+    if rows == 0 || row_bytes == 0 {
+        return Ok(());
+    }
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: row_bytes,
+        Height: rows,
+    };
+    // SAFETY: the caller's contract; the descriptor lives across the call (the driver copies it).
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to device)"))
+}
+
+/// Copies `rows` rows of `row_bytes` bytes from device memory at `src` (`src_pitch` apart) into
+/// `dst` (rows packed), waiting for the copy.
+///
+/// # Safety
+/// The source lies in a live device allocation nothing writes meanwhile.
+pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch: usize, row_bytes: usize, rows: usize) -> CuResult<()> {
+    if dst.len() < row_bytes * rows {
+        return Err(BackendError::Host(format!("copy to host: {} bytes for {rows} rows of {row_bytes}", dst.len())));
+    }
+    if rows == 0 || row_bytes == 0 {
+        return Ok(());
+    }
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        dstHost: dst.as_mut_ptr() as *mut std::ffi::c_void,
+        dstDevice: 0,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: row_bytes,
+        WidthInBytes: row_bytes,
+        Height: rows,
+    };
+    // SAFETY: the caller's contract for the source; `dst` holds `rows * row_bytes` bytes.
+    unsafe { sys::cuMemcpy2D_v2(&copy) }.result().map_err(err("cuMemcpy2D (device to host)"))
 }

@@ -22,7 +22,7 @@ use super::layout::FrameLayout;
 use super::raw::{self, CuResult, DeviceBuffer, Stream};
 use super::{module, DeviceInfo};
 use crate::device::cuda::raw::Context as _;
-use crate::device::frames::HostRange;
+use crate::device::frames::{DevicePlane, HostRange};
 use crate::error::{Error, Result};
 use crate::frame::VideoInfo;
 use crate::planar::{Geometry, PlaneGeometry};
@@ -185,6 +185,27 @@ impl StoredIo {
             // uploaded frames; pageable: the driver has read it when the call returns).
             unsafe { sys::cuMemcpyHtoDAsync_v2(to, ptr as *const std::ffi::c_void, n, stream.raw) }.result().map_err(|e| e.ctx("upload"))?;
         }
+        self.unpack_into(slot, ring_layout, stream)
+    }
+
+    /// [`Self::upload`] of a frame in device memory (`planes`: the stored memory planes at their
+    /// pitches, checked by the caller to hold the frame): copied on the device.
+    pub fn upload_device(&self, planes: &[DevicePlane], slot: u64, ring_layout: &FrameLayout, stream: &Stream) -> CuResult<()> {
+        for (p, (plane, geometry)) in planes.iter().zip(&self.in_geometry.planes).enumerate() {
+            let to = match self.in_direct[p] {
+                Some(c) => slot + ring_layout.offsets[c] as u64,
+                None => self.input.ptr + self.in_layout.offsets[p] as u64,
+            };
+            let row = geometry.width * self.in_geometry.bytes_per_sample;
+            // SAFETY: the destination lies in `input` or the ring frame (rows packed, as in
+            // `upload`); the source is the caller's device frame (DeviceFrame's contract).
+            unsafe { raw::copy_rows_async(to, row, plane.ptr, plane.pitch, row, geometry.height, stream) }.map_err(|e| e.ctx("upload from device memory"))?;
+        }
+        self.unpack_into(slot, ring_layout, stream)
+    }
+
+    /// Queues the unpacking of the uploaded stored frame into the ring frame at `slot`.
+    fn unpack_into(&self, slot: u64, ring_layout: &FrameLayout, stream: &Stream) -> CuResult<()> {
         let fi = self.in_info.format.info();
         let interleaved = |c: usize| self.in_direct[fi.components[c].memory_plane].is_none();
         let Some((mut args, grid)) = moves(&self.in_info, &self.in_planes, self.input.ptr, &self.in_layout, |c| slot + ring_layout.offsets[c] as u64, interleaved) else { return Ok(()) };
