@@ -76,7 +76,7 @@ B=.devcarry
 if [ "${1:-}" = "--collect" ]; then
   set -e
   T=${CARGO_TARGET_DIR:-target}
-  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d cuda_sr sr cuda_stored"
+  TESTS="cuda_vs_reference cuda_multipass chunked_cuda chunked nvrtc_compile cuda_bm3d bm3d cuda_sr sr cuda_stored cuda_device_frames"
   echo "== cargo build (release): GPU tests, benchmarks, pipeline_bench"
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
@@ -172,7 +172,7 @@ run_part() {
       echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; } > "$S/env.txt" 2>&1
     note "device: $GPUS GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | paste -sd' ')" ;;
   tests)
-    for t in ${TESTS:-cuda_vs_reference cuda_multipass chunked_cuda chunked cuda_bm3d bm3d cuda_stored}; do
+    for t in ${TESTS:-cuda_vs_reference cuda_multipass chunked_cuda chunked cuda_bm3d bm3d cuda_stored cuda_device_frames}; do
       timeout "$(tmo 150)" $B/$t --nocapture --test-threads=4 > "$S/$t.txt" 2>&1
       note "$t: rc=$? $(grep -E '^test result' "$S/$t.txt") $(grep -c '^SKIPPED' "$S/$t.txt") skipped"
       grep -E 'FAIL|panicked' "$S/$t.txt" | cut -c1-300 | head -20
@@ -196,7 +196,11 @@ run_part() {
     timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_stored --test-threads=1 sanitizer_smoke_stored > "$S/memcheck_stored.txt" 2>&1
     note "memcheck (stored frames): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_stored.txt" | sort | uniq -c | paste -sd' ' -)"
     timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_stored --test-threads=1 sanitizer_smoke_stored > "$S/racecheck_stored.txt" 2>&1
-    note "racecheck (stored frames): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_stored.txt" | sort | uniq -c | paste -sd' ' -)" ;;
+    note "racecheck (stored frames): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_stored.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_device_frames --test-threads=1 sanitizer_smoke_device_frames > "$S/memcheck_device_frames.txt" 2>&1
+    note "memcheck (device frames): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_device_frames.txt" | sort | uniq -c | paste -sd' ' -)"
+    timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_device_frames --test-threads=1 sanitizer_smoke_device_frames > "$S/racecheck_device_frames.txt" 2>&1
+    note "racecheck (device frames): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_device_frames.txt" | sort | uniq -c | paste -sd' ' -)" ;;
   ptxas)
     for f in "$B"/ptx/*.ptx; do
       [ -f "$f" ] || continue
