@@ -1,13 +1,18 @@
 //! Frames per second through GStreamer: `appsrc ! nlmdenoise ! fakesink` with pre-made frames, so
 //! that neither frame generation nor display limits the rate.
 //!
-//! usage: pipeline_bench WIDTH HEIGHT FRAMES [element=NAME] [format=FORMAT] [source=pool] [ELEMENT PROPERTIES...]
+//! usage: pipeline_bench WIDTH HEIGHT FRAMES [element=NAME] [format=FORMAT] [source=pool|cuda] [ELEMENT PROPERTIES...]
+//!        pipeline_bench decode=FILE.h264 [element=NAME] [ELEMENT PROPERTIES...]
 //! e.g.   pipeline_bench 1920 1080 3000 backend=cuda temporal-past=2 search-radius=3 patch-radius=2
 //!        pipeline_bench 960 540 1000 element=nlmupscale backend=cuda scale=2
 //! (`element` picks the plugin's element, default nlmdenoise; `source=pool`: after the first
 //! frame the source writes each frame into a buffer of the pool the element proposes, as a
 //! decoder would, instead of pushing buffers of its own; `format`: the caps' format, default
-//! I420, e.g. NV12 or P010_10LE.)
+//! I420, e.g. NV12 or P010_10LE; `source=cuda`: the frames are made once in CUDA memory
+//! (`cudaupload`, GStreamer's nvcodec plugin) and pushed as `memory:CUDAMemory`, so that the
+//! element copies them on the GPU: what a GPU decoder upstream costs at most, without the
+//! decoder. `decode=FILE`: an H.264 elementary stream decoded on the GPU, `filesrc ! h264parse !
+//! nvh264dec ! ELEMENT ! cudadownload ! fakesink`, against the same without the element.)
 //!
 //! Prints one table row for the pipeline with the element and one for the same pipeline without it
 //! (`appsrc ! fakesink`), so the cost of the pipeline itself is visible.
@@ -26,12 +31,114 @@ const DISTINCT_FRAMES: usize = 8;
 static SOURCE_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn run(format: &str, width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
-    run_from(format, width, height, frames, element, false)
+    run_from(format, width, height, frames, element, Source::Own)
+}
+
+/// Where the source's buffers come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Buffers of its own (system memory).
+    Own,
+    /// After the first frame, the pool the element proposes.
+    Pool,
+    /// Buffers in CUDA memory made once (`cudaupload`).
+    Cuda,
+}
+
+/// The templates uploaded into CUDA memory once: `appsrc ! cudaupload ! nlmdenoise sigma=0 !
+/// appsink` (the element, passing frames through, only offers the GPU's primary context, which
+/// cudaupload then uploads into, as a decoder after it would).
+fn cuda_templates(caps: &gst::Caps, templates: &[gst::Buffer]) -> anyhow::Result<Vec<gst::Buffer>> {
+    let pipeline = gst::parse::launch("appsrc name=src format=time ! cudaupload ! nlmdenoise sigma=0 ! appsink name=out sync=false")?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
+    let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
+    let out = pipeline.by_name("out").unwrap().downcast::<gst_app::AppSink>().map_err(|_| anyhow::anyhow!("not an appsink"))?;
+    src.set_caps(Some(caps));
+    pipeline.set_state(gst::State::Playing)?;
+    let mut made = Vec::new();
+    for t in templates {
+        src.push_buffer(t.copy())?;
+        let sample = out.pull_sample()?;
+        made.push(sample.buffer_owned().ok_or_else(|| anyhow::anyhow!("no buffer"))?);
+    }
+    pipeline.set_state(gst::State::Null)?;
+    Ok(made)
+}
+
+/// `filesrc location=FILE ! h264parse ! nvh264dec ! [ELEMENT !] cudadownload ! fakesink`:
+/// frames and frames per second.
+fn run_decode(file: &str, element: Option<(&str, &str)>) -> anyhow::Result<(u64, f64)> {
+    let middle = element.map(|(name, props)| format!("{name} name=nlm {props} ! ")).unwrap_or_default();
+    let desc = format!("filesrc location={file} ! h264parse ! nvh264dec ! {middle}cudadownload ! fakesink name=sink sync=false");
+    let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let caps_seen = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    if let Some(pad) = pipeline.by_name("nlm").and_then(|e| e.static_pad("sink")) {
+        let caps_seen = caps_seen.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |pad, _| {
+            *caps_seen.lock().unwrap() = pad.current_caps().map(|c| c.to_string());
+            gst::PadProbeReturn::Remove
+        });
+    }
+    {
+        let count = count.clone();
+        pipeline.by_name("sink").unwrap().static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            gst::PadProbeReturn::Ok
+        });
+    }
+    let bus = pipeline.bus().unwrap();
+    let start = Instant::now();
+    pipeline.set_state(gst::State::Playing)?;
+    let mut error = None;
+    for msg in bus.iter_timed(gst::ClockTime::NONE) {
+        match msg.view() {
+            gst::MessageView::Eos(..) => break,
+            gst::MessageView::Error(e) => {
+                error = Some(format!("{} ({:?})", e.error(), e.debug()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    pipeline.set_state(gst::State::Null)?;
+    if let Some(e) = error {
+        anyhow::bail!("pipeline error: {e}");
+    }
+    if let Some(c) = caps_seen.lock().unwrap().as_ref() {
+        eprintln!("element input caps: {c}");
+    }
+    let n = count.load(std::sync::atomic::Ordering::Relaxed);
+    Ok((n, n as f64 / secs))
+}
+
+fn decode_main(file: &str, name: &str, props: &str) -> anyhow::Result<()> {
+    // Warm-up: kernels compiled, the decoder's first start.
+    run_decode(file, Some((name, props)))?;
+    let mut rows = Vec::new();
+    for rep in 0..2 {
+        let (n0, without) = run_decode(file, None)?;
+        reset_counters();
+        let (n, with) = run_decode(file, Some((name, props)))?;
+        let breakdown = per_frame_breakdown(n as usize, with);
+        rows.push(format!("| #{} | {n} | {with:.1} | {without:.1} ({n0} frames) | {:.1}% |", rep + 1, 100.0 * with / without));
+        if rep == 1 {
+            println!("| run | frames | filesrc ! h264parse ! nvh264dec ! {name} {props} ! cudadownload ! fakesink, frames/s | the same without {name} | ratio |");
+            println!("|---|---:|---:|---:|---:|");
+            for r in &rows {
+                println!("{r}");
+            }
+            println!();
+            println!("{breakdown}");
+        }
+    }
+    Ok(())
 }
 
 /// `from_pool`: after the first frame, the source writes every frame into a buffer of the pool
 /// the element proposes (when it proposes one), as a decoder or camera source would.
-fn run_from(format: &str, width: usize, height: usize, frames: usize, element: Option<(&str, &str)>, from_pool: bool) -> anyhow::Result<f64> {
+fn run_from(format: &str, width: usize, height: usize, frames: usize, element: Option<(&str, &str)>, source: Source) -> anyhow::Result<f64> {
+    let from_pool = source == Source::Pool;
     let middle = element.map(|(name, props)| format!("{name} name=nlm {props} ! ")).unwrap_or_default();
     let desc = format!("appsrc name=src format=time block=true max-bytes=200000000 ! {middle}fakesink name=sink sync=false");
     let pipeline = gst::parse::launch(&desc)?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
@@ -39,7 +146,13 @@ fn run_from(format: &str, width: usize, height: usize, frames: usize, element: O
     let caps = gst::Caps::builder("video/x-raw").field("format", format).field("width", width as i32).field("height", height as i32).field("framerate", gst::Fraction::new(60, 1)).build();
     src.set_caps(Some(&caps));
     let size = gst_video::VideoInfo::from_caps(&caps)?.size();
-    let templates: Vec<gst::Buffer> = (0..DISTINCT_FRAMES).map(|i| gst::Buffer::from_mut_slice(noisy_i420(width, size, i as u32))).collect();
+    let mut templates: Vec<gst::Buffer> = (0..DISTINCT_FRAMES).map(|i| gst::Buffer::from_mut_slice(noisy_i420(width, size, i as u32))).collect();
+    if source == Source::Cuda {
+        templates = cuda_templates(&caps, &templates)?;
+        let mut cuda_caps = caps.clone();
+        cuda_caps.make_mut().set_features_simple(Some(gst::CapsFeatures::new(["memory:CUDAMemory"])));
+        src.set_caps(Some(&cuda_caps));
+    }
     let duration = gst::ClockTime::from_nseconds(1_000_000_000 / 60);
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing)?;
@@ -103,6 +216,13 @@ fn run_from(format: &str, width: usize, height: usize, frames: usize, element: O
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(file) = args.get(1).and_then(|a| a.strip_prefix("decode=")) {
+        let name = args[2..].iter().find_map(|a| a.strip_prefix("element=")).unwrap_or("nlmdenoise").to_string();
+        let props = args[2..].iter().filter(|a| !a.starts_with("element=")).cloned().collect::<Vec<_>>().join(" ");
+        gst::init()?;
+        gstnlmdenoise::plugin_register_static()?;
+        return decode_main(file, &name, &props);
+    }
     if args.len() < 4 {
         eprintln!("usage: {} WIDTH HEIGHT FRAMES [element=NAME] [format=FORMAT] [source=pool] [ELEMENT PROPERTIES...]", args[0]);
         std::process::exit(2);
@@ -111,7 +231,13 @@ fn main() -> anyhow::Result<()> {
     let height: usize = args[2].parse()?;
     let frames: usize = args[3].parse()?;
     let name = args[4..].iter().find_map(|a| a.strip_prefix("element=")).unwrap_or("nlmdenoise").to_string();
-    let from_pool = args[4..].iter().any(|a| a == "source=pool");
+    let source = if args[4..].iter().any(|a| a == "source=pool") {
+        Source::Pool
+    } else if args[4..].iter().any(|a| a == "source=cuda") {
+        Source::Cuda
+    } else {
+        Source::Own
+    };
     let format = args[4..].iter().find_map(|a| a.strip_prefix("format=")).unwrap_or("I420").to_string();
     let props = args[4..].iter().filter(|a| !a.starts_with("element=") && !a.starts_with("source=") && !a.starts_with("format=")).cloned().collect::<Vec<_>>().join(" ");
     gst::init()?;
@@ -119,12 +245,16 @@ fn main() -> anyhow::Result<()> {
     // Warm-up: first use compiles kernels and allocates the ring.
     run(&format, width, height, frames.min(60), Some((&name, &props)))?;
     reset_counters();
-    let with = run_from(&format, width, height, frames, Some((&name, &props)), from_pool)?;
+    let with = run_from(&format, width, height, frames, Some((&name, &props)), source)?;
     let breakdown = per_frame_breakdown(frames, with);
-    let without = run(&format, width, height, frames, None)?;
+    let without = run_from(&format, width, height, frames, None, if source == Source::Cuda { Source::Cuda } else { Source::Own })?;
     println!("| pipeline | size | frames | frames/s |");
     println!("|---|---|---|---|");
-    let source = if from_pool { " (source=pool: frames written into the element's pool if it offers one)" } else { "" };
+    let source = match source {
+        Source::Pool => " (source=pool: frames written into the element's pool if it offers one)",
+        Source::Cuda => " (source=cuda: frames in CUDA memory, made once)",
+        Source::Own => "",
+    };
     println!("| appsrc{source} ! {name} {props} ! fakesink | {width}x{height} {format} | {frames} | {with:.1} |");
     println!("| appsrc ! fakesink | {width}x{height} {format} | {frames} | {without:.1} |");
     println!();

@@ -106,6 +106,10 @@ impl Core {
         let Some(caps) = query.get_owned().0 else {
             return Err(gst::loggable_error!(self.cat(), "allocation query without caps"));
         };
+        if crate::cudamem::caps_in_cuda(&caps) {
+            *lock(&self.downstream) = Downstream { video_meta: true, pool: true };
+            return self.decide_cuda_allocation(query, &caps);
+        }
         let info = gst_video::VideoInfo::from_caps(&caps).map_err(|_| gst::loggable_error!(self.cat(), "invalid caps {caps}"))?;
         let size = info.size() as u32;
         let video_meta = query.find_allocation_meta::<gst_video::VideoMeta>().is_some();

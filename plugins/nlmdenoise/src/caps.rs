@@ -19,10 +19,14 @@ pub fn gst_to_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
     PixelFormat::ALL.into_iter().find(|f| format_to_gst(*f) == format && format != gst_video::VideoFormat::Unknown)
 }
 
-/// The pad templates of every element of the plugin: every engine format, any size (the caps
-/// each element accepts are then its own business).
+/// The pad templates of every element of the plugin: every engine format, any size, in system
+/// memory and in CUDA memory (`crate::cuda`: left out of caps queries where CUDA memory is
+/// unavailable); the caps each element accepts are then its own business.
 pub fn pad_templates() -> Vec<gst::PadTemplate> {
-    let caps = gst_video::VideoCapsBuilder::new().format_list(PixelFormat::ALL.into_iter().map(format_to_gst)).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
+    let formats = || PixelFormat::ALL.into_iter().map(format_to_gst);
+    let mut caps = gst_video::VideoCapsBuilder::new().format_list(formats()).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
+    let cuda = gst_video::VideoCapsBuilder::new().features([crate::cudamem::CAPS_FEATURE]).format_list(formats()).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
+    caps.merge(cuda);
     let src = gst::PadTemplate::new("src", gst::PadDirection::Src, gst::PadPresence::Always, &caps).expect("valid src template");
     let sink = gst::PadTemplate::new("sink", gst::PadDirection::Sink, gst::PadPresence::Always, &caps).expect("valid sink template");
     vec![src, sink]

@@ -45,6 +45,8 @@ pub struct Core {
     deferred: Mutex<Vec<gst::Message>>,
     dispatch: OnceLock<tracing::Dispatch>,
     element: OnceLock<glib::WeakRef<gst_base::BaseTransform>>,
+    /// The pipeline's CUDA context ([`crate::cuda`]), from READY to NULL.
+    pub(crate) cuda: Mutex<Option<crate::cudamem::CudaContext>>,
     /// What the element is for (the words of its messages): a noun and a verb.
     pub what: &'static str,
     pub doing: &'static str,
@@ -67,6 +69,7 @@ impl Core {
             refused: Default::default(),
             lateness: Default::default(),
             downstream: Default::default(),
+            cuda: Default::default(),
             deferred: Default::default(),
             dispatch: Default::default(),
             element: Default::default(),
@@ -196,7 +199,12 @@ impl Core {
         }
         // Created without the state lock held: starting CUDA and compiling kernels takes a while,
         // and latency queries must not wait for it.
-        let settings = lock(&self.settings).clone();
+        let mut settings = lock(&self.settings).clone();
+        let (cuda_in, cuda_out) = (crate::cudamem::caps_in_cuda(incaps), crate::cudamem::caps_in_cuda(outcaps));
+        if (cuda_in || cuda_out) && !settings.options.chunked() {
+            // Frames in CUDA memory: the engine computes in the pipeline's context.
+            settings.options.cuda_context = self.engine_cuda_context();
+        }
         let create = |options: &BackendOptions| with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, options));
         let mut created = create(&settings.options);
         let gpu_error = created.as_ref().err().filter(|e| crate::errors::gpu_failed(e)).map(|e| e.to_string());
@@ -238,8 +246,10 @@ impl Core {
         let delayed = denoiser.latency_frames() > 0;
         let mut guard = lock(&self.state);
         let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu()).then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
-        let lending = settings.zero_copy.then(|| Lending::new(&mut denoiser, &info, &out_info));
-        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending, passthrough: false });
+        // Engine frames lent as buffers are system memory: not with CUDA caps on either side.
+        let lending = (settings.zero_copy && !cuda_in && !cuda_out).then(|| Lending::new(&mut denoiser, &info, &out_info));
+        let fallback = fallback.map(|f| BackendOptions { cuda_context: None, ..f });
+        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending, passthrough: false, cuda_in, cuda_out });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.
@@ -286,6 +296,14 @@ macro_rules! base_transform_via_core {
         }
 
         fn query(&self, direction: gst::PadDirection, query: &mut gst::QueryRef) -> bool {
+            if self.core.answer_context_query(query) {
+                return true;
+            }
+            if matches!(query.view(), gst::QueryView::Caps(_)) {
+                let answered = BaseTransformImplExt::parent_query(self, direction, query);
+                self.core.filter_caps_query(query);
+                return answered;
+            }
             let is_latency = matches!(query.view(), gst::QueryView::Latency(_));
             if direction != gst::PadDirection::Src || !is_latency {
                 return BaseTransformImplExt::parent_query(self, direction, query);
@@ -295,6 +313,15 @@ macro_rules! base_transform_via_core {
             }
             self.core.add_latency(query);
             true
+        }
+
+        fn accept_caps(&self, direction: gst::PadDirection, caps: &gst::Caps) -> bool {
+            // CUDA memory only where it is available (crate::cuda); the base class checks the
+            // templates, which list it everywhere.
+            if crate::cudamem::caps_in_cuda(caps) && !crate::cudamem::available() {
+                return false;
+            }
+            self.parent_accept_caps(direction, caps)
         }
 
         fn src_event(&self, event: gst::Event) -> bool {
@@ -328,6 +355,29 @@ macro_rules! base_transform_via_core {
     };
 }
 pub(crate) use base_transform_via_core;
+
+/// The element calls every element of the plugin forwards to its `core` for the pipeline's CUDA
+/// context ([`crate::cuda`]): expand inside `impl ElementImpl for ...`.
+macro_rules! element_via_core {
+    () => {
+        fn set_context(&self, context: &gst::Context) {
+            self.core.set_cuda_context(context);
+            self.parent_set_context(context)
+        }
+
+        fn change_state(&self, transition: gst::StateChange) -> Result<gst::StateChangeSuccess, gst::StateChangeError> {
+            if transition == gst::StateChange::NullToReady {
+                self.core.ensure_cuda_context();
+            }
+            let r = self.parent_change_state(transition);
+            if transition == gst::StateChange::ReadyToNull {
+                self.core.release_cuda_context();
+            }
+            r
+        }
+    };
+}
+pub(crate) use element_via_core;
 
 /// `text` as a sentence of a GStreamer message: its first letter upper case.
 fn sentence(text: &str) -> String {

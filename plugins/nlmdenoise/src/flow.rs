@@ -22,6 +22,7 @@ use nlmdenoise::FrameMut;
 
 use crate::caps::{engine_info_from_caps, frame_ref};
 use crate::core::Core;
+use crate::cudamem::{self, DeviceMap};
 use crate::errors::engine_error;
 use crate::lending::{self, return_spares};
 use crate::lock;
@@ -77,6 +78,25 @@ impl Core {
             state.last_duration = inbuf.duration();
         }
         let meta = FrameMeta::of(&inbuf, self.metas);
+        let mut inbuf = inbuf;
+        if state.cuda_in && state.denoiser.takes_device_frames() && cudamem::buffer_in_cuda(&inbuf) {
+            match DeviceMap::map(inbuf, &state.info, false) {
+                Ok(input) => {
+                    // Copied into the engine's ring on the GPU (crate::cuda); the output goes
+                    // into a buffer of the element's CUDA pool where the output caps are CUDA.
+                    let output = if state.cuda_out { self.device_output(state) } else { None };
+                    let input = cudamem::device_frame(input);
+                    let denoiser = &mut state.denoiser;
+                    let pushed = with_engine_logs(self.dispatch(), || denoiser.push_device(input, output, meta));
+                    if let Err(e) = pushed {
+                        self.engine_failed(state, "Processing a frame failed", e, None)?;
+                    }
+                    return Ok(latency_changed);
+                }
+                // Not mappable on the device: through its host mapping, below.
+                Err(b) => inbuf = b,
+            }
+        }
         let inbuf = match state.lending.as_ref() {
             Some(l) => {
                 let taken = match l.input.as_ref() {
@@ -126,6 +146,23 @@ impl Core {
         Ok(latency_changed)
     }
 
+    /// A buffer of the element's CUDA output pool mapped for the engine to write on the GPU;
+    /// `None` (the output then comes through the host) where the pool gives none.
+    fn device_output(&self, state: &State) -> Option<nlmdenoise::device::DeviceFrame> {
+        let pool = self.element().buffer_pool()?;
+        if !pool.is_active() && pool.set_active(true).is_err() {
+            return None;
+        }
+        let buffer = pool.acquire_buffer(None).ok()?;
+        match DeviceMap::map(buffer, &state.out_info, true) {
+            Ok(map) => Some(cudamem::device_frame(map)),
+            Err(_) => {
+                gst::debug!(self.cat(), obj = &self.element(), "the output pool's buffer is not writable CUDA memory; output through the host");
+                None
+            }
+        }
+    }
+
     /// With sigma auto: the structure of an element message "nlmdenoise-noise" (fields sigma,
     /// chroma-sigma, timestamp) when a second of stream time has passed since the last one.
     fn noise_message(&self, state: &mut State, pts: Option<gst::ClockTime>) -> Option<gst::Structure> {
@@ -147,6 +184,16 @@ impl Core {
         let info = {
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else { return Ok(None) };
+            if let Some((meta, frame)) = state.denoiser.pop_device() {
+                // Written on the GPU and synchronised (Denoiser::pop_device).
+                let map = frame.into_owner().downcast::<DeviceMap>().map_err(|_| {
+                    self.defer(gst::message::Error::builder(gst::CoreError::Failed, "An output frame in device memory that is not the element's").src(&self.element()).build());
+                    gst::FlowError::Error
+                })?;
+                let mut buffer = map.into_buffer();
+                meta.apply(buffer.make_mut());
+                return Ok(Some(buffer));
+            }
             if let Some(l) = state.lending.as_ref().filter(|l| !l.out_store.same(&l.in_store)) {
                 // Output frames of their own planes (upscaling) go back to the engine here; with
                 // the input's planes they go on to the next input (`process_input`).
@@ -333,6 +380,7 @@ impl Core {
                 Ok(out) => return Ok(out),
                 Err(inbuf) => inbuf,
             };
+            self.adopt_buffer_context(&inbuf)?;
             let mut guard = lock(&self.state);
             let Some(state) = guard.as_mut() else {
                 gst::element_error!(obj, gst::CoreError::Negotiation, ("Received a buffer before caps"));

@@ -11,7 +11,8 @@
 //! `allocation`, `qos`, `errors`, `state`, `lending`), the settings and the shared property
 //! table (`settings`, `properties`, [`enums`]) and the caps (`caps`).
 
-#![forbid(unsafe_code)]
+// Unsafe code only where GStreamer's CUDA library is called (`cudamem`, which allows it).
+#![deny(unsafe_code)]
 
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
@@ -20,6 +21,8 @@ use gst::glib;
 mod allocation;
 mod caps;
 mod core;
+mod cuda;
+mod cudamem;
 pub mod enums;
 mod errors;
 mod flow;

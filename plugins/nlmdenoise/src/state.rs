@@ -117,4 +117,7 @@ pub struct State {
     pub lending: Option<Lending>,
     /// Frames pass through unchanged (`strength=0` or `sigma=0`); the engine holds nothing.
     pub passthrough: bool,
+    /// The input caps, and the output caps, are in CUDA memory (`crate::cuda`).
+    pub cuda_in: bool,
+    pub cuda_out: bool,
 }

@@ -88,3 +88,18 @@ impl std::fmt::Debug for SharedContext {
         write!(f, "SharedContext({:#x} on device {})", self.0.handle, self.0.ordinal)
     }
 }
+
+/// The primary context of device `ordinal` as (`CUcontext`, `CUdevice`), retained for the rest of
+/// the process: for a caller that offers it to others who do not retain it (a `GstCudaContext`
+/// wrapping it, which the element and the CLI publish to their pipelines).
+pub fn primary_context(ordinal: usize) -> Result<(usize, i32), String> {
+    use std::sync::{Mutex, OnceLock};
+    static KEPT: OnceLock<Mutex<Vec<Arc<CudaContext>>>> = OnceLock::new();
+    let ctx = super::open_context(ordinal)?;
+    let pair = (ctx.cu_ctx() as usize, ctx.cu_device());
+    let mut kept = KEPT.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !kept.iter().any(|c| c.cu_ctx() == ctx.cu_ctx()) {
+        kept.push(ctx);
+    }
+    Ok(pair)
+}

@@ -355,6 +355,8 @@ impl ObjectImpl for NlmDenoise {
 impl GstObjectImpl for NlmDenoise {}
 
 impl ElementImpl for NlmDenoise {
+    crate::core::element_via_core!();
+
     fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
         static ELEMENT_METADATA: LazyLock<gst::subclass::ElementMetadata> =
             LazyLock::new(|| gst::subclass::ElementMetadata::new("Temporal NLM denoiser", "Filter/Effect/Video", "Temporal non-local means video denoising on CUDA or CPU", "nlmdenoise developers"));
@@ -371,6 +373,11 @@ impl BaseTransformImpl for NlmDenoise {
     crate::core::base_transform_via_core!();
 
     fn propose_allocation(&self, decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
+        if self.core.propose_cuda_pool(query) {
+            // Caps in CUDA memory: a pool of the pipeline's context (crate::cuda).
+            self.core.offer_downstream_metas(decide_query, query);
+            return Ok(());
+        }
         // Input frames are read through VideoMeta, so upstream may use any strides and offsets.
         query.add_allocation_meta::<gst_video::VideoMeta>(None);
         // Buffers that are the engine's own frames, where the format and caps allow.

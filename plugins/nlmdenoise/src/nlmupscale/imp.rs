@@ -163,6 +163,8 @@ impl ObjectImpl for NlmUpscale {
 impl GstObjectImpl for NlmUpscale {}
 
 impl ElementImpl for NlmUpscale {
+    crate::core::element_via_core!();
+
     fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
         static ELEMENT_METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
             gst::subclass::ElementMetadata::new(
@@ -233,6 +235,10 @@ impl BaseTransformImpl for NlmUpscale {
     }
 
     fn propose_allocation(&self, _decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
+        if self.core.propose_cuda_pool(query) {
+            // Caps in CUDA memory: a pool of the pipeline's context (crate::cuda).
+            return Ok(());
+        }
         // Input frames are read through VideoMeta, so upstream may use any strides and offsets.
         // The query is not passed downstream: its caps are of the other size.
         query.add_allocation_meta::<gst_video::VideoMeta>(None);
