@@ -23,6 +23,10 @@
 #              BM3D, stored-frame conversion)
 #   sr         super-resolution: cuda_sr (CUDA vs the f64 reference), memcheck and racecheck on
 #              its kernels, bench_sr (kernel-only and end-to-end frames/s)
+#   cudamem    memory:CUDAMemory (nvcodec in .gst-debs): the element tests on the GPU
+#              (tests/cuda_memory.rs), pre-made CUDA frames into nlmdenoise (pipeline_bench
+#              source=cuda) beside kernel-only rows, and H.264 decoded by nvh264dec with and
+#              without nlmdenoise (NLM R-live, BM3D normal) and nlmupscale (pipeline_bench decode=)
 #   ptxas      registers, spills and stack of every fused variant (sm_90)
 #   kernel     kernel-only rows (R-live, R-knlm, 1080p), twice, for this build and every carried
 #              bench_cuda_<name>: same-lease A/B
@@ -81,8 +85,9 @@ if [ "${1:-}" = "--collect" ]; then
   cargo build --release -p nlmdenoise $(for t in $TESTS; do echo --test $t; done)
   cargo build --release -p nlmdenoise-bench
   cargo build --release -p nlmdenoise-cli
-  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak --example fault_pipeline
+  cargo build --release -p gst-plugin-nlmdenoise --example pipeline_bench --example soak --example fault_pipeline --test cuda_memory
   rm -rf "$B"; mkdir -p "$B/ptx" "$B/faultcuda"
+  cp "$(ls -t $T/release/deps/cuda_memory-* | grep -v '\.d$' | head -1)" "$B/element_cuda_memory"
   bash scripts/faults/build_shim.sh "$B/faultcuda"
   for t in $TESTS; do
     cp "$(ls -t $T/release/deps/$t-* | grep -v '\.d$' | head -1)" "$B/$t"
@@ -135,9 +140,18 @@ PY
     xz -T0 -6 -f .cache/ffmpeg-static
   fi
   if [ "${FFMPEG:-0}" = 1 ] || [ "${CLUSTER:-0}" = 1 ]; then cp .cache/ffmpeg-static.xz "$B/"; fi
-  if [ ! -f .gst-debs/activate.sh ]; then
-    ../shared/gst-runtime/fetch.sh "$PWD/.gst-debs"
+  # With plugins-bad's nvcodec (nvh264dec, cudaupload, cudadownload) for the cudamem part.
+  if [ ! -f .gst-debs/activate.sh ] || ! ls .gst-debs/gstreamer1.0-plugins-bad_*.deb >/dev/null 2>&1; then
+    NVCODEC=1 ../shared/gst-runtime/fetch.sh "$PWD/.gst-debs"
     cp ../shared/gst-runtime/activate.sh .gst-debs/
+  fi
+  # H.264 clips for the cudamem part's decode rows (x264enc here; the GPU machine has no encoder):
+  # 600 frames of 1080p, 300 of 960x540.
+  if [ "${H264:-1}" = 1 ] && gst-inspect-1.0 x264enc >/dev/null 2>&1; then
+    mkdir -p .cache/h264
+    [ -f .cache/h264/clip1080.h264 ] || gst-launch-1.0 -q videotestsrc pattern=smpte horizontal-speed=3 num-buffers=600 ! video/x-raw,width=1920,height=1080,framerate=25/1,format=I420 ! x264enc speed-preset=ultrafast bitrate=4000 key-int-max=50 ! h264parse ! filesink location=.cache/h264/clip1080.h264
+    [ -f .cache/h264/clip540.h264 ] || gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=300 ! video/x-raw,width=960,height=540,framerate=25/1,format=I420 ! x264enc speed-preset=ultrafast bitrate=2000 key-int-max=50 ! h264parse ! filesink location=.cache/h264/clip540.h264
+    cp .cache/h264/clip1080.h264 .cache/h264/clip540.h264 "$B/"
   fi
   # CLUSTER=1: x264enc (plugins-ugly, libx264) for the cluster part's H.264 rows.
   if [ "${CLUSTER:-0}" = 1 ] && ! ls .gst-debs/gstreamer1.0-plugins-ugly_*.deb >/dev/null 2>&1; then
@@ -201,6 +215,40 @@ run_part() {
     note "memcheck (device frames): rc=$? $(grep -E 'ERROR SUMMARY|test result' "$S/memcheck_device_frames.txt" | sort | uniq -c | paste -sd' ' -)"
     timeout "$(tmo 150)" "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_device_frames --test-threads=1 sanitizer_smoke_device_frames > "$S/racecheck_device_frames.txt" 2>&1
     note "racecheck (device frames): rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|test result' "$S/racecheck_device_frames.txt" | sort | uniq -c | paste -sd' ' -)" ;;
+  cudamem)
+    # memory:CUDAMemory through the elements (needs nvcodec in .gst-debs): the element tests on
+    # the GPU, then rates: pre-made CUDA frames into nlmdenoise against kernel-only, and GPU
+    # decoding with and without the element (steady state, first to last frame at the sink).
+    [ -f .gst-debs/activate.sh ] || { note "cudamem: no .gst-debs"; return 0; }
+    (
+      source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+      export GST_PLUGIN_FEATURE_RANK=nvh264sldec:NONE
+      gst-inspect-1.0 nvcodec 2>&1 | grep -E 'cudaupload|cudadownload|nvh264dec' > "$S/cudamem_nvcodec.txt"
+      timeout "$(tmo 200)" $B/element_cuda_memory --nocapture --test-threads=1 > "$S/cudamem_tests.txt" 2>&1
+      echo "element tests rc=$? $(grep -E '^test result' "$S/cudamem_tests.txt") $(grep -c '^SKIPPED' "$S/cudamem_tests.txt") skipped" > "$S/cudamem.txt"
+      grep -E 'FAIL|panicked|identical' "$S/cudamem_tests.txt" | cut -c1-300 | head -30 >> "$S/cudamem.txt"
+      RLIVE="backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2"
+      for rep in 1 2; do
+        timeout "$(tmo 60)" $B/bench_cuda --brief --only kernel --iters 300 2>&1 | grep -E 'kernel' | sed "s/^/kernel #$rep: /" >> "$S/cudamem.txt"
+        for extra in "strength=10" ""; do
+          echo "== source=cuda NV12 R-live $extra #$rep" >> "$S/cudamem.txt"
+          timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 3000 format=NV12 source=cuda $RLIVE $extra >> "$S/cudamem.txt" 2>&1 || echo "exit $? source=cuda $extra" >> "$S/cudamem.txt"
+        done
+        echo "== source=own NV12 R-live strength=10 #$rep (system memory, for comparison)" >> "$S/cudamem.txt"
+        timeout "$(tmo 90)" $B/pipeline_bench 1920 1080 3000 format=NV12 $RLIVE strength=10 >> "$S/cudamem.txt" 2>&1
+      done
+      if [ -f "$B/clip1080.h264" ]; then
+        for cfg in "$RLIVE strength=10" "$RLIVE" "backend=cuda algorithm=bm3d bm3d-profile=normal sigma=10" "backend=cuda algorithm=bm3d bm3d-profile=normal sigma=10 temporal-past=1 temporal-future=1"; do
+          echo "== decode 1080p: $cfg" >> "$S/cudamem.txt"
+          timeout "$(tmo 90)" $B/pipeline_bench decode=$B/clip1080.h264 $cfg >> "$S/cudamem.txt" 2>&1 || echo "exit $? decode $cfg" >> "$S/cudamem.txt"
+        done
+        echo "== decode 540p: nlmupscale scale=2" >> "$S/cudamem.txt"
+        timeout "$(tmo 90)" $B/pipeline_bench decode=$B/clip540.h264 element=nlmupscale backend=cuda scale=2 >> "$S/cudamem.txt" 2>&1 || echo "exit $? decode upscale" >> "$S/cudamem.txt"
+        echo "== source=cuda 960x540 nlmupscale scale=2" >> "$S/cudamem.txt"
+        timeout "$(tmo 90)" $B/pipeline_bench 960 540 1500 format=NV12 source=cuda element=nlmupscale backend=cuda scale=2 >> "$S/cudamem.txt" 2>&1
+      fi
+    )
+    note "cudamem: $(head -1 "$S/cudamem.txt")" ;;
   ptxas)
     for f in "$B"/ptx/*.ptx; do
       [ -f "$f" ] || continue

@@ -65,7 +65,7 @@ fn cuda_templates(caps: &gst::Caps, templates: &[gst::Buffer]) -> anyhow::Result
 }
 
 /// `filesrc location=FILE ! h264parse ! nvh264dec ! [ELEMENT !] cudadownload ! fakesink`:
-/// frames and frames per second.
+/// frames, and frames per second from the first frame at the sink to the last.
 fn run_decode(file: &str, element: Option<(&str, &str)>) -> anyhow::Result<(u64, f64)> {
     let middle = element.map(|(name, props)| format!("{name} name=nlm {props} ! ")).unwrap_or_default();
     let desc = format!("filesrc location={file} ! h264parse ! nvh264dec ! {middle}cudadownload ! fakesink name=sink sync=false");
@@ -79,15 +79,22 @@ fn run_decode(file: &str, element: Option<(&str, &str)>) -> anyhow::Result<(u64,
             gst::PadProbeReturn::Remove
         });
     }
+    // The rate between the first and the last frame at the sink: steady state, without the
+    // pipeline's start (the decoder's and the element's set-up).
+    let times = std::sync::Arc::new(std::sync::Mutex::new((None::<Instant>, None::<Instant>)));
     {
         let count = count.clone();
+        let times = times.clone();
         pipeline.by_name("sink").unwrap().static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, _| {
             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut t = times.lock().unwrap();
+            let now = Instant::now();
+            t.0.get_or_insert(now);
+            t.1 = Some(now);
             gst::PadProbeReturn::Ok
         });
     }
     let bus = pipeline.bus().unwrap();
-    let start = Instant::now();
     pipeline.set_state(gst::State::Playing)?;
     let mut error = None;
     for msg in bus.iter_timed(gst::ClockTime::NONE) {
@@ -100,16 +107,20 @@ fn run_decode(file: &str, element: Option<(&str, &str)>) -> anyhow::Result<(u64,
             _ => {}
         }
     }
-    let secs = start.elapsed().as_secs_f64();
     pipeline.set_state(gst::State::Null)?;
     if let Some(e) = error {
         anyhow::bail!("pipeline error: {e}");
     }
+    let (first, last) = *times.lock().unwrap();
+    let secs = match (first, last) {
+        (Some(a), Some(b)) if b > a => (b - a).as_secs_f64(),
+        _ => anyhow::bail!("fewer than two frames reached the sink"),
+    };
     if let Some(c) = caps_seen.lock().unwrap().as_ref() {
         eprintln!("element input caps: {c}");
     }
     let n = count.load(std::sync::atomic::Ordering::Relaxed);
-    Ok((n, n as f64 / secs))
+    Ok((n, (n - 1) as f64 / secs))
 }
 
 fn decode_main(file: &str, name: &str, props: &str) -> anyhow::Result<()> {
