@@ -149,8 +149,8 @@ PY
   # 600 frames of 1080p, 300 of 960x540.
   if [ "${H264:-1}" = 1 ] && gst-inspect-1.0 x264enc >/dev/null 2>&1; then
     mkdir -p .cache/h264
-    [ -f .cache/h264/clip1080.h264 ] || gst-launch-1.0 -q videotestsrc pattern=smpte horizontal-speed=3 num-buffers=600 ! video/x-raw,width=1920,height=1080,framerate=25/1,format=I420 ! x264enc speed-preset=ultrafast bitrate=4000 key-int-max=50 ! h264parse ! filesink location=.cache/h264/clip1080.h264
-    [ -f .cache/h264/clip540.h264 ] || gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=300 ! video/x-raw,width=960,height=540,framerate=25/1,format=I420 ! x264enc speed-preset=ultrafast bitrate=2000 key-int-max=50 ! h264parse ! filesink location=.cache/h264/clip540.h264
+    [ -f .cache/h264/clip1080.h264 ] || gst-launch-1.0 -q videotestsrc pattern=smpte horizontal-speed=3 num-buffers=600 ! video/x-raw,width=1920,height=1080,framerate=25/1,format=I420 ! x264enc speed-preset=ultrafast bitrate=4000 key-int-max=50 ! h264parse ! video/x-h264,stream-format=byte-stream,alignment=au ! filesink location=.cache/h264/clip1080.h264
+    [ -f .cache/h264/clip540.h264 ] || gst-launch-1.0 -q videotestsrc pattern=ball num-buffers=300 ! video/x-raw,width=960,height=540,framerate=25/1,format=I420 ! x264enc speed-preset=ultrafast bitrate=2000 key-int-max=50 ! h264parse ! video/x-h264,stream-format=byte-stream,alignment=au ! filesink location=.cache/h264/clip540.h264
     cp .cache/h264/clip1080.h264 .cache/h264/clip540.h264 "$B/"
   fi
   # CLUSTER=1: x264enc (plugins-ugly, libx264) for the cluster part's H.264 rows.

@@ -58,6 +58,10 @@ fn alloc(ctx: &Arc<CudaContext>, info: VideoInfo, live: Option<Arc<AtomicUsize>>
     let ptr = unsafe { result::malloc_sync(bytes) }.unwrap();
     // SAFETY: the allocation just made.
     unsafe { result::memset_d8_sync(ptr, POISON, bytes) }.unwrap();
+    // "Synchronous" memsets and pageable copies may still run after they return (CUDA's API
+    // synchronisation rules); a producer hands over finished frames (GStreamer's elements
+    // synchronise before they push), so the test waits too.
+    ctx.synchronize().unwrap();
     let mut at = 0;
     let dp = planes
         .iter()
@@ -84,6 +88,7 @@ fn upload(ctx: &Arc<CudaContext>, frame: &OwnedFrame, live: &Arc<AtomicUsize>) -
     }
     // SAFETY: `host` has the allocation's size.
     unsafe { result::memcpy_htod_sync(a.ptr, &host) }.unwrap();
+    ctx.synchronize().unwrap();
     let planes = a.planes.clone();
     // SAFETY: the planes lie in `a`, which the frame owns.
     unsafe { DeviceFrame::new(planes, Box::new(a)) }
@@ -197,6 +202,22 @@ fn run_device(mut d: Denoiser<usize>, ctx: &Arc<CudaContext>, inputs: &[OwnedFra
     outs
 }
 
+/// Per plane: bytes that differ from `reference`, and of those how many hold the poison.
+fn describe(reference: &OwnedFrame, f: &OwnedFrame) -> String {
+    reference
+        .planes
+        .iter()
+        .zip(&f.planes)
+        .enumerate()
+        .map(|(p, (r, x))| {
+            let diff: Vec<usize> = r.iter().zip(x).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
+            let poison = diff.iter().filter(|&&i| x[i] == POISON).count();
+            format!("plane {p}: {} of {} differ ({} poison, first at {:?})", diff.len(), r.len(), poison, diff.first())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn cases() -> Vec<(&'static str, Params)> {
     let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 1, temporal_future: 1, strength: 12.0, chroma_strength: 14.0, ..Params::default() };
     let bm3d = Bm3dParams { profile: Bm3dProfile::Fast, steps: Some(2), search_radius: Some(4), block_step: Some(3), seed_radius: Some(2), ..Default::default() };
@@ -239,6 +260,9 @@ fn check(ctx: &Arc<CudaContext>, shared: Option<SharedContext>, formats: &[Pixel
                     let to_host = run_device(engine(info, params, depth, shared.clone()), ctx, &inputs, false, &what);
                     assert_eq!(host.len(), inputs.len(), "{what}");
                     for (i, ((a, b), c)) in host.iter().zip(&to_device).zip(&to_host).enumerate() {
+                        if a != b || a != c {
+                            eprintln!("{what}: frame {i}: {} | device out: {} | host out: {}", describe(a, a), describe(a, b), describe(a, c));
+                        }
                         assert!(a == b, "{what}: frame {i}: device in, device out differs from the host path");
                         assert!(a == c, "{what}: frame {i}: device in, host out differs from the host path");
                     }

@@ -19,14 +19,16 @@ pub fn gst_to_format(format: gst_video::VideoFormat) -> Option<PixelFormat> {
     PixelFormat::ALL.into_iter().find(|f| format_to_gst(*f) == format && format != gst_video::VideoFormat::Unknown)
 }
 
-/// The pad templates of every element of the plugin: every engine format, any size, in system
-/// memory and in CUDA memory (`crate::cuda`: left out of caps queries where CUDA memory is
+/// The pad templates of every element of the plugin: every engine format, any size, in CUDA
+/// memory and in system memory (`crate::cuda`: left out of caps queries where CUDA memory is
 /// unavailable); the caps each element accepts are then its own business.
 pub fn pad_templates() -> Vec<gst::PadTemplate> {
     let formats = || PixelFormat::ALL.into_iter().map(format_to_gst);
-    let mut caps = gst_video::VideoCapsBuilder::new().format_list(formats()).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
-    let cuda = gst_video::VideoCapsBuilder::new().features([crate::cudamem::CAPS_FEATURE]).format_list(formats()).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
-    caps.merge(cuda);
+    // CUDA memory first: between two elements that take both (cudaupload, a GPU decoder) frames
+    // stay on the GPU; a neighbour of system memory only picks system memory.
+    let mut caps = gst_video::VideoCapsBuilder::new().features([crate::cudamem::CAPS_FEATURE]).format_list(formats()).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
+    let system = gst_video::VideoCapsBuilder::new().format_list(formats()).width_range(1..=MAX_SIDE).height_range(1..=MAX_SIDE).build();
+    caps.merge(system);
     let src = gst::PadTemplate::new("src", gst::PadDirection::Src, gst::PadPresence::Always, &caps).expect("valid src template");
     let sink = gst::PadTemplate::new("sink", gst::PadDirection::Sink, gst::PadPresence::Always, &caps).expect("valid sink template");
     vec![src, sink]

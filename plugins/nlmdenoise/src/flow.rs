@@ -79,6 +79,7 @@ impl Core {
         }
         let meta = FrameMeta::of(&inbuf, self.metas);
         let mut inbuf = inbuf;
+        gst::trace!(self.cat(), obj = &self.element(), "input: caps in CUDA memory {}, engine takes device frames {}, buffer in CUDA memory {}", state.cuda_in, state.denoiser.takes_device_frames(), cudamem::buffer_in_cuda(&inbuf));
         if state.cuda_in && state.denoiser.takes_device_frames() && cudamem::buffer_in_cuda(&inbuf) {
             match DeviceMap::map(inbuf, &state.info, false) {
                 Ok(input) => {
@@ -94,7 +95,10 @@ impl Core {
                     return Ok(latency_changed);
                 }
                 // Not mappable on the device: through its host mapping, below.
-                Err(b) => inbuf = b,
+                Err(b) => {
+                    gst::debug!(self.cat(), obj = &self.element(), "a CUDA buffer that cannot be mapped for its device pointers ({} memories): through the host", b.n_memory());
+                    inbuf = b
+                }
             }
         }
         let inbuf = match state.lending.as_ref() {

@@ -97,11 +97,49 @@ struct Run {
     frames: Vec<Vec<u8>>,
     context_offers: Vec<String>,
     sink_caps: Option<gst::Caps>,
+    /// At the element's last CUDA input buffer (as it arrives): the `GstCudaContext` its memory
+    /// belongs to, and the one the element answers a context query with (addresses).
+    contexts: Option<(usize, usize)>,
+}
+
+/// The start of `GstCudaMemory` (gstcudamemory.h, 1.22 to 1.26): its memory and context.
+#[repr(C)]
+struct CudaMemoryHead {
+    mem: gst::ffi::GstMemory,
+    context: *mut gst::ffi::GstObject,
+}
+
+/// The `GstCudaContext` of a buffer's first memory, if it is CUDA memory.
+fn buffer_context(buffer: &gst::BufferRef) -> Option<usize> {
+    let mem = buffer.peek_memory(0);
+    if !mem.is_type("gst.cuda.memory") {
+        return None;
+    }
+    // SAFETY: a "gst.cuda.memory" memory is a GstCudaMemory, whose layout starts as above.
+    Some(unsafe { (*(mem.as_ptr() as *const CudaMemoryHead)).context } as usize)
+}
+
+/// The `GstCudaContext` `element` answers a "gst.cuda.context" query with.
+fn element_context(element: &gst::Element) -> Option<usize> {
+    let mut q = gst::query::Context::new("gst.cuda.context");
+    if !element.static_pad("src")?.query(&mut q) {
+        return None;
+    }
+    let context = q.context_owned()?;
+    let obj = context.structure().get::<gst::Object>("gst.cuda.context").ok()?;
+    Some(obj.as_ptr() as usize)
 }
 
 /// Pushes `frames` (each `caps`' default layout) through `middle` (a gst-launch fragment between
 /// `appsrc name=src` and `appsink name=out`); `caps2`/`frames2` follow after a caps change.
 fn run(middle: &str, caps: &gst::Caps, frames: &[Vec<u8>], then: Option<(&gst::Caps, &[Vec<u8>])>) -> Run {
+    let buffers: Vec<gst::Buffer> = frames.iter().map(|f| gst::Buffer::from_slice(f.clone())).collect();
+    let then_buffers = then.map(|(c, f)| (c, f.iter().map(|f| gst::Buffer::from_slice(f.clone())).collect::<Vec<_>>()));
+    run_buffers(middle, caps, &buffers, then_buffers.as_ref().map(|(c, b)| (*c, b.as_slice())))
+}
+
+/// [`run`] with buffers made beforehand (pushed as shallow copies, timestamps set).
+fn run_buffers(middle: &str, caps: &gst::Caps, frames: &[gst::Buffer], then: Option<(&gst::Caps, &[gst::Buffer])>) -> Run {
     let desc = format!("appsrc name=src format=time ! {middle} ! appsink name=out sync=false");
     let pipeline = gst::parse::launch(&desc).unwrap().downcast::<gst::Pipeline>().unwrap();
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
@@ -117,6 +155,23 @@ fn run(middle: &str, caps: &gst::Caps, frames: &[Vec<u8>], then: Option<(&gst::C
                 }
             }
             gst::BusSyncReply::Pass
+        });
+    }
+    let contexts = std::sync::Arc::new(std::sync::Mutex::new(None));
+    if let Some(element) = pipeline.by_name("dn") {
+        let contexts = contexts.clone();
+        let weak = element.downgrade();
+        element.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            let (Some(buffer), Some(element)) = (info.buffer(), weak.upgrade()) else { return gst::PadProbeReturn::Ok };
+            match buffer_context(buffer) {
+                Some(theirs) => {
+                    // Kept for the last buffer (the element may adopt the buffers' context at
+                    // the first one).
+                    *contexts.lock().unwrap() = Some((theirs, element_context(&element).unwrap_or(0)));
+                    gst::PadProbeReturn::Ok
+                }
+                None => gst::PadProbeReturn::Ok,
+            }
         });
     }
     let collected = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -147,10 +202,10 @@ fn run(middle: &str, caps: &gst::Caps, frames: &[Vec<u8>], then: Option<(&gst::C
     }
     pipeline.set_state(gst::State::Playing).unwrap();
     let mut pts = 0;
-    let mut push = |caps: &gst::Caps, frames: &[Vec<u8>]| {
+    let mut push = |caps: &gst::Caps, frames: &[gst::Buffer]| {
         src.set_caps(Some(caps));
         for f in frames {
-            let mut b = gst::Buffer::from_slice(f.clone());
+            let mut b = f.copy();
             {
                 let b = b.get_mut().unwrap();
                 b.set_pts(gst::ClockTime::from_mseconds(40 * pts));
@@ -173,7 +228,8 @@ fn run(middle: &str, caps: &gst::Caps, frames: &[Vec<u8>], then: Option<(&gst::C
     assert_eq!(msg.type_(), gst::MessageType::Eos, "{desc}: {msg:?}");
     let frames = std::mem::take(&mut *collected.lock().unwrap());
     let context_offers = offers.lock().unwrap().clone();
-    Run { frames, context_offers, sink_caps }
+    let contexts = *contexts.lock().unwrap();
+    Run { frames, context_offers, sink_caps, contexts }
 }
 
 fn caps(format: &str, w: i32, h: i32) -> gst::Caps {
@@ -201,7 +257,7 @@ fn same_in_cuda_and_system(test: &str, element: &str, format: &str, w: i32, h: i
     let c = caps(format, w, h);
     let frames = random_frames(&c, n, 0xC0DA);
     let system = run(&format!("{element} name=dn"), &c, &frames, None);
-    let cuda = run(&format!("cudaupload ! {element} name=dn ! cudadownload"), &c, &frames, None);
+    let cuda = run(&format!("cudaupload ! video/x-raw(memory:CUDAMemory) ! {element} name=dn ! cudadownload"), &c, &frames, None);
     assert_eq!(system.frames.len(), n, "{test}: system memory lost frames");
     assert_eq!(cuda.frames.len(), n, "{test}: CUDA memory lost frames");
     let sink_caps = cuda.sink_caps.expect("negotiated");
@@ -210,6 +266,8 @@ fn same_in_cuda_and_system(test: &str, element: &str, format: &str, w: i32, h: i
         assert!(a == b, "{test}: frame {i} differs between CUDA and system memory");
     }
     assert!(cuda.context_offers.len() <= 1, "{test}: several CUDA contexts offered: {:?}", cuda.context_offers);
+    let (theirs, ours) = cuda.contexts.expect("a CUDA buffer reached the element");
+    assert_eq!(theirs, ours, "{test}: cudaupload's buffers are not in the element's CUDA context");
     eprintln!("{test}: {n} frames identical; context offered by {:?}", cuda.context_offers);
 }
 
@@ -252,7 +310,46 @@ fn cuda_memory_caps_change_and_held_frames_lose_nothing() {
     let (fa, fb) = (random_frames(&a, 7, 1), random_frames(&b, 5, 2));
     let element = "nlmdenoise backend=cuda sigma=10 temporal-past=1 temporal-future=2 name=dn";
     let system = run(element, &a, &fa, Some((&b, &fb)));
-    let cuda = run(&format!("cudaupload ! {element} ! cudadownload"), &a, &fa, Some((&b, &fb)));
+    let cuda = run(&format!("cudaupload ! video/x-raw(memory:CUDAMemory) ! {element} ! cudadownload"), &a, &fa, Some((&b, &fb)));
     assert_eq!(cuda.frames.len(), 12, "frames lost at the caps change or at EOS");
     assert!(system.frames == cuda.frames, "frames differ around a caps change in CUDA memory");
+}
+
+/// `frames` uploaded by a cudaupload of a pipeline of their own, in the CUDA context it makes
+/// for itself (not the one the element offers; as frames of a decoder started before the element,
+/// or an application's, would be).
+fn upload_in_own_context(caps: &gst::Caps, frames: &[Vec<u8>]) -> Vec<gst::Buffer> {
+    let p = gst::parse::launch("appsrc name=src format=time ! cudaupload ! video/x-raw(memory:CUDAMemory) ! appsink name=out sync=false").unwrap().downcast::<gst::Pipeline>().unwrap();
+    let src = p.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
+    let out = p.by_name("out").unwrap().downcast::<gst_app::AppSink>().unwrap();
+    src.set_caps(Some(caps));
+    p.set_state(gst::State::Playing).unwrap();
+    let mut made = Vec::new();
+    for f in frames {
+        src.push_buffer(gst::Buffer::from_slice(f.clone())).unwrap();
+        made.push(out.pull_sample().unwrap().buffer_owned().unwrap());
+    }
+    p.set_state(gst::State::Null).unwrap();
+    made
+}
+
+#[test]
+fn the_element_adopts_the_context_of_its_input() {
+    if !gpu_pipeline_or_skip("the_element_adopts_the_context_of_its_input") {
+        return;
+    }
+    let c = caps("NV12", 320, 240);
+    let frames = random_frames(&c, 8, 0xAD0);
+    let uploaded = upload_in_own_context(&c, &frames);
+    let foreign = buffer_context(&uploaded[0]).expect("CUDA memory");
+    let mut cuda_caps = c.clone();
+    cuda_caps.make_mut().set_features_simple(Some(gst::CapsFeatures::new(["memory:CUDAMemory"])));
+    let element = "nlmdenoise backend=cuda sigma=10 temporal-past=1 temporal-future=1 name=dn";
+    let system = run(element, &c, &frames, None);
+    let cuda = run_buffers(&format!("{element} ! cudadownload"), &cuda_caps, &uploaded, None);
+    assert_eq!(cuda.frames.len(), 8, "frames lost adopting the input's context");
+    assert!(system.frames == cuda.frames, "frames differ after adopting the input's context");
+    let (theirs, ours) = cuda.contexts.expect("CUDA buffers reached the element");
+    assert_eq!(theirs, foreign);
+    assert_eq!(ours, theirs, "the element did not adopt its input's CUDA context");
 }
