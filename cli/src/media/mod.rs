@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! filesrc ! decodebin ─video─> queue ! videoconvert ! nlmdenoise ! videoconvert ! videoflip ! x264enc ! queue ─> mp4mux/matroskamux ! filesink
+//!                     (a GPU decoder: ─video─> queue ! nlmdenoise, frames in CUDA memory)
 //!                     └audio─> queue ! audioconvert ! audioresample ! avenc_aac/opusenc ! queue ──────────────┘
 //! (y4m input: appsrc instead of filesrc ! decodebin; .y4m output: ... ! videoconvert ! appsink, written by the y4m writer)
 //! ```
@@ -70,6 +71,8 @@ struct Shared {
     orientation: Mutex<Option<String>>,
     /// An error found in a callback, reported instead of GStreamer's own.
     error: Mutex<Option<String>>,
+    /// The decoder gives its frames to the element in GPU memory (`pipeline::gpu_frames`).
+    gpu_frames: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -19,6 +19,9 @@ use crate::{BitDepthArg, Cli, Container};
 pub struct VideoBranch {
     /// The branch's first element (a queue), where the source links.
     pub entry: gst::Element,
+    /// The format converter after it, left out for frames in GPU memory ([`gpu_frames`]).
+    pub convert_in: gst::Element,
+    pub denoiser: gst::Element,
     /// Pins the format the element works in (see `working_caps`): videoconvert alone would pick
     /// the "least lossy" format, Y444_16LE, for everything.
     pub format_filter: gst::Element,
@@ -38,7 +41,7 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
     let conv_in = make("videoconvert")?;
     let conv_out = make("videoconvert")?;
     let format_filter = make("capsfilter")?;
-    let mut chain = vec![vqueue.clone(), conv_in, format_filter.clone(), den.clone(), conv_out];
+    let mut chain = vec![vqueue.clone(), conv_in.clone(), format_filter.clone(), den.clone(), conv_out];
     let mut mux = None;
     let mut encoder_filter: Option<gst::Element> = None;
     match container {
@@ -100,7 +103,7 @@ pub fn build_video_branch(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cl
         let pad = m.request_pad_simple("video_%u").context("the muxer refused a video stream")?;
         chain.last().unwrap().static_pad("src").unwrap().link(&pad).context("linking video to the muxer")?;
     }
-    Ok(VideoBranch { entry: vqueue, format_filter, encoder_filter, mux })
+    Ok(VideoBranch { entry: vqueue, convert_in: conv_in, denoiser: den.clone(), format_filter, encoder_filter, mux })
 }
 
 /// Counts the frames that leave the element, and ends the video branch at its entry at
@@ -241,6 +244,8 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
     let sh = shared.clone();
     let mux_ = video.mux.clone();
     let filter = video.format_filter.clone();
+    let (entry, convert_in, den) = (video.entry.clone(), video.convert_in.clone(), video.denoiser.clone());
+    let on_gpu = !matches!(cli.backend, nlmdenoise::BackendKind::Cpu | nlmdenoise::BackendKind::Reference);
     let (enc_filter, bit_depth) = (video.encoder_filter.clone(), cli.bit_depth);
     // A segment past the input's first frames seeks to them (frame-exact where it can: `seek`).
     if cli.segment.is_some_and(|s| s.input_frames(cli.params().frames_needed()).0 > 0) {
@@ -267,7 +272,17 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
             });
         }
         if name.starts_with("video/") && !sh.video_linked.swap(true, Ordering::SeqCst) {
-            filter.set_property("caps", working_caps(&caps));
+            if on_gpu && gpu_frames(pad, &den) {
+                // Decoded on the GPU: the frames go into the element in GPU memory, copied there
+                // on the device; the converter (system memory) is left out.
+                if let Err(e) = leave_out_converter(&pipeline, &entry, &convert_in, &filter, &den) {
+                    post_error(dec, &sh, format!("{e:#}"));
+                    return;
+                }
+                sh.gpu_frames.store(true, Ordering::SeqCst);
+            } else {
+                filter.set_property("caps", working_caps(&caps));
+            }
             let decoded = caps.is_fixed().then(|| gst_video::VideoInfo::from_caps(&caps).ok()).flatten();
             if let (Some(f), Some(info)) = (&enc_filter, decoded) {
                 let (enc_format, note) = encoder_format(&info.format_info(), bit_depth);
@@ -336,6 +351,33 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
         }
     });
     Ok(())
+}
+
+/// True when the decoder behind `pad` can give frames in CUDA memory (GStreamer's nvcodec
+/// decoders) that `den` takes as they are: CUDA memory is available to the element and the
+/// decoded format is one the engine works in.
+fn gpu_frames(pad: &gst::Pad, den: &gst::Element) -> bool {
+    let Some(sink) = den.static_pad("sink") else { return false };
+    let offered = pad.query_caps(None);
+    let in_cuda = |c: &gst::Caps| c.iter_with_features().any(|(_, f)| f.contains("memory:CUDAMemory"));
+    if !in_cuda(&offered) {
+        return false;
+    }
+    let taken = sink.query_caps(None);
+    let both = offered.intersect(&taken);
+    in_cuda(&both)
+}
+
+/// `entry ! den` instead of `entry ! convert ! filter ! den`.
+fn leave_out_converter(pipeline: &gst::Pipeline, entry: &gst::Element, convert: &gst::Element, filter: &gst::Element, den: &gst::Element) -> Result<()> {
+    entry.unlink(convert);
+    convert.unlink(filter);
+    filter.unlink(den);
+    for e in [convert, filter] {
+        let _ = e.set_state(gst::State::Null);
+    }
+    pipeline.remove_many([convert, filter]).context("removing the format converter")?;
+    entry.link(den).context("linking the decoder's frames in GPU memory to the denoiser")
 }
 
 fn video_encoder(cli: &Cli) -> Result<gst::Element> {

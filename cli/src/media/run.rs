@@ -271,6 +271,9 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
         let input_kind = input_desc.unwrap_or_else(|| format!("video {format} {fps} fps"));
         let shown = if input == "-" { "standard input".to_string() } else { format!("'{input}'") };
         eprintln!("  input:  {shown} ({input_kind}, {})", audio.as_deref().unwrap_or("no audio"));
+        if shared.gpu_frames.load(Ordering::SeqCst) {
+            eprintln!("  decoded on the GPU: frames went to the denoiser in GPU memory (no host copy)");
+        }
         let encoding = lock(&shared.encoding).clone();
         match output {
             None => eprintln!("  output: discarded"),

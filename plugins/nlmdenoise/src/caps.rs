@@ -34,6 +34,22 @@ pub fn pad_templates() -> Vec<gst::PadTemplate> {
     vec![src, sink]
 }
 
+/// `caps` with each structure also in the other memory (system <-> CUDA, after the structure's
+/// own, so that frames stay where they are when both sides can): both elements take frames in
+/// one memory and give them in the other (the engine copies on the GPU, or through the host).
+/// Without CUDA memory available here, the caps as they are.
+pub fn in_either_memory(caps: &gst::Caps) -> gst::Caps {
+    if !crate::cudamem::available() || caps.is_any() {
+        return caps.clone();
+    }
+    let mut out = caps.clone();
+    for (s, f) in caps.iter_with_features() {
+        let other = if crate::cudamem::is_cuda_features(f) { gst::CapsFeatures::new_empty() } else { gst::CapsFeatures::new([crate::cudamem::CAPS_FEATURE]) };
+        out.merge_structure_full(s.to_owned(), Some(other));
+    }
+    out
+}
+
 /// The caps' video info and the engine's: an error message where the caps are not video or the
 /// format is not one of the engine's.
 pub fn engine_info_from_caps(caps: &gst::CapsRef) -> Result<(gst_video::VideoInfo, nlmdenoise::VideoInfo), String> {

@@ -246,8 +246,9 @@ impl Core {
         let delayed = denoiser.latency_frames() > 0;
         let mut guard = lock(&self.state);
         let fallback = (settings.options.kind == BackendKind::Auto && !settings.options.chunked() && denoiser.on_gpu()).then(|| BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
-        // Engine frames lent as buffers are system memory: not with CUDA caps on either side.
-        let lending = (settings.zero_copy && !cuda_in && !cuda_out).then(|| Lending::new(&mut denoiser, &info, &out_info));
+        // Engine frames lent as buffers are system memory: not for output caps in CUDA memory (an
+        // input in CUDA memory is copied on the GPU, or lent frames are not proposed upstream).
+        let lending = (settings.zero_copy && !cuda_out).then(|| Lending::new(&mut denoiser, &info, &out_info));
         let fallback = fallback.map(|f| BackendOptions { cuda_context: None, ..f });
         *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending, passthrough: false, cuda_in, cuda_out });
         drop(guard);

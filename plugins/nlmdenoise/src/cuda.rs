@@ -58,12 +58,19 @@ impl Core {
     /// NULL -> READY: finds or makes the pipeline's CUDA context (see the module doc). Nothing
     /// where CUDA memory is unavailable; on the host backends (`backend=cpu`) the element does
     /// not make a context of its own (it would start the GPU for nothing): it takes the one its
-    /// neighbours, the application or its first CUDA buffer bring.
+    /// neighbours, the application or its first CUDA buffer bring (or, at the first allocation
+    /// in CUDA memory, makes one after all).
     pub fn ensure_cuda_context(&self) {
+        let make_own = !matches!(lock(&self.settings).options.kind, nlmdenoise::BackendKind::Cpu | nlmdenoise::BackendKind::Reference);
+        self.find_cuda_context(make_own);
+    }
+
+    /// [`Self::ensure_cuda_context`]; `make_own`: where nobody has a context, wrap the GPU's
+    /// primary context and offer it.
+    fn find_cuda_context(&self, make_own: bool) {
         if !cudamem::available() || lock(&self.cuda).is_some() {
             return;
         }
-        let make_own = !matches!(lock(&self.settings).options.kind, nlmdenoise::BackendKind::Cpu | nlmdenoise::BackendKind::Reference);
         let obj = self.element();
         let device = self.wanted_device();
         for pad in [obj.src_pad(), obj.sink_pad()] {
@@ -149,6 +156,10 @@ impl Core {
 
     /// A CUDA buffer pool of the element's context for `caps`, configured (min `min`, unbounded).
     pub(crate) fn cuda_pool(&self, caps: &gst::Caps, min: u32) -> Option<gst::BufferPool> {
+        if lock(&self.cuda).is_none() {
+            // The host backends find the context late: the CUDA neighbours have theirs by now.
+            self.find_cuda_context(true);
+        }
         let ctx = lock(&self.cuda).clone()?;
         let info = gst_video::VideoInfo::from_caps(caps).ok()?;
         let pool = ctx.buffer_pool();

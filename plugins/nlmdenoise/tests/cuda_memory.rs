@@ -266,6 +266,12 @@ fn same_in_cuda_and_system(test: &str, element: &str, format: &str, w: i32, h: i
         assert!(a == b, "{test}: frame {i} differs between CUDA and system memory");
     }
     assert!(cuda.context_offers.len() <= 1, "{test}: several CUDA contexts offered: {:?}", cuda.context_offers);
+    // Across memories: CUDA in, system out (the engine's output comes to the host), and system
+    // in, CUDA out.
+    let cuda_in = run(&format!("cudaupload ! video/x-raw(memory:CUDAMemory) ! {element} ! video/x-raw"), &c, &frames, None);
+    let cuda_out = run(&format!("{element} ! video/x-raw(memory:CUDAMemory) ! cudadownload"), &c, &frames, None);
+    assert!(system.frames == cuda_in.frames, "{test}: CUDA in, system out differs");
+    assert!(system.frames == cuda_out.frames, "{test}: system in, CUDA out differs");
     let (theirs, ours) = cuda.contexts.expect("a CUDA buffer reached the element");
     assert_eq!(theirs, ours, "{test}: cudaupload's buffers are not in the element's CUDA context");
     eprintln!("{test}: {n} frames identical; context offered by {:?}", cuda.context_offers);

@@ -372,6 +372,15 @@ impl ElementImpl for NlmDenoise {
 impl BaseTransformImpl for NlmDenoise {
     crate::core::base_transform_via_core!();
 
+    fn transform_caps(&self, _direction: gst::PadDirection, caps: &gst::Caps, filter: Option<&gst::Caps>) -> Option<gst::Caps> {
+        // Same frames either way, in either memory (crate::cuda).
+        let out = crate::caps::in_either_memory(caps);
+        Some(match filter {
+            Some(f) => f.intersect_with_mode(&out, gst::CapsIntersectMode::First),
+            None => out,
+        })
+    }
+
     fn propose_allocation(&self, decide_query: Option<&gst::query::Allocation>, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
         if self.core.propose_cuda_pool(query) {
             // Caps in CUDA memory: a pool of the pipeline's context (crate::cuda).

@@ -227,6 +227,8 @@ impl BaseTransformImpl for NlmUpscale {
                 out.append_structure_full(s, Some(features.to_owned()));
             }
         }
+        // In either memory (crate::cuda).
+        let out = crate::caps::in_either_memory(&out);
         gst::debug!(CAT, imp = self, "transformed {caps} ({direction:?}) into {out}");
         Some(match filter {
             Some(f) => f.intersect_with_mode(&out, gst::CapsIntersectMode::First),
