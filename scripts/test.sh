@@ -72,7 +72,7 @@ if [ $# -eq 0 ]; then
   echo "== element tests under the leaks tracer (GST_TRACERS=leaks)"
   LEAKS_LOG=target/leaks-output.txt
   if env -u NLMDENOISE_TEST_SKIP_LOG GST_TRACERS=leaks GST_DEBUG=GST_TRACER:7 NLM_TEST_DEINIT_AT_EXIT=1 cargo test -p gst-plugin-nlmdenoise "${PROFILE_ARGS[@]}" \
-      --test element --test scenarios --test upscale --test pipeline --test chunks --test zero_copy --test logging --test fuzz_element --test lifecycle > "$LEAKS_LOG" 2>&1; then
+      --test element --test scenarios --test upscale --test pipeline --test chunks --test zero_copy --test logging --test fuzz_element --test lifecycle --test cuda_memory > "$LEAKS_LOG" 2>&1; then
     echo "leaks tracer: $(grep -c '^test result: ok' "$LEAKS_LOG") test binaries, nothing alive at exit"
   else
     status=1

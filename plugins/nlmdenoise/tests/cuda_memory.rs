@@ -80,7 +80,8 @@ fn without_cuda_memory_a_forced_cuda_pipeline_does_not_link() {
         skip("without_cuda_memory_a_forced_cuda_pipeline_does_not_link", "a GPU is present");
         return;
     }
-    let r = gst::parse::launch("videotestsrc num-buffers=3 ! video/x-raw(memory:CUDAMemory),format=NV12,width=64,height=48 ! nlmdenoise ! fakesink");
+    // FATAL_ERRORS: no half-linked pipeline comes back with the error (it would leak).
+    let r = gst::parse::launch_full("videotestsrc num-buffers=3 ! video/x-raw(memory:CUDAMemory),format=NV12,width=64,height=48 ! nlmdenoise ! fakesink", None, gst::ParseFlags::FATAL_ERRORS);
     assert!(r.is_err(), "linked CUDA memory into nlmdenoise without a GPU");
     // System memory still runs.
     let p = gst::parse::launch("videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=64,height=48 ! nlmdenoise ! fakesink").unwrap();
@@ -135,11 +136,13 @@ fn element_context(element: &gst::Element) -> Option<usize> {
 fn run(middle: &str, caps: &gst::Caps, frames: &[Vec<u8>], then: Option<(&gst::Caps, &[Vec<u8>])>) -> Run {
     let buffers: Vec<gst::Buffer> = frames.iter().map(|f| gst::Buffer::from_slice(f.clone())).collect();
     let then_buffers = then.map(|(c, f)| (c, f.iter().map(|f| gst::Buffer::from_slice(f.clone())).collect::<Vec<_>>()));
-    run_buffers(middle, caps, &buffers, then_buffers.as_ref().map(|(c, b)| (*c, b.as_slice())))
+    run_buffers(middle, caps, &buffers, then_buffers.as_ref().map(|(c, b)| (*c, b.as_slice())), None)
 }
 
 /// [`run`] with buffers made beforehand (pushed as shallow copies, timestamps set).
-fn run_buffers(middle: &str, caps: &gst::Caps, frames: &[gst::Buffer], then: Option<(&gst::Caps, &[gst::Buffer])>) -> Run {
+/// `flush_at`: before the element's input buffer of that index, a flush (flush-start,
+/// flush-stop, a new segment) goes into the element.
+fn run_buffers(middle: &str, caps: &gst::Caps, frames: &[gst::Buffer], then: Option<(&gst::Caps, &[gst::Buffer])>, flush_at: Option<usize>) -> Run {
     let desc = format!("appsrc name=src format=time ! {middle} ! appsink name=out sync=false");
     let pipeline = gst::parse::launch(&desc).unwrap().downcast::<gst::Pipeline>().unwrap();
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
@@ -172,6 +175,17 @@ fn run_buffers(middle: &str, caps: &gst::Caps, frames: &[gst::Buffer], then: Opt
                 }
                 None => gst::PadProbeReturn::Ok,
             }
+        });
+    }
+    if let (Some(at), Some(element)) = (flush_at, pipeline.by_name("dn")) {
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        element.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |pad, _| {
+            if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == at {
+                pad.send_event(gst::event::FlushStart::new());
+                pad.send_event(gst::event::FlushStop::new(true));
+                pad.send_event(gst::event::Segment::new(&gst::FormattedSegment::<gst::ClockTime>::new()));
+            }
+            gst::PadProbeReturn::Ok
         });
     }
     let collected = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -352,10 +366,25 @@ fn the_element_adopts_the_context_of_its_input() {
     cuda_caps.make_mut().set_features_simple(Some(gst::CapsFeatures::new(["memory:CUDAMemory"])));
     let element = "nlmdenoise backend=cuda sigma=10 temporal-past=1 temporal-future=1 name=dn";
     let system = run(element, &c, &frames, None);
-    let cuda = run_buffers(&format!("{element} ! cudadownload"), &cuda_caps, &uploaded, None);
+    let cuda = run_buffers(&format!("{element} ! cudadownload"), &cuda_caps, &uploaded, None, None);
     assert_eq!(cuda.frames.len(), 8, "frames lost adopting the input's context");
     assert!(system.frames == cuda.frames, "frames differ after adopting the input's context");
     let (theirs, ours) = cuda.contexts.expect("CUDA buffers reached the element");
     assert_eq!(theirs, foreign);
     assert_eq!(ours, theirs, "the element did not adopt its input's CUDA context");
+}
+
+#[test]
+fn cuda_memory_flush_mid_window_matches_system_memory() {
+    if !gpu_pipeline_or_skip("cuda_memory_flush_mid_window_matches_system_memory") {
+        return;
+    }
+    let c = caps("NV12", 320, 240);
+    let frames: Vec<gst::Buffer> = random_frames(&c, 10, 0xF1).into_iter().map(gst::Buffer::from_slice).collect();
+    let element = "nlmdenoise backend=cuda sigma=10 temporal-past=1 temporal-future=2 pipeline-depth=1 name=dn";
+    let system = run_buffers(element, &c, &frames, None, Some(5));
+    let cuda = run_buffers(&format!("cudaupload ! video/x-raw(memory:CUDAMemory) ! {element} ! cudadownload"), &c, &frames, None, Some(5));
+    // Frames held in the window at the flush are dropped (by definition), the same either way.
+    assert!(system.frames.len() < 10 && system.frames.len() >= 5, "{} frames out of 10 around a flush", system.frames.len());
+    assert!(system.frames == cuda.frames, "a flush mid-window in CUDA memory gives other frames ({} against {})", cuda.frames.len(), system.frames.len());
 }
