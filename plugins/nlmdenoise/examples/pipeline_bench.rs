@@ -49,7 +49,9 @@ enum Source {
 /// appsink` (the element, passing frames through, only offers the GPU's primary context, which
 /// cudaupload then uploads into, as a decoder after it would).
 fn cuda_templates(caps: &gst::Caps, templates: &[gst::Buffer]) -> anyhow::Result<Vec<gst::Buffer>> {
-    let pipeline = gst::parse::launch("appsrc name=src format=time ! cudaupload ! video/x-raw(memory:CUDAMemory) ! nlmdenoise sigma=0 ! appsink name=out sync=false")?.downcast::<gst::Pipeline>().map_err(|_| anyhow::anyhow!("not a pipeline"))?;
+    let pipeline = gst::parse::launch("appsrc name=src format=time ! cudaupload ! video/x-raw(memory:CUDAMemory) ! nlmdenoise sigma=0 ! appsink name=out sync=false")?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| anyhow::anyhow!("not a pipeline"))?;
     let src = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().map_err(|_| anyhow::anyhow!("not an appsrc"))?;
     let out = pipeline.by_name("out").unwrap().downcast::<gst_app::AppSink>().map_err(|_| anyhow::anyhow!("not an appsink"))?;
     src.set_caps(Some(caps));

@@ -250,7 +250,20 @@ impl Core {
         // input in CUDA memory is copied on the GPU, or lent frames are not proposed upstream).
         let lending = (settings.zero_copy && !cuda_out).then(|| Lending::new(&mut denoiser, &info, &out_info));
         let fallback = fallback.map(|f| BackendOptions { cuda_context: None, ..f });
-        *guard = Some(State { info, engine_info, out_info, denoiser, generation: settings.generation, last_duration: None, last_noise_message: None, fallback, lending, passthrough: false, cuda_in, cuda_out });
+        *guard = Some(State {
+            info,
+            engine_info,
+            out_info,
+            denoiser,
+            generation: settings.generation,
+            last_duration: None,
+            last_noise_message: None,
+            fallback,
+            lending,
+            passthrough: false,
+            cuda_in,
+            cuda_out,
+        });
         drop(guard);
         if delayed {
             // A latency query answered before the caps were known reported no delay.

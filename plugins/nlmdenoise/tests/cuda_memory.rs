@@ -66,7 +66,8 @@ fn without_cuda_memory_caps_queries_leave_it_out() {
         assert!(has_cuda_structure(&sink.pad_template_caps()), "{name}: the template lists CUDA memory");
         assert!(!has_cuda_structure(&sink.query_caps(None)), "{name}: sink caps offer CUDA memory without a GPU: {}", sink.query_caps(None));
         assert!(!has_cuda_structure(&src.query_caps(None)), "{name}: src caps offer CUDA memory without a GPU");
-        let cuda = gst::Caps::builder("video/x-raw").features(["memory:CUDAMemory"]).field("format", "NV12").field("width", 64).field("height", 48).field("framerate", gst::Fraction::new(25, 1)).build();
+        let cuda =
+            gst::Caps::builder("video/x-raw").features(["memory:CUDAMemory"]).field("format", "NV12").field("width", 64).field("height", 48).field("framerate", gst::Fraction::new(25, 1)).build();
         assert!(!sink.query_accept_caps(&cuda), "{name}: accepts CUDA memory without a GPU");
         let system = gst::Caps::builder("video/x-raw").field("format", "NV12").field("width", 64).field("height", 48).field("framerate", gst::Fraction::new(25, 1)).build();
         assert!(sink.query_accept_caps(&system), "{name}: refuses system memory");

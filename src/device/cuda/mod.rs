@@ -624,7 +624,8 @@ impl CudaBackend {
                     let row = g.width * state.geometry.bytes_per_sample;
                     // SAFETY: the destination is plane `p` of the slot (rows packed); the source is
                     // the caller's frame, checked above to hold these rows at its pitch.
-                    unsafe { raw::copy_rows_async(to + state.ring.layout.offsets[p] as u64, row, from.ptr, from.pitch, row, g.height, &self.upload) }.map_err(|e| Error::Backend(e.ctx("upload from device memory")))?;
+                    unsafe { raw::copy_rows_async(to + state.ring.layout.offsets[p] as u64, row, from.ptr, from.pitch, row, g.height, &self.upload) }
+                        .map_err(|e| Error::Backend(e.ctx("upload from device memory")))?;
                 }
             }
         }
