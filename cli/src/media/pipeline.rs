@@ -279,7 +279,15 @@ pub fn add_decoder(pipeline: &gst::Pipeline, video: &VideoBranch, cli: &Cli, inp
                     post_error(dec, &sh, format!("{e:#}"));
                     return;
                 }
-                sh.gpu_frames.store(true, Ordering::SeqCst);
+                // Said in the summary when the first frame does arrive in GPU memory (the
+                // decoder negotiates again once linked).
+                let sh3 = sh.clone();
+                den.static_pad("sink").unwrap().add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+                    if let Some(b) = info.buffer() {
+                        sh3.gpu_frames.store(b.n_memory() > 0 && b.peek_memory(0).is_type("gst.cuda.memory"), Ordering::SeqCst);
+                    }
+                    gst::PadProbeReturn::Remove
+                });
             } else {
                 filter.set_property("caps", working_caps(&caps));
             }

@@ -617,17 +617,20 @@ impl CudaBackend {
             self.upload.wait(&state.outputs[o].computed).map_err(backend_err)?;
         }
         let to = state.ring.slot_ptr(slot);
-        match &state.stored {
-            Some(stored) => stored.upload_device(input.planes(), to, &state.ring.layout, &self.upload).map_err(backend_err)?,
-            None => {
-                for (p, (g, from)) in state.geometry.planes.iter().zip(input.planes()).enumerate() {
-                    let row = g.width * state.geometry.bytes_per_sample;
-                    // SAFETY: the destination is plane `p` of the slot (rows packed); the source is
-                    // the caller's frame, checked above to hold these rows at its pitch.
-                    unsafe { raw::copy_rows_async(to + state.ring.layout.offsets[p] as u64, row, from.ptr, from.pitch, row, g.height, &self.upload) }
-                        .map_err(|e| Error::Backend(e.ctx("upload from device memory")))?;
-                }
-            }
+        let queued = match &state.stored {
+            Some(stored) => stored.upload_device(input.planes(), to, &state.ring.layout, &self.upload).map_err(backend_err),
+            None => state.geometry.planes.iter().zip(input.planes()).enumerate().try_for_each(|(p, (g, from))| {
+                let row = g.width * state.geometry.bytes_per_sample;
+                // SAFETY: the destination is plane `p` of the slot (rows packed); the source is
+                // the caller's frame, checked above to hold these rows at its pitch.
+                unsafe { raw::copy_rows_async(to + state.ring.layout.offsets[p] as u64, row, from.ptr, from.pitch, row, g.height, &self.upload) }
+                    .map_err(|e| Error::Backend(e.ctx("upload from device memory")))
+            }),
+        };
+        if let Err(e) = queued {
+            // Copies queued before the failure may still read the frame: done before it goes.
+            let _ = self.upload.synchronize();
+            return Err(e);
         }
         state.ring.arrived(slot).record(&self.upload).map_err(backend_err)?;
         state.last_upload = Some(slot);
