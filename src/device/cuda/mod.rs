@@ -284,6 +284,10 @@ pub struct CudaBackend {
     upload: Stream,
     compute: Stream,
     download: Stream,
+    /// Copies of device frames to the host for the noise estimate (`read_device`): a stream of
+    /// their own, so that waiting for one waits for nothing else (the synchronous copy functions
+    /// run on the context's default stream).
+    read: Stream,
     /// Last, so dropped after everything made in the context ([`shared`]).
     _shared: Option<shared::SharedContext>,
 }
@@ -306,6 +310,7 @@ impl CudaBackend {
             upload: Stream::new(&ctx).map_err(backend_err)?,
             compute: Stream::new(&ctx).map_err(backend_err)?,
             download: Stream::new(&ctx).map_err(backend_err)?,
+            read: Stream::new(&ctx).map_err(backend_err)?,
             frames: if host_io.direct { FramePool::new(Arc::new(PinnedFrames::new(&ctx, shared.cloned()))) } else { FramePool::host() },
             _shared: shared.cloned(),
             device,
@@ -347,7 +352,7 @@ impl CudaBackend {
 
     /// Every stream work is queued on: the backend's and the algorithm's.
     fn streams(&self) -> Vec<&Stream> {
-        let mut s = vec![&self.upload, &self.compute, &self.download];
+        let mut s = vec![&self.upload, &self.compute, &self.download, &self.read];
         if let Some((_, a)) = &self.algorithm {
             s.extend(a.streams());
         }
@@ -881,12 +886,19 @@ impl Backend for CudaBackend {
         if !into.matches(geometry) {
             return Err(Error::InvalidFrame("host frame does not match the device frame's planes".into()));
         }
+        let mut queued = Ok(());
         for ((g, from), to) in geometry.planes.iter().zip(frame.planes()).zip(into.planes.iter_mut()) {
             let row = g.width * geometry.bytes_per_sample;
-            // SAFETY: the source is the caller's device frame, checked to hold these rows.
-            unsafe { raw::copy_rows_to_host(to.samples.as_bytes_mut(), from.ptr, from.pitch, row, g.height) }.map_err(|e| Error::Backend(e.ctx("reading a device frame")))?;
+            // SAFETY: the source is the caller's device frame, checked to hold these rows; `into`
+            // is borrowed until the stream is synchronised below.
+            queued = unsafe { raw::copy_rows_to_host(to.samples.as_bytes_mut(), from.ptr, from.pitch, row, g.height, &self.read) };
+            if queued.is_err() {
+                break;
+            }
         }
-        Ok(())
+        // Also after a failure: nothing may still write `into` when it goes back.
+        let waited = self.read.synchronize();
+        queued.and(waited).map_err(|e| Error::Backend(e.ctx("reading a device frame")))
     }
 
     fn memory(&mut self, geometry: &Geometry, plan: &Plan) -> Option<DeviceMemory> {

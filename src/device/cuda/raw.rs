@@ -306,12 +306,14 @@ pub unsafe fn copy_rows_async(dst: sys::CUdeviceptr, dst_pitch: usize, src: sys:
     unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to device)"))
 }
 
-/// Copies `rows` rows of `row_bytes` bytes from device memory at `src` (`src_pitch` apart) into
-/// `dst` (rows packed), waiting for the copy.
+/// Queues on `stream` a copy of `rows` rows of `row_bytes` bytes from device memory at `src`
+/// (`src_pitch` apart) into `dst` (rows packed); the caller waits for `stream` before it reads or
+/// lets go of `dst`.
 ///
 /// # Safety
-/// The source lies in a live device allocation nothing writes meanwhile.
-pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch: usize, row_bytes: usize, rows: usize) -> CuResult<()> {
+/// The source lies in a live device allocation nothing writes until the copy completes; `dst`
+/// stays alive and untouched until then.
+pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch: usize, row_bytes: usize, rows: usize, stream: &Stream) -> CuResult<()> {
     if dst.len() < row_bytes * rows {
         return Err(BackendError::Host(format!("copy to host: {} bytes for {rows} rows of {row_bytes}", dst.len())));
     }
@@ -336,6 +338,6 @@ pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch
         WidthInBytes: row_bytes,
         Height: rows,
     };
-    // SAFETY: the caller's contract for the source; `dst` holds `rows * row_bytes` bytes.
-    unsafe { sys::cuMemcpy2D_v2(&copy) }.result().map_err(err("cuMemcpy2D (device to host)"))
+    // SAFETY: the caller's contract; `dst` holds `rows * row_bytes` bytes.
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to host)"))
 }
