@@ -151,7 +151,8 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         }
     };
     let seconds = start.elapsed().as_secs_f64();
-    let backend: Option<String> = den.property("backend-in-use");
+    // Empty before caps: no frame reached the denoiser.
+    let backend: Option<String> = den.property::<Option<String>>("backend-in-use").filter(|b| !b.is_empty());
     // The upscaler does not estimate the noise (no such properties).
     let (luma, chroma) = match den.find_property("sigma-estimate") {
         Some(_) => (den.property::<f32>("sigma-estimate"), den.property::<f32>("chroma-sigma-estimate")),

@@ -196,7 +196,8 @@ impl Core {
     pub fn property(&self, obj: &gst::Element, pspec: &glib::ParamSpec, own: impl FnOnce(&Settings, &str) -> Option<glib::Value>) -> glib::Value {
         let name = pspec.name();
         if name == "backend-in-use" {
-            return lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).to_value();
+            // Empty (not NULL) before caps, as documented: applications read it as a string.
+            return lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).unwrap_or_default().to_value();
         }
         let s = lock(&self.settings);
         common_property(&s, name).or_else(|| own(&s, name)).unwrap_or_else(|| {

@@ -624,6 +624,19 @@ fn cuda_requested_without_cuda_fails_clearly() {
     }
 }
 
+/// `backend-in-use` is an empty string, not NULL, before caps (as its description says): an
+/// application reading it as a string on an early message (the warnings `start` posts) must not
+/// fail.
+#[test]
+fn backend_in_use_is_empty_before_caps() {
+    init();
+    for name in ["nlmdenoise", "nlmupscale"] {
+        let e = gst::ElementFactory::make(name).build().unwrap();
+        let v: Option<String> = e.property("backend-in-use");
+        assert_eq!(v.as_deref(), Some(""), "{name}");
+    }
+}
+
 #[test]
 fn property_ranges_defaults_and_rejected_values() {
     use nlmdenoise::params::*;
