@@ -706,31 +706,18 @@ fn output_of(info: &VideoInfo, geometry: &Geometry, plan: &Plan) -> Result<(Vide
 #[derive(Default)]
 struct NoiseState {
     estimator: NoiseEstimator,
-    /// With stored frames on the backend: the planar frame a stored input is unpacked into on
-    /// the frames the estimator looks at (one in `noise::INTERVAL`).
-    scratch: Option<PlanarFrame>,
 }
 
 impl NoiseState {
-    /// Feeds the estimator with the next input (`stored`: a stored frame of `info`, unpacked only
-    /// when the estimator looks at it); when the estimate changed, the parameters and plan to
-    /// use from now on (only sigma and strengths change: no reconfiguration).
+    /// Feeds the estimator with the next input (`stored`: a stored frame of `info`, read as it is
+    /// stored); when the estimate changed, the parameters and plan to use from now on (only
+    /// sigma and strengths change: no reconfiguration).
     fn update(&mut self, user: &Params, geometry: &Geometry, info: VideoInfo, stored: bool, frame: &PlanarFrame) -> Result<Option<(Params, Plan)>> {
         if !user.sigma_auto {
             return Ok(None);
         }
         let t = Instant::now();
-        let observed = if !stored {
-            self.estimator.observe(frame, geometry)
-        } else if self.estimator.due() {
-            // The engine's geometry never changes: one scratch frame for the stream.
-            let planar = self.scratch.get_or_insert_with(|| PlanarFrame::zeroed(geometry));
-            convert::unpack(&convert::stored_ref(info, frame)?, planar)?;
-            self.estimator.observe(planar, geometry)
-        } else {
-            self.estimator.skip();
-            false
-        };
+        let observed = if stored { self.estimator.observe_stored(frame, &info) } else { self.estimator.observe(frame, geometry) };
         count_ns(ESTIMATE, t);
         if !observed {
             return Ok(None);

@@ -24,6 +24,7 @@
 use rayon::prelude::*;
 
 use crate::format::ComponentKind;
+use crate::frame::VideoInfo;
 use crate::planar::{Geometry, PlanarFrame, PlaneGeometry};
 
 /// Side of the analysis blocks (residual samples).
@@ -62,22 +63,35 @@ pub struct NoiseEstimate {
     pub chroma: Option<f32>,
 }
 
+/// Where a component's samples lie in a buffer of samples: (x, y) at `offset + y * stride + x *
+/// step` (a plane: 0, its width, 1; NV12's U in the stored chroma plane: 0, the row, 2).
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    offset: usize,
+    stride: usize,
+    step: usize,
+}
+
 /// The noise deviation of one plane (8-bit code values), or None when it holds no usable block.
 pub fn estimate_plane(plane: &PlaneGeometry, samples: &crate::planar::Samples, scale: f64, max_value: u32) -> Option<f64> {
+    estimate_component(plane, samples, Layout { offset: 0, stride: plane.width, step: 1 }, scale, max_value)
+}
+
+fn estimate_component(plane: &PlaneGeometry, samples: &crate::planar::Samples, layout: Layout, scale: f64, max_value: u32) -> Option<f64> {
     match samples {
-        crate::planar::Samples::U8(v) => estimate_samples(plane, v, scale, max_value),
-        crate::planar::Samples::U16(v) => estimate_samples(plane, v, scale, max_value),
+        crate::planar::Samples::U8(v) => estimate_samples(plane, v, layout, scale, max_value),
+        crate::planar::Samples::U16(v) => estimate_samples(plane, v, layout, scale, max_value),
     }
 }
 
-fn estimate_samples<T: Copy + Into<u32> + Sync>(plane: &PlaneGeometry, samples: &[T], scale: f64, max_value: u32) -> Option<f64> {
+fn estimate_samples<T: Copy + Into<u32> + Sync>(plane: &PlaneGeometry, samples: &[T], layout: Layout, scale: f64, max_value: u32) -> Option<f64> {
     let (w, h) = (plane.width, plane.height);
     if w < BLOCK + 2 || h < BLOCK + 2 {
         return None;
     }
     let (bx, by) = ((w - 2) / BLOCK, (h - 2) / BLOCK);
     let mut step = grid_step(bx, by);
-    let mut estimates = grid_estimates(samples, w, bx, by, step, max_value, scale);
+    let mut estimates = grid_estimates(samples, layout, bx, by, step, max_value, scale);
     // Blocks that touch the lowest or highest value are left out; where that leaves few (a
     // bright or dark scene under strong noise, small frames) the quantile of the rest is noisy,
     // so denser grids are tried, within MAX_DENSE_BLOCKS (a black frame has none to find).
@@ -87,7 +101,7 @@ fn estimate_samples<T: Copy + Into<u32> + Sync>(plane: &PlaneGeometry, samples: 
             break;
         }
         step = denser;
-        estimates = grid_estimates(samples, w, bx, by, step, max_value, scale);
+        estimates = grid_estimates(samples, layout, bx, by, step, max_value, scale);
     }
     if estimates.is_empty() {
         return None;
@@ -107,7 +121,7 @@ fn grid_step(bx: usize, by: usize) -> usize {
 }
 
 /// The estimates of the usable blocks on a grid of every `step`-th block in both directions.
-fn grid_estimates<T: Copy + Into<u32> + Sync>(samples: &[T], w: usize, bx: usize, by: usize, step: usize, max_value: u32, scale: f64) -> Vec<f64> {
+fn grid_estimates<T: Copy + Into<u32> + Sync>(samples: &[T], layout: Layout, bx: usize, by: usize, step: usize, max_value: u32, scale: f64) -> Vec<f64> {
     // Rows of blocks in parallel: the estimate runs on the caller's thread between frames, and
     // reading scattered blocks of a frame that left the cache is latency-bound, so spreading it
     // over the pool's threads shortens the caller's wait (the result does not depend on it: the
@@ -119,22 +133,30 @@ fn grid_estimates<T: Copy + Into<u32> + Sync>(samples: &[T], w: usize, bx: usize
             // The block's rows plus one above and one below, widened once so the inner loop is
             // plain integer arithmetic over slices.
             let mut rows = [0i32; (BLOCK + 2) * (BLOCK + 2)];
-            (0..bx).step_by(step).filter_map(move |i| block_estimate(samples, w, i * BLOCK, j * BLOCK, &mut rows, max_value, scale)).collect::<Vec<_>>()
+            (0..bx).step_by(step).filter_map(move |i| block_estimate(samples, layout, i * BLOCK, j * BLOCK, &mut rows, max_value, scale)).collect::<Vec<_>>()
         })
         .collect()
 }
 
 /// The noise deviation of the block at (x0, y0) (its residual's top-left sample is x0 + 1,
 /// y0 + 1), or None when it touches the lowest or highest code value.
-fn block_estimate<T: Copy + Into<u32>>(samples: &[T], w: usize, x0: usize, y0: usize, rows: &mut [i32; (BLOCK + 2) * (BLOCK + 2)], max_value: u32, scale: f64) -> Option<f64> {
+fn block_estimate<T: Copy + Into<u32>>(samples: &[T], layout: Layout, x0: usize, y0: usize, rows: &mut [i32; (BLOCK + 2) * (BLOCK + 2)], max_value: u32, scale: f64) -> Option<f64> {
     let (mut lo, mut hi) = (u32::MAX, 0u32);
     for (r, row) in rows.chunks_exact_mut(BLOCK + 2).enumerate() {
-        let src = &samples[(y0 + r) * w + x0..][..BLOCK + 2];
-        for (d, &s) in row.iter_mut().zip(src) {
+        let start = layout.offset + (y0 + r) * layout.stride + x0 * layout.step;
+        let mut put = |d: &mut i32, s: T| {
             let s: u32 = s.into();
             lo = lo.min(s);
             hi = hi.max(s);
             *d = s as i32;
+        };
+        if layout.step == 1 {
+            // A plane's row: a slice (the common case, kept as fast as before).
+            row.iter_mut().zip(&samples[start..][..BLOCK + 2]).for_each(|(d, &s)| put(d, s));
+        } else {
+            // The range a component's row spans: checked like the slice above.
+            let span = &samples[start..][..(BLOCK + 1) * layout.step + 1];
+            row.iter_mut().zip(span.iter().step_by(layout.step)).for_each(|(d, &s)| put(d, s));
         }
     }
     // Clipping hides noise; the border samples count too (they enter the residual).
@@ -166,6 +188,33 @@ pub fn estimate_frame(frame: &PlanarFrame, geometry: &Geometry) -> Option<NoiseE
     let max = geometry.max_value();
     // Every plane at once (in parallel), then grouped by kind in plane order.
     let per_plane: Vec<(ComponentKind, Option<f64>)> = geometry.planes.par_iter().zip(frame.planes.par_iter()).map(|(g, p)| (g.kind, estimate_plane(g, &p.samples, scale, max))).collect();
+    combine(&per_plane)
+}
+
+/// [`estimate_frame`] of a frame of `info` held as it is stored (`Geometry::stored`: NV12's luma
+/// and interleaved chroma planes, packed RGB's one plane): each component read where it lies, with
+/// the same blocks and the same result as on the frame unpacked into planes, without unpacking it.
+pub fn estimate_stored(frame: &PlanarFrame, info: &VideoInfo) -> Option<NoiseEstimate> {
+    let fi = info.format.info();
+    let (planes, stored) = (Geometry::from_video_info(info), Geometry::stored(info));
+    if frame.planes.len() != stored.planes.len() {
+        return None;
+    }
+    let (scale, max, bps) = (planes.scale_to_8bit(), planes.max_value(), fi.bytes_per_sample);
+    let per_plane: Vec<(ComponentKind, Option<f64>)> = fi
+        .components
+        .par_iter()
+        .zip(planes.planes.par_iter())
+        .map(|(c, g)| {
+            let layout = Layout { offset: c.offset / bps, stride: stored.planes[c.memory_plane].width, step: c.step / bps };
+            (g.kind, estimate_component(g, &frame.planes[c.memory_plane].samples, layout, scale, max))
+        })
+        .collect();
+    combine(&per_plane)
+}
+
+/// The frame's estimate from its planes' (kind, deviation), in plane order.
+fn combine(per_plane: &[(ComponentKind, Option<f64>)]) -> Option<NoiseEstimate> {
     let of = |kind: ComponentKind| -> Vec<f64> { per_plane.iter().filter(|(k, _)| *k == kind).filter_map(|(_, e)| *e).collect() };
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| (v.iter().map(|s| s * s).sum::<f64>() / v.len() as f64).sqrt() as f32);
     let luma = mean(of(ComponentKind::Luma)).or_else(|| mean(of(ComponentKind::Color)))?;
@@ -205,12 +254,21 @@ impl NoiseEstimator {
 
     /// Takes the next frame of the stream; true when the estimate changed.
     pub fn observe(&mut self, frame: &PlanarFrame, geometry: &Geometry) -> bool {
+        self.observe_with(|| estimate_frame(frame, geometry))
+    }
+
+    /// [`Self::observe`] of a frame of `info` held as it is stored ([`estimate_stored`]).
+    pub fn observe_stored(&mut self, frame: &PlanarFrame, info: &VideoInfo) -> bool {
+        self.observe_with(|| estimate_stored(frame, info))
+    }
+
+    fn observe_with(&mut self, estimate: impl FnOnce() -> Option<NoiseEstimate>) -> bool {
         let n = self.frames;
         self.frames += 1;
         if n % INTERVAL != 0 {
             return false;
         }
-        let Some(e) = estimate_frame(frame, geometry) else { return false };
+        let Some(e) = estimate() else { return false };
         let (l, c) = ((e.luma as f64).powi(2), e.chroma.map(|c| (c as f64).powi(2)));
         self.smoothed = Some(match self.smoothed {
             None => (l, c),
@@ -276,6 +334,43 @@ mod tests {
             // Undo the texture floor, which pure noise does not have.
             let raw = ((e.luma as f64).powi(2) + TEXTURE_FLOOR * TEXTURE_FLOOR).sqrt();
             assert!((raw / sigma - 1.0).abs() < 0.02, "sigma {sigma}: {e:?}");
+        }
+    }
+
+    /// A stored frame (NV12's interleaved chroma, packed RGB, P010's 16-bit samples, planar I420)
+    /// is estimated in place exactly as the same frame unpacked into planes: same blocks, same
+    /// values, same result, bit for bit (the engine no longer unpacks it for the estimate).
+    #[test]
+    fn stored_frames_estimate_as_their_planes() {
+        use PixelFormat::*;
+        for (i, format) in [NV12, NV21, P010_10LE, I420, RGBA, BGRx, RGB, BGR, Y444_16LE, GRAY8].into_iter().enumerate() {
+            for (w, h) in [(1280, 720), (97, 61), (33, 19)] {
+                let info = VideoInfo::new(format, w, h).unwrap();
+                let mut stored = PlanarFrame::zeroed(&Geometry::stored(&info));
+                let seed = 0x5EED + i as u64 * 977 + w as u64;
+                for (p, plane) in stored.planes.iter_mut().enumerate() {
+                    let n = match &plane.samples {
+                        Samples::U8(v) => v.len(),
+                        Samples::U16(v) => v.len(),
+                    };
+                    let noise = gaussian(n, 6.0 + p as f64, seed + p as u64);
+                    // A ramp with noise, a few samples clipped (left out by the estimator).
+                    let v = |k: usize| 60.0 + (k % 131) as f64 * 0.8 + noise[k];
+                    plane.samples = match &plane.samples {
+                        Samples::U8(_) => Samples::U8((0..n).map(|k| v(k).round().clamp(0.0, 255.0) as u8).collect()),
+                        Samples::U16(_) => Samples::U16((0..n).map(|k| (v(k) * 256.0).round().clamp(0.0, 65535.0) as u16).collect()),
+                    };
+                }
+                let g = Geometry::from_video_info(&info);
+                let mut planar = PlanarFrame::zeroed(&g);
+                crate::convert::unpack(&crate::convert::stored_ref(info, &stored).unwrap(), &mut planar).unwrap();
+                let a = estimate_frame(&planar, &g);
+                let b = estimate_stored(&stored, &info);
+                assert_eq!(a, b, "{format} {w}x{h}");
+                if w >= 97 {
+                    assert!(a.is_some(), "{format} {w}x{h}: no estimate");
+                }
+            }
         }
     }
 
