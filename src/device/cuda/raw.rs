@@ -274,6 +274,39 @@ pub unsafe fn memset(ptr: sys::CUdeviceptr, value: u8, bytes: usize, stream: &St
     unsafe { result::memset_d8_async(ptr, value, bytes, stream.raw) }.map_err(err("cuMemsetD8Async"))
 }
 
+/// Where a copy of rows goes.
+enum RowsTo {
+    Device(sys::CUdeviceptr),
+    Host(*mut std::ffi::c_void),
+}
+
+/// The descriptor of a copy of `rows` rows of `row_bytes` bytes from device memory at `src`
+/// (`src_pitch` apart) to `dst`, `dst_pitch` apart.
+fn rows_from_device(src: sys::CUdeviceptr, src_pitch: usize, dst: RowsTo, dst_pitch: usize, row_bytes: usize, rows: usize) -> sys::CUDA_MEMCPY2D {
+    let (dst_type, dst_device, dst_host) = match dst {
+        RowsTo::Device(d) => (sys::CUmemorytype::CU_MEMORYTYPE_DEVICE, d, std::ptr::null_mut()),
+        RowsTo::Host(h) => (sys::CUmemorytype::CU_MEMORYTYPE_HOST, 0, h),
+    };
+    sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: dst_type,
+        dstHost: dst_host,
+        dstDevice: dst_device,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: row_bytes,
+        Height: rows,
+    }
+}
+
 /// Queues on `stream` a copy of `rows` rows of `row_bytes` bytes between device addresses (any
 /// context of the device), each side at its own pitch.
 ///
@@ -284,24 +317,7 @@ pub unsafe fn copy_rows_async(dst: sys::CUdeviceptr, dst_pitch: usize, src: sys:
     if rows == 0 || row_bytes == 0 {
         return Ok(());
     }
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: row_bytes,
-        Height: rows,
-    };
+    let copy = rows_from_device(src, src_pitch, RowsTo::Device(dst), dst_pitch, row_bytes, rows);
     // SAFETY: the caller's contract; the descriptor lives across the call (the driver copies it).
     unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to device)"))
 }
@@ -320,24 +336,7 @@ pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch
     if rows == 0 || row_bytes == 0 {
         return Ok(());
     }
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-        dstHost: dst.as_mut_ptr() as *mut std::ffi::c_void,
-        dstDevice: 0,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: row_bytes,
-        WidthInBytes: row_bytes,
-        Height: rows,
-    };
+    let copy = rows_from_device(src, src_pitch, RowsTo::Host(dst.as_mut_ptr() as *mut std::ffi::c_void), row_bytes, row_bytes, rows);
     // SAFETY: the caller's contract; `dst` holds `rows * row_bytes` bytes.
     unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to host)"))
 }
