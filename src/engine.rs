@@ -426,11 +426,10 @@ impl<T> Denoiser<T> {
         if out.info != self.out_info {
             return Err(Error::InvalidFrame("output frame does not match the stream".into()));
         }
-        if matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. })) {
+        if self.next_on_device() {
             return Err(Error::State("the next output is in a device frame (pop_device)".into()));
         }
-        let Some(Finished { tag, frame: Output::Host(frame), target }) = self.ready.pop_front() else { return Ok(None) };
-        let p = HostOut { tag, frame, target };
+        let Some(p) = self.take_host() else { return Ok(None) };
         let t = Instant::now();
         let r = if p.frame.matches(&self.out_geometry) {
             convert::pack(&p.frame, out)
@@ -451,11 +450,7 @@ impl<T> Denoiser<T> {
     /// avoid an allocation. Where the output was computed in planar form for a stored frame, it
     /// is packed into it here.
     pub fn pop_planar(&mut self) -> Option<(T, Frame)> {
-        if matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. })) {
-            return None;
-        }
-        let Finished { tag, frame: Output::Host(frame), target } = self.ready.pop_front()? else { return None };
-        let p = HostOut { tag, frame, target };
+        let p = self.take_host()?;
         if p.frame.matches(&self.lent_out) {
             if let Some(t) = p.target {
                 self.recycle(t);
@@ -534,18 +529,28 @@ impl<T> Denoiser<T> {
     /// The oldest ready output if it went into a device frame ([`Self::push_device`] with an
     /// output), with its tag: written, the copy into it complete.
     pub fn pop_device(&mut self) -> Option<(T, DeviceFrame)> {
-        if !matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. })) {
+        if !self.next_on_device() {
             return None;
         }
-        match self.ready.pop_front() {
-            Some(Finished { tag, frame: Output::Device(f), .. }) => Some((tag, f)),
-            _ => None,
+        match self.ready.pop_front()? {
+            Finished { tag, frame: Output::Device(f), .. } => Some((tag, f)),
+            Finished { .. } => None,
         }
     }
 
-    /// True when the oldest ready output is in a device frame ([`Self::pop_device`]).
-    pub fn next_on_device(&self) -> bool {
+    fn next_on_device(&self) -> bool {
         matches!(self.ready.front(), Some(Finished { frame: Output::Device(_), .. }))
+    }
+
+    /// The oldest ready output if it is on the host (a device output stays first in line).
+    fn take_host(&mut self) -> Option<HostOut<T>> {
+        if self.next_on_device() {
+            return None;
+        }
+        match self.ready.pop_front()? {
+            Finished { tag, frame: Output::Host(frame), target } => Some(HostOut { tag, frame, target }),
+            Finished { .. } => None,
+        }
     }
 
     /// Gives back a frame handed out ([`Self::pop_planar`], [`Self::take_spare`]) for reuse; a
