@@ -12,13 +12,13 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::gpu_or_skip;
+use common::{frame_path_cases as cases, gpu_or_skip, random_frames};
 use cudarc::driver::{result, CudaContext};
 use nlmdenoise::device::cuda::shared::SharedContext;
 use nlmdenoise::device::{DeviceFrame, DevicePlane};
-use nlmdenoise::{Algorithm, BackendKind, BackendOptions, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, SrParams, VideoInfo};
+use nlmdenoise::{BackendKind, BackendOptions, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 const POISON: u8 = 0xA7;
 
@@ -120,18 +120,6 @@ fn download(frame: DeviceFrame, info: VideoInfo, what: &str) -> OwnedFrame {
     out
 }
 
-fn random_frames(info: VideoInfo, n: usize, rng: &mut SmallRng) -> Vec<OwnedFrame> {
-    (0..n)
-        .map(|_| {
-            let mut f = OwnedFrame::new(info);
-            for p in &mut f.planes {
-                rng.fill(p.as_mut_slice());
-            }
-            f
-        })
-        .collect()
-}
-
 fn engine(info: VideoInfo, params: Params, depth: usize, shared: Option<SharedContext>) -> Denoiser<usize> {
     let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: depth, cuda_context: shared, ..Default::default() };
     let mut b = nlmdenoise::backends::cuda(&opts).unwrap();
@@ -141,10 +129,20 @@ fn engine(info: VideoInfo, params: Params, depth: usize, shared: Option<SharedCo
 
 /// The host path: push / pop with host frames.
 fn run_host(mut d: Denoiser<usize>, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
-    let out_info = d.output_info();
     let mut outs = Vec::new();
-    let pop = |d: &mut Denoiser<usize>, outs: &mut Vec<OwnedFrame>| loop {
-        let mut o = OwnedFrame::new(out_info);
+    for (i, f) in inputs.iter().enumerate() {
+        d.push(&f.as_ref(), i).unwrap();
+        pop_host(&mut d, &mut outs);
+    }
+    d.finish_stream().unwrap();
+    pop_host(&mut d, &mut outs);
+    outs
+}
+
+/// Pops every ready output on the host into `outs`, checking the order.
+fn pop_host(d: &mut Denoiser<usize>, outs: &mut Vec<OwnedFrame>) {
+    loop {
+        let mut o = OwnedFrame::new(d.output_info());
         match d.pop(&mut o.as_mut()).unwrap() {
             Some(tag) => {
                 assert_eq!(tag, outs.len());
@@ -152,14 +150,7 @@ fn run_host(mut d: Denoiser<usize>, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
             }
             None => break,
         }
-    };
-    for (i, f) in inputs.iter().enumerate() {
-        d.push(&f.as_ref(), i).unwrap();
-        pop(&mut d, &mut outs);
     }
-    d.finish_stream().unwrap();
-    pop(&mut d, &mut outs);
-    outs
 }
 
 /// The device path: inputs in device memory of `ctx`; outputs into device frames
@@ -175,14 +166,7 @@ fn run_device(mut d: Denoiser<usize>, ctx: &Arc<CudaContext>, inputs: &[OwnedFra
             assert_eq!(tag, outs.len());
             outs.push(download(f, out_info, what));
         } else {
-            let mut o = OwnedFrame::new(out_info);
-            match d.pop(&mut o.as_mut()).unwrap() {
-                Some(tag) => {
-                    assert_eq!(tag, outs.len());
-                    outs.push(o);
-                }
-                None => break,
-            }
+            break pop_host(d, outs);
         }
     };
     let mut most_live = 0;
@@ -216,31 +200,6 @@ fn describe(reference: &OwnedFrame, f: &OwnedFrame) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-fn cases() -> Vec<(&'static str, Params)> {
-    let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 1, temporal_future: 1, strength: 12.0, chroma_strength: 14.0, ..Params::default() };
-    let bm3d = Bm3dParams { profile: Bm3dProfile::Fast, steps: Some(2), search_radius: Some(4), block_step: Some(3), seed_radius: Some(2), ..Default::default() };
-    vec![
-        ("nlm", nlm),
-        ("nlm luma only", Params { planes: PlaneSelection::Luma, ..nlm }),
-        ("nlm auto sigma", Params { sigma_auto: true, ..nlm }),
-        ("bm3d", Params { algorithm: Algorithm::Bm3d, sigma: Some(20.0), temporal_past: 1, bm3d, ..Params::default() }),
-        (
-            "sr x2",
-            Params {
-                algorithm: Algorithm::NlmSr,
-                search_radius: 2,
-                patch_radius: 1,
-                temporal_past: 1,
-                temporal_future: 1,
-                strength: 3.0,
-                chroma_strength: 4.0,
-                sr: SrParams { scale: 2, ..SrParams::default() },
-                ..Params::default()
-            },
-        ),
-    ]
 }
 
 fn check(ctx: &Arc<CudaContext>, shared: Option<SharedContext>, formats: &[PixelFormat], sizes: &[(usize, usize)], depths: &[usize], cases: &[(&str, Params)], seed: u64) {

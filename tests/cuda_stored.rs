@@ -9,11 +9,11 @@
 
 mod common;
 
-use common::gpu_or_skip;
+use common::{frame_path_cases as cases, gpu_or_skip, random_frames};
 use nlmdenoise::BackendOptions;
-use nlmdenoise::{convert, Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, SrParams, VideoInfo};
+use nlmdenoise::{convert, BackendKind, Denoiser, OwnedFrame, Params, PixelFormat, PlaneSelection, VideoInfo};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 const POISON: u8 = 0x3D;
 
@@ -66,43 +66,6 @@ fn run(mut d: Denoiser<usize>, inputs: &[OwnedFrame], exchange: bool) -> Vec<Own
     pop_all(&mut d, &mut outs);
     assert_eq!(outs.len(), inputs.len());
     outs
-}
-
-fn random_frames(info: VideoInfo, n: usize, rng: &mut SmallRng) -> Vec<OwnedFrame> {
-    (0..n)
-        .map(|_| {
-            let mut f = OwnedFrame::new(info);
-            for p in &mut f.planes {
-                rng.fill(p.as_mut_slice());
-            }
-            f
-        })
-        .collect()
-}
-
-fn cases() -> Vec<(&'static str, Params)> {
-    let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 1, temporal_future: 1, strength: 12.0, chroma_strength: 14.0, ..Params::default() };
-    let bm3d = Bm3dParams { profile: Bm3dProfile::Fast, steps: Some(2), search_radius: Some(4), block_step: Some(3), seed_radius: Some(2), ..Default::default() };
-    vec![
-        ("nlm", nlm),
-        ("nlm luma only", Params { planes: PlaneSelection::Luma, ..nlm }),
-        ("nlm auto sigma", Params { sigma_auto: true, ..nlm }),
-        ("bm3d", Params { algorithm: Algorithm::Bm3d, sigma: Some(20.0), temporal_past: 1, bm3d, ..Params::default() }),
-        (
-            "sr x2",
-            Params {
-                algorithm: Algorithm::NlmSr,
-                search_radius: 2,
-                patch_radius: 1,
-                temporal_past: 1,
-                temporal_future: 1,
-                strength: 3.0,
-                chroma_strength: 4.0,
-                sr: SrParams { scale: 2, ..SrParams::default() },
-                ..Params::default()
-            },
-        ),
-    ]
 }
 
 /// Runs every case on `formats` at `sizes`, with pipeline depths `depths`.

@@ -265,3 +265,45 @@ pub fn assert_padding_kept(case: &dyn Debug, reference: &[OwnedFrame], outputs: 
         }
     }
 }
+
+/// `n` frames of `info` with every byte random (tests that compare two paths byte for byte).
+pub fn random_frames(info: VideoInfo, n: usize, rng: &mut SmallRng) -> Vec<OwnedFrame> {
+    (0..n)
+        .map(|_| {
+            let mut f = OwnedFrame::new(info);
+            for p in &mut f.planes {
+                rng.fill(p.as_mut_slice());
+            }
+            f
+        })
+        .collect()
+}
+
+/// One small parameter set per kind of job the CUDA backend's frame paths must carry (tests that
+/// compare two ways of moving frames: cuda_stored, cuda_device_frames): NLM on every plane, on
+/// luma only (chroma passed through), with the noise estimated; BM3D; super-resolution x2.
+pub fn frame_path_cases() -> Vec<(&'static str, Params)> {
+    use nlmdenoise::{Algorithm, Bm3dParams, Bm3dProfile, PlaneSelection, SrParams};
+    let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 1, temporal_future: 1, strength: 12.0, chroma_strength: 14.0, ..Params::default() };
+    let bm3d = Bm3dParams { profile: Bm3dProfile::Fast, steps: Some(2), search_radius: Some(4), block_step: Some(3), seed_radius: Some(2), ..Default::default() };
+    vec![
+        ("nlm", nlm),
+        ("nlm luma only", Params { planes: PlaneSelection::Luma, ..nlm }),
+        ("nlm auto sigma", Params { sigma_auto: true, ..nlm }),
+        ("bm3d", Params { algorithm: Algorithm::Bm3d, sigma: Some(20.0), temporal_past: 1, bm3d, ..Params::default() }),
+        (
+            "sr x2",
+            Params {
+                algorithm: Algorithm::NlmSr,
+                search_radius: 2,
+                patch_radius: 1,
+                temporal_past: 1,
+                temporal_future: 1,
+                strength: 3.0,
+                chroma_strength: 4.0,
+                sr: SrParams { scale: 2, ..SrParams::default() },
+                ..Params::default()
+            },
+        ),
+    ]
+}
