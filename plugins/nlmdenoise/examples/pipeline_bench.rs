@@ -30,6 +30,18 @@ const DISTINCT_FRAMES: usize = 8;
 /// The source thread's time making its buffers (writing them into the pool with `source=pool`).
 static SOURCE_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Waits for the end of the stream; the error's text when it ended in one.
+fn wait_for_end(bus: &gst::Bus) -> Option<String> {
+    for msg in bus.iter_timed(gst::ClockTime::NONE) {
+        match msg.view() {
+            gst::MessageView::Eos(..) => return None,
+            gst::MessageView::Error(e) => return Some(format!("{} ({:?})", e.error(), e.debug())),
+            _ => {}
+        }
+    }
+    None
+}
+
 fn run(format: &str, width: usize, height: usize, frames: usize, element: Option<(&str, &str)>) -> anyhow::Result<f64> {
     run_from(format, width, height, frames, element, Source::Own)
 }
@@ -98,17 +110,7 @@ fn run_decode(file: &str, element: Option<(&str, &str)>) -> anyhow::Result<(u64,
     }
     let bus = pipeline.bus().unwrap();
     pipeline.set_state(gst::State::Playing)?;
-    let mut error = None;
-    for msg in bus.iter_timed(gst::ClockTime::NONE) {
-        match msg.view() {
-            gst::MessageView::Eos(..) => break,
-            gst::MessageView::Error(e) => {
-                error = Some(format!("{} ({:?})", e.error(), e.debug()));
-                break;
-            }
-            _ => {}
-        }
-    }
+    let error = wait_for_end(&bus);
     pipeline.set_state(gst::State::Null)?;
     if let Some(e) = error {
         anyhow::bail!("pipeline error: {e}");
@@ -207,17 +209,7 @@ fn run_from(format: &str, width: usize, height: usize, frames: usize, element: O
         }
         let _ = src.end_of_stream();
     });
-    let mut error = None;
-    for msg in bus.iter_timed(gst::ClockTime::NONE) {
-        match msg.view() {
-            gst::MessageView::Eos(..) => break,
-            gst::MessageView::Error(e) => {
-                error = Some(format!("{} ({:?})", e.error(), e.debug()));
-                break;
-            }
-            _ => {}
-        }
-    }
+    let error = wait_for_end(&bus);
     let secs = start.elapsed().as_secs_f64();
     let _ = feeder.join();
     pipeline.set_state(gst::State::Null)?;
