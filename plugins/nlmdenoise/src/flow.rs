@@ -79,14 +79,6 @@ impl Core {
         }
         let meta = FrameMeta::of(&inbuf, self.metas);
         let mut inbuf = inbuf;
-        gst::trace!(
-            self.cat(),
-            obj = &self.element(),
-            "input: caps in CUDA memory {}, engine takes device frames {}, buffer in CUDA memory {}",
-            state.cuda_in,
-            state.denoiser.takes_device_frames(),
-            cudamem::buffer_in_cuda(&inbuf)
-        );
         if state.cuda_in && state.denoiser.takes_device_frames() && cudamem::buffer_in_cuda(&inbuf) {
             match DeviceMap::map(inbuf, &state.info, false) {
                 Ok(input) => {
