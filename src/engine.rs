@@ -495,21 +495,22 @@ impl<T> Denoiser<T> {
         }
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
         if self.user_params.sigma_auto {
-            let t = Instant::now();
+            // Only the frames the estimator looks at come to the host (`NoiseState::update`
+            // counts the estimate; the copy is counted here).
             let update = if self.noise.estimator.due() {
                 let g = self.lent_in.clone();
                 let mut host = self.backend.pool().take(&g);
-                let r = self.backend.read_device(&input, &mut host).and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, !self.lent_in.eq(&self.geometry), &host));
+                let t = Instant::now();
+                let read = self.backend.read_device(&input, &mut host);
+                count_ns(ESTIMATE, t);
+                let r = read.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, !self.lent_in.eq(&self.geometry), &host));
                 self.recycle(host);
                 r
             } else {
                 self.noise.estimator.skip();
                 Ok(None)
             };
-            count_ns(ESTIMATE, t);
-            if let Some(u) = update? {
-                self.apply_noise_update(Some(u));
-            }
+            self.apply_noise_update(update?);
         }
         let slot = self.window.push();
         let device_output = output.is_some();
