@@ -182,8 +182,56 @@ fn window_references_reuse_searches_exactly() {
     }
 }
 
+/// Engines share compiled kernels (the module cache keeps one build per variant, and the search
+/// radius is not part of it): an engine configured after another with a smaller search radius
+/// must not lower the shared-memory limit the first one's search launches need. It did (run 136:
+/// CUDA_ERROR_INVALID_VALUE on the wider engine's next launch); the limit is now the device's.
+#[test]
+fn engines_with_other_radii_share_the_search_kernels() {
+    if !gpu_or_skip("engines_with_other_radii_share_the_search_kernels") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let c = clip(PixelFormat::I420, 72, 40, 5, 20.0, &mut rng);
+    let params = |radius| bm3d(20.0, Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(radius), seed_radius: Some(2), ..Default::default() }, 1, 1);
+    let alone = cuda(params(12), &c.noisy, 0);
+    let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 0, ..Default::default() };
+    let info = c.noisy[0].info;
+    let mut wide: Denoiser<usize> = Denoiser::new(info, params(12), &opts).unwrap();
+    let mut narrow: Denoiser<usize> = Denoiser::new(info, params(4), &opts).unwrap();
+    let mut outs: Vec<Option<OwnedFrame>> = vec![None; c.noisy.len()];
+    let pop_all = |d: &mut Denoiser<usize>, outs: &mut Vec<Option<OwnedFrame>>| loop {
+        let mut o = OwnedFrame::new(info);
+        match d.pop(&mut o.as_mut()).unwrap() {
+            Some(tag) => outs[tag] = Some(o),
+            None => break,
+        }
+    };
+    let mut narrow_outs = vec![None; c.noisy.len()];
+    // The wide engine launches first, then the narrow one is configured and launches, then the
+    // wide one goes on.
+    for (i, f) in c.noisy.iter().enumerate() {
+        wide.push(&f.as_ref(), i).unwrap();
+        pop_all(&mut wide, &mut outs);
+        if i == 1 {
+            for (k, g) in c.noisy[..2].iter().enumerate() {
+                narrow.push(&g.as_ref(), k).unwrap();
+            }
+            narrow.finish_stream().unwrap();
+            pop_all(&mut narrow, &mut narrow_outs);
+        }
+    }
+    wide.finish_stream().unwrap();
+    pop_all(&mut wide, &mut outs);
+    assert!(narrow_outs.iter().take(2).all(|o| o.is_some()), "the narrow engine's frames");
+    for (t, (o, a)) in outs.iter().zip(&alone).enumerate() {
+        let o = o.as_ref().unwrap_or_else(|| panic!("frame {t} never came out"));
+        assert_eq!(samples(o), samples(a), "frame {t} differs from the engine's run alone");
+    }
+}
+
 /// A short case for compute-sanitizer (memcheck, racecheck): both steps, a temporal window,
-/// chroma planes matched together.
+/// chroma planes matched together; with and without window references.
 #[test]
 fn sanitizer_smoke_bm3d() {
     if !gpu_or_skip("sanitizer_smoke_bm3d") {
@@ -193,4 +241,8 @@ fn sanitizer_smoke_bm3d() {
     let c = clip(PixelFormat::I420, 40, 24, 3, 15.0, &mut rng);
     let g = cuda(bm3d(15.0, small(2), 1, 1), &c.noisy, 1);
     assert!(psnr(&c.clean, &g) > psnr(&c.clean, &c.noisy) + 2.0);
+    // Window references: the search kernels and Wiener groups of 32.
+    let high = Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(4), seed_radius: Some(1), ..Default::default() };
+    let h = cuda(bm3d(15.0, high, 1, 1), &c.noisy, 1);
+    assert!(psnr(&c.clean, &h) > psnr(&c.clean, &c.noisy) + 2.0);
 }

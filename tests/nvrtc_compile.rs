@@ -210,8 +210,14 @@ fn every_bm3d_variant_compiles() {
             }
         }
     }
+    // NLMDENOISE_PTX_DUMP=<dir>: keep the PTX (scripts/gpu.sh ptxas reads ptxas -v of it).
+    let dump = std::env::var_os("NLMDENOISE_PTX_DUMP").map(std::path::PathBuf::from);
     for v in &all {
         let ptx = bm3d_ptx(v, "compute_90").unwrap_or_else(|e| panic!("{e}"));
+        if let Some(dir) = &dump {
+            let name = format!("bm3d_p{}_h{}_w{}_s{}_b{}.ptx", v.patch, v.nmax_hard, v.nmax_wiener, v.seeds, v.sample_bytes);
+            std::fs::write(dir.join(name), ptx.as_bytes()).expect("PTX dump");
+        }
         for entry in ["bm3d_hard", "bm3d_wiener", "bm3d_finish"] {
             assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing in the PTX of {v:?}");
         }

@@ -4,23 +4,26 @@
 // aggregation into the target (`target_code`) (src/bm3d/mod.rs has the definition;
 // src/bm3d/cpu.rs computes the same on the host).
 //
-//   1. The reference patch goes to shared memory. Every lane scores its share of the candidates
-//      (sums of squared differences over the group's planes, read through the cache from the
-//      ring frames in step 1 and from the basic estimates in step 2) and keeps the best keys in
-//      two register lists: the group list (distances within tau) and the seed list of the frame.
-//   2. The reference's frame is searched exhaustively; the other frames of the window around the
-//      seeds taken from the frame one step closer to it (predictive search), each position once.
-//   3. The warp takes the best NMAX - 1 keys of all lanes' group lists: the group is the
-//      reference patch and those, cut to a power of two.
-//   4. Per plane: the group's patches (and in step 2 the basic estimate's) go to shared memory,
-//      through the 2D transform (bior1.5 in step 1, DCT in step 2), the Haar transform along the
-//      group, hard thresholding (step 1) or Wiener
-//      shrinkage (step 2), back; the patches that lie in the target are added to the fixed-point
-//      numerators with the group's weight and the Kaiser window, and the weight to the patch's
-//      corner in `wimg` (bm3d_finish.cu turns those into the denominators).
+//   1. The reference patch goes to shared memory.
+//   2. Block matching (sums of squared differences over the group's planes, read from the ring
+//      frames in step 1 and from the basic estimates in step 2): the reference's frame
+//      exhaustively (own_frame_search) or its result kept by bm3d_search (search.cu), then the
+//      other frames of the window around the seeds taken from the frame one step closer to it
+//      (predictive search), each position once, a candidate per lane at a time. Those within tau
+//      go to the warp's running selection of the best NMAX - 1 (WarpBest, select.cuh), every one
+//      to its lane's seed list of the frame.
+//   3. The group: the reference patch and the best NMAX - 1 in key order, cut to a power of two.
+//   4. Per plane: in step 2 the basic estimate's group goes to shared memory, through the DCT and
+//      the Haar transform along the group, and its coefficients give the Wiener weights (kept as
+//      f16); then the noisy group, through the 2D transform (bior1.5 in step 1, DCT in step 2)
+//      and the Haar transform, hard thresholding (step 1) or Wiener shrinkage (step 2), back;
+//      the patches that lie in the target are added to the fixed-point numerators with the
+//      group's weight and the Kaiser window, and the weight to the patch's corner in `wimg`
+//      (bm3d_finish.cu turns those into the denominators).
 //
 // Shared memory per warp (the host sizes the launch, src/bm3d/cuda.rs `smem_per_warp`): the
-// reference patch (BM3D_MAX_PLANES x PP floats), the seeds, the members and the group buffers.
+// reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue, the seeds, the members, the
+// group buffer and in step 2 the Wiener weights.
 
 template <bool WIENER>
 struct Step {
@@ -29,13 +32,30 @@ struct Step {
 
 // Per-warp shared memory layout, in floats (the host computes the same total).
 #define REF_FLOATS (BM3D_MAX_PLANES * PP)
+#define QUEUE_FLOATS 128  // 64 keys
 #define SEED_INTS (2 * SEEDS)
+
+// f32 <-> f16, round to nearest (no cuda_fp16.h: NVRTC may lack it).
+__device__ __forceinline__ unsigned short f32_to_f16(float v)
+{
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+
+__device__ __forceinline__ float f16_to_f32(unsigned short h)
+{
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
+    return v;
+}
 
 template <bool WIENER>
 __device__ __forceinline__ int warp_floats()
 {
     constexpr int N = Step<WIENER>::NMAX;
-    return REF_FLOATS + SEED_INTS + 3 * N + N * PP * (WIENER ? 2 : 1);
+    // Even, so that the next warp's queue is 8-byte aligned.
+    return (REF_FLOATS + QUEUE_FLOATS + SEED_INTS + 3 * N + N * PP + (WIENER ? N * PP / 2 : 0) + 1) & ~1;
 }
 
 // A sample of a plane in 8-bit units at (x, y) of the extent (mirrored beyond the plane).
@@ -154,6 +174,29 @@ __device__ __forceinline__ int corner(int i, int step, int extent)
     return min(i * step, extent - PATCH);
 }
 
+// The exhaustive search of the reference patch at (x0, y0) in its own frame (`a.ref_code`): every
+// corner within `a.radius` but R itself, one candidate per lane at a time (patch_ssd: few
+// registers, which the filtering that follows needs; search.cu scores columns of candidates).
+// Those within tau are offered to `top`; every one goes into the lane's seed list.
+template <bool WIENER, bool MIRROR, int K>
+__device__ __forceinline__ void own_frame_search(const Bm3dArgs& a, const float* ref, int x0, int y0,
+                                                 WarpBest<K>& top, u64 (&seed_list)[SEEDS], int lane)
+{
+    const int max_x = a.ew - PATCH, max_y = a.eh - PATCH;
+    const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
+    const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
+    const int cols = xb - xa + 1, count = cols * (yb - ya + 1);
+    for (int base = 0; base < count; base += 32) {
+        const int c = base + lane;
+        const int x = xa + c % cols, y = ya + c / cols;
+        const bool ok = c < count && !(x == x0 && y == y0);
+        const float d = ok ? patch_ssd<WIENER, MIRROR>(a, ref, a.ref_code, x, y) : 0.0f;
+        const u64 k = make_key(d, a.ref_code, y, x);
+        top.offer(ok && d <= a.tau_ssd, k);
+        if (ok) list_insert(seed_list, k);
+    }
+}
+
 template <bool WIENER, bool MIRROR>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
@@ -164,10 +207,11 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     const int r = blockIdx.x * WARPS + warp;
     if (r >= a.refs_x * a.refs_y) return;  // whole warps leave together
     float* ref = smem + warp * warp_floats<WIENER>();
-    int* seeds = (int*)(ref + REF_FLOATS);      // SEEDS x (y, x)
+    u64* queue = (u64*)(ref + REF_FLOATS);      // 64 keys (WarpBest)
+    int* seeds = (int*)(queue + 64);            // SEEDS x (y, x)
     int* members = seeds + SEED_INTS;           // NMAX x (code, y, x)
     float* g = (float*)(members + 3 * NMAX);    // NMAX x PP (noisy group)
-    float* b = g + NMAX * PP;                   // NMAX x PP (basic group, step 2)
+    unsigned short* omega16 = (unsigned short*)(g + NMAX * PP);  // NMAX x PP f16 Wiener weights (step 2)
 
     const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
     const int y0 = corner(r / a.refs_x, a.block_step, a.eh);
@@ -181,44 +225,38 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     }
     __syncwarp();
 
-    u64 group[NMAX > 1 ? NMAX - 1 : 1];
-    list_clear(group);
+    // The group's best NMAX - 1 keys within tau besides R, across the lanes (WarpBest).
+    WarpBest<NMAX - 1> top;
     u64 seed_list[SEEDS];
     list_clear(seed_list);
 
     // 2a. The reference's frame, exhaustively, or its result kept by bm3d_search (the same
-    // candidates: the best NMAX - 1 within tau and the best SEEDS - 1, keys of frame code 0).
+    // candidates: the best NMAX - 1 within tau, ascending, and the best SEEDS - 1, keys of frame
+    // code 0).
     if (a.cache) {
         const u64* kept = a.cache + (u64)r * (NMAX + SEEDS);
         const u64 code_bits = (u64)a.ref_code << 28;
-        if (NMAX > 1 && lane < NMAX - 1) {
-            const u64 k = kept[lane];
-            if (k != KEY_NONE) list_insert(group, k | code_bits);
-        }
-        if (lane < SEEDS - 1) {
-            const u64 k = kept[(NMAX - 1) + lane];
-            if (k != KEY_NONE) list_insert(seed_list, k | code_bits);
+        u64 k = lane < NMAX - 1 ? kept[lane] : KEY_NONE;
+        top.start(queue, lane, k == KEY_NONE ? KEY_NONE : k | code_bits);
+        if (lane == 0) {
+            seeds[0] = y0; seeds[1] = x0;
+            for (int s = 1; s < a.n_seeds; ++s) {
+                k = kept[(NMAX - 1) + s - 1];
+                seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+                seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+            }
         }
     } else {
-        const int xa = max(x0 - a.radius, 0), xb = min(x0 + a.radius, max_x);
-        const int ya = max(y0 - a.radius, 0), yb = min(y0 + a.radius, max_y);
-        const int cols = xb - xa + 1, count = cols * (yb - ya + 1);
-        for (int c = lane; c < count; c += 32) {
-            const int x = xa + c % cols, y = ya + c / cols;
-            if (x == x0 && y == y0) continue;
-            const float d = patch_ssd<WIENER, MIRROR>(a, ref, a.ref_code, x, y);
-            const u64 k = make_key(d, a.ref_code, y, x);
-            if (NMAX > 1 && d <= tau) list_insert(group, k);
-            list_insert(seed_list, k);
-        }
-    }
-    // Seeds of the reference frame's neighbours: R, then the best others.
-    if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
-    for (int s = 1; s < a.n_seeds; ++s) {
-        const u64 k = warp_take_best(seed_list);
-        if (lane == 0) {
-            seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
-            seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+        top.start(queue, lane, KEY_NONE);
+        own_frame_search<WIENER, MIRROR>(a, ref, x0, y0, top, seed_list, lane);
+        // Seeds of the reference frame's neighbours: R, then the best others.
+        if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
+        for (int s = 1; s < a.n_seeds; ++s) {
+            const u64 k = warp_take_best(seed_list);
+            if (lane == 0) {
+                seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+                seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+            }
         }
     }
     __syncwarp();
@@ -226,7 +264,9 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 #pragma unroll
     for (int s = 0; s < 2 * SEEDS; ++s) first[s] = seeds[s];
 
-    // 2b. The other frames: predictive search, backwards then forwards.
+    // 2b. The other frames: predictive search, backwards then forwards: the squares of side
+    // 2 seed_radius + 1 around the seeds, each position once (a position in an earlier seed's
+    // square is that seed's).
     const int side = 2 * a.seed_radius + 1;
     for (int dir = -1; dir <= 1; dir += 2) {
         if (dir == 1) {
@@ -237,23 +277,21 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         }
         for (int code = a.ref_code + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
             list_clear(seed_list);
-            const int per_seed = side * side;
-            for (int c = lane; c < a.n_seeds * per_seed; c += 32) {
+            const int per_seed = side * side, total = a.n_seeds * per_seed;
+            for (int base = 0; base < total; base += 32) {
+                const int c = base + lane;
                 const int si = c / per_seed, o = c % per_seed;
-                const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
-                if (sy < 0) continue;
+                const int sy = c < total ? seeds[2 * si] : -1, sx = c < total ? seeds[2 * si + 1] : -1;
                 const int x = sx - a.seed_radius + o % side, y = sy - a.seed_radius + o / side;
-                if (x < 0 || y < 0 || x > max_x || y > max_y) continue;
-                bool claimed = false;
-                for (int q = 0; q < si; ++q) {
+                bool ok = sy >= 0 && x >= 0 && y >= 0 && x <= max_x && y <= max_y;
+                for (int q = 0; ok && q < si; ++q) {
                     const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
-                    claimed |= qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius;
+                    ok = !(qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius);
                 }
-                if (claimed) continue;
-                const float d = patch_ssd<WIENER, MIRROR>(a, ref, code, x, y);
+                const float d = ok ? patch_ssd<WIENER, MIRROR>(a, ref, code, x, y) : 0.0f;
                 const u64 k = make_key(d, code, y, x);
-                if (NMAX > 1 && d <= tau) list_insert(group, k);
-                list_insert(seed_list, k);
+                top.offer(ok && d <= tau, k);
+                if (ok) list_insert(seed_list, k);
             }
             __syncwarp();
             for (int s = 0; s < a.n_seeds; ++s) {
@@ -266,16 +304,16 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             __syncwarp();
         }
     }
+    top.finish();
 
-    // 3. The group: R, then the best of every lane's list, cut to a power of two.
-    int count = 1;
+    // 3. The group: R, then the best keys in order, cut to a power of two.
+    const bool member = lane < NMAX - 1 && top.best != KEY_NONE;
+    const int count = 1 + __popc(__ballot_sync(0xFFFFFFFFu, member));
     if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; }
-    for (int m = 1; m < NMAX; ++m) {
-        if (NMAX == 1) break;
-        const u64 k = warp_take_best(group);
-        if (k == KEY_NONE) break;
-        if (lane == 0) { members[3 * m] = key_code(k); members[3 * m + 1] = key_y(k); members[3 * m + 2] = key_x(k); }
-        ++count;
+    if (member) {
+        members[3 * (lane + 1)] = key_code(top.best);
+        members[3 * (lane + 1) + 1] = key_y(top.best);
+        members[3 * (lane + 1) + 2] = key_x(top.best);
     }
     const int n = 1 << (31 - __clz(count));
     __syncwarp();
@@ -283,29 +321,41 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     // 4. Filtering and aggregation, plane by plane.
     const u64 extent = (u64)a.ew * a.eh;
     for (int j = 0; j < a.n_planes; ++j) {
+        const float sigma = a.sigma[j];
+        float weight_part = 0.0f;
+        if (WIENER) {
+            // The basic estimate's group first, in g: its coefficients give the Wiener weights,
+            // kept as f16 (half the shared memory of a second f32 group: more warps per SM).
+            for (int e = lane; e < n * PP; e += 32) {
+                const int m = e / PP, p = e % PP;
+                const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+                g[e] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
+            }
+            __syncwarp();
+            transform2(g, n, BM3D_WN_FWD, lane);
+            for (int t = lane; t < PP; t += 32) {
+                haar_column(g, n, t, false);
+                for (int m = 0; m < n; ++m) {
+                    const float bv = g[m * PP + t];
+                    const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
+                    omega16[m * PP + t] = f32_to_f16(omega);  // read back by this lane only (same t)
+                    weight_part += omega * omega;
+                }
+            }
+            __syncwarp();
+        }
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
             const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
             g[e] = noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
-            if (WIENER) b[e] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
         }
         __syncwarp();
-        const float* fwd = WIENER ? BM3D_WN_FWD : BM3D_HT_FWD;
-        transform2(g, n, fwd, lane);
-        if (WIENER) transform2(b, n, fwd, lane);
-        const float sigma = a.sigma[j];
+        transform2(g, n, WIENER ? BM3D_WN_FWD : BM3D_HT_FWD, lane);
         const float thr = a.lambda_ * sigma;
-        float weight_part = 0.0f;
         for (int t = lane; t < PP; t += 32) {
             haar_column(g, n, t, false);
             if (WIENER) {
-                haar_column(b, n, t, false);
-                for (int m = 0; m < n; ++m) {
-                    const float bv = b[m * PP + t];
-                    const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
-                    g[m * PP + t] *= omega;
-                    weight_part += omega * omega;
-                }
+                for (int m = 0; m < n; ++m) g[m * PP + t] *= f16_to_f32(omega16[m * PP + t]);
             } else {
                 for (int m = 0; m < n; ++m) {
                     const float v = g[m * PP + t];

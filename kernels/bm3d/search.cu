@@ -9,23 +9,22 @@
 //   1. Distances: the candidates' corners (cols x rows within the search radius) are cut into
 //      tasks of one column and 8 consecutive rows; a lane reads each of the 15 image rows of its
 //      task once (8 samples into registers) and adds each to the 8 candidates that use it, with the
-//      reference patch (one plane) in registers: 15 x 8 reads for 8 x 64 squared differences, where scoring one
-//      candidate at a time reads 64 samples for 64. Sums go to the warp's distance array in shared
-//      memory, plane after plane.
-//   2. Seeds: the best SEEDS - 1 candidates at any distance (lane lists, then the warp's best).
-//   3. Group: the best NMAX - 1 candidates within tau. The NMAX - 1'th distance T is found by
-//      bisection on the distances' bits (non-negative floats order as their bits), ties at T are
-//      taken in candidate order (row, then column: the key order), and the chosen keys are sorted
-//      across the warp (bitonic, one key per lane).
-//   4. Output, cache (shape [refs][NMAX + SEEDS] u64 keys of frame code 0, KEY_NONE where none):
+//      reference patch (one plane) in registers: 15 x 8 reads for 8 x 64 squared differences, where
+//      scoring one candidate at a time reads 64 samples for 64. Sums go to the warp's distance array
+//      in shared memory, plane after plane.
+//   2. One pass over the distances: those within tau go to the warp's running selection of the
+//      best NMAX - 1 (WarpBest, select.cuh: a compare per candidate, merges of 32 while the
+//      selection still changes), every one to its lane's list of the best SEEDS - 1. Kept apart
+//      from step 1 so that its registers (the reference plane, 8 sums) are free here.
+//   3. Output, cache (shape [refs][NMAX + SEEDS] u64 keys of frame code 0, KEY_NONE where none):
 //      [0, NMAX - 1) the group candidates ascending, [NMAX - 1, NMAX - 1 + SEEDS - 1) the seeds.
 //
 // Shared memory per warp (the host sizes it, src/bm3d/cuda.rs `search_floats`): the
-// distances ((2 radius + 1)^2 floats), 32 keys and the reference patch of one plane;
-// `search_floats` in all, an even count (the keys are 8-byte aligned).
+// distances ((2 radius + 1)^2 floats), the selection's queue (64 keys) and the reference patch of
+// one plane; `search_floats` in all, an even count (the keys are 8-byte aligned).
 
 #define SEARCH_ROWS 8  // candidate rows of a task
-#define SEARCH_MIN_BLOCKS 3  // blocks per SM: up to 168 registers a thread, no spills (at 4: 128, spills)
+#define SEARCH_MIN_BLOCKS 3  // blocks per SM: up to 168 registers a thread
 
 template <bool WIENER>
 struct SearchOut {
@@ -33,28 +32,6 @@ struct SearchOut {
     static constexpr int GROUP = NMAX - 1;  // group candidates after R
     static constexpr int STRIDE = NMAX + SEEDS;  // keys per reference patch (>= GROUP + SEEDS - 1)
 };
-
-__device__ __forceinline__ int warp_sum_int(int v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    return v;
-}
-
-// Ascending bitonic sort of one key per lane across the warp.
-__device__ __forceinline__ u64 warp_sort(u64 v, int lane)
-{
-#pragma unroll
-    for (int k = 2; k <= 32; k <<= 1) {
-#pragma unroll
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            const u64 o = __shfl_xor_sync(0xFFFFFFFFu, v, j);
-            const bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
-            v = keep_min ? (o < v ? o : v) : (o > v ? o : v);
-        }
-    }
-    return v;
-}
 
 // Row `y` (clamped to the plane's last usable row: rows of masked candidates) of 8 samples from
 // column x of plane j of the frame at `code`, in 8-bit units.
@@ -88,7 +65,7 @@ __device__ void bm3d_search(const Bm3dArgs& a)
     if (r >= a.refs_x * a.refs_y) return;  // whole warps leave together
     float* dist = smem + warp * a.search_floats;   // cols x rows distances
     float* refp = dist + a.search_floats - PP;     // one plane of the reference patch
-    u64* chosen = (u64*)(refp - 64);                // the group's keys, in candidate order (32)
+    u64* queue = (u64*)(refp - 128);                // 64 keys (WarpBest)
 
     const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
     const int y0 = corner(r / a.refs_x, a.block_step, a.eh);
@@ -140,67 +117,28 @@ __device__ void bm3d_search(const Bm3dArgs& a)
     __syncwarp();
     const int idx_r = (y0 - ya) * cols + (x0 - xa);
 
-    // 2. Seeds: the best SEEDS - 1 keys other than R, at any distance.
-    u64* out = (u64*)a.cache + (u64)r * Out::STRIDE;
-    {
-        u64 seed_list[SEEDS];
-        list_clear(seed_list);
-        for (int i = lane; i < count; i += 32) {
-            if (i == idx_r) continue;
-            list_insert(seed_list, make_key(dist[i], 0, ya + i / cols, xa + i % cols));
-        }
-        for (int s = 0; s + 1 < SEEDS; ++s) {
-            const u64 k = warp_take_best(seed_list);
-            if (lane == 0) out[Out::GROUP + s] = s + 1 < a.n_seeds ? k : KEY_NONE;
-        }
+    // 2. Selection: the group (within tau) and the seeds (at any distance), R left out.
+    WarpBest<Out::GROUP> top;
+    top.start(queue, lane, KEY_NONE);
+    u64 seed_list[SEEDS];
+    list_clear(seed_list);
+    for (int base = 0; base < count; base += 32) {
+        const int i = base + lane;
+        const bool ok = i < count && i != idx_r;
+        const float d = ok ? dist[i] : 0.0f;
+        const u64 k = make_key(d, 0, ya + i / cols, xa + i % cols);
+        top.offer(ok && d <= a.tau_ssd, k);
+        if (ok) list_insert(seed_list, k);
     }
+    top.finish();
 
-    // 3. The group: the GROUP best keys within tau other than R.
-    if (Out::GROUP > 0) {
-        const float tau = a.tau_ssd;
-        auto count_le = [&](unsigned bits) {
-            int n = 0;
-            for (int i = lane; i < count; i += 32) n += (i != idx_r && __float_as_uint(dist[i]) <= bits) ? 1 : 0;
-            return warp_sum_int(n);
-        };
-        // Distances are >= 0, so their bits order as the values; tau >= 0 (checked by the host).
-        unsigned hi = __float_as_uint(tau);
-        unsigned lo = 0;
-        unsigned cut = hi;  // keys with bits <= cut, ties at cut in candidate order
-        int need = Out::GROUP;
-        if (count_le(hi) > Out::GROUP) {
-            while (lo < hi) {
-                const unsigned mid = lo + (hi - lo) / 2;
-                if (count_le(mid) >= Out::GROUP) hi = mid;
-                else lo = mid + 1;
-            }
-            cut = lo;
-        }
-        // Collect: every key below the cut, then ties at the cut in candidate order until GROUP.
-        const int below = cut == 0 ? 0 : count_le(cut - 1);
-        int ties_left = need - below;
-        int taken = 0;
-        for (int base = 0; base < count; base += 32) {
-            const int i = base + lane;
-            const unsigned b = i < count ? __float_as_uint(dist[i]) : 0xFFFFFFFFu;
-            const bool ok = i < count && i != idx_r && b <= cut;
-            const bool tie = ok && b == cut;
-            const unsigned tie_mask = __ballot_sync(0xFFFFFFFFu, tie);
-            const int tie_rank = __popc(tie_mask & ((1u << lane) - 1));
-            const bool take = ok && (!tie || tie_rank < ties_left);
-            const unsigned take_mask = __ballot_sync(0xFFFFFFFFu, take);
-            const int pos = taken + __popc(take_mask & ((1u << lane) - 1));
-            // At most GROUP <= 31 keys are taken in all (the cut makes it so).
-            if (take) chosen[pos] = make_key(dist[i], 0, ya + i / cols, xa + i % cols);
-            taken += __popc(take_mask);
-            ties_left -= __popc(take_mask & tie_mask);
-            if (taken >= need) break;
-        }
-        __syncwarp();
-        u64 mine = lane < taken ? chosen[lane] : KEY_NONE;
-        mine = warp_sort(mine, lane);
-        if (lane < Out::GROUP) out[lane] = mine;
+    // 3. Output.
+    u64* out = (u64*)a.cache + (u64)r * Out::STRIDE;
+    for (int s = 0; s + 1 < SEEDS; ++s) {
+        const u64 k = warp_take_best(seed_list);
+        if (lane == 0) out[Out::GROUP + s] = s + 1 < a.n_seeds ? k : KEY_NONE;
     }
+    if (lane < Out::GROUP) out[lane] = top.best;
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, SEARCH_MIN_BLOCKS) bm3d_search_hard(const Bm3dArgs a)

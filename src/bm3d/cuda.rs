@@ -125,7 +125,7 @@ impl Bm3dVariant {
     pub fn smem_per_warp(&self, wiener: bool) -> usize {
         let pp = (self.patch * self.patch) as usize;
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
-        4 * (MAX_PLANES * pp + 2 * self.seeds as usize + 3 * n + n * pp * if wiener { 2 } else { 1 })
+        4 * (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + 2 * self.seeds as usize + 3 * n + n * pp + if wiener { n * pp / 2 } else { 0 }).next_multiple_of(2)
     }
 
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
@@ -167,11 +167,14 @@ struct Kernels {
     finish: CudaFunction,
 }
 
+/// Shared floats per warp of the selection queue (kernels/bm3d/select.cuh `WarpBest`: 64 keys).
+const SELECT_QUEUE_FLOATS: usize = 128;
+
 /// Shared floats per warp of the search kernels (kernels/bm3d/search.cu): the distances of a
-/// search square of `radius`, 32 keys and one plane of the reference patch; even.
+/// search square of `radius`, the selection queue and one plane of the reference patch; even.
 pub fn search_floats(radius: u32, patch: u32) -> usize {
     let side = (2 * radius + 1) as usize;
-    (side * side + 64 + (patch * patch) as usize).next_multiple_of(2)
+    (side * side + SELECT_QUEUE_FLOATS + (patch * patch) as usize).next_multiple_of(2)
 }
 
 /// The keys of one ring slot's search cache entries and where each (plane group, step) starts,
@@ -426,7 +429,7 @@ impl CudaAlgorithm for CudaBm3d {
             }
             let kernels = self.kernels(&v)?;
             for f in [&kernels.search_hard, &kernels.search_wiener] {
-                raw::set_max_dynamic_shared(f, bytes).map_err(backend_err)?;
+                raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
             }
             let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
             let buffer = DeviceBuffer::new(ctx, 8 * slot_keys * ring_slots).map_err(backend_err)?;

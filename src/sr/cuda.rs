@@ -190,7 +190,7 @@ impl CudaAlgorithm for CudaSr {
                 plan.scale, plan.search_radius, plan.patch_radius, device.name, device.max_shared
             )));
         }
-        raw::set_max_dynamic_shared(&k.fuse, smem).map_err(backend_err)?;
+        raw::allow_device_max_dynamic_shared(&k.fuse, device.max_shared).map_err(backend_err)?;
         self.shared_limit = smem;
         let largest = plan.output.planes.iter().map(|p| p.width * p.height).max().unwrap_or(1);
         self.buffers = (0..3).map(|_| DeviceBuffer::new(&device.ctx, 4 * largest)).collect::<raw::CuResult<Vec<_>>>().map_err(backend_err)?;

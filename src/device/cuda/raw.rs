@@ -232,6 +232,14 @@ pub fn set_max_dynamic_shared(f: &cudarc::driver::CudaFunction, bytes: usize) ->
         .map_err(err("raising the shared memory limit"))
 }
 
+/// Lets `f` use as much dynamic shared memory per block as the device allows (`device_max`,
+/// its opt-in limit), for functions whose blocks' needs depend on more than the compiled
+/// variant (a search radius, a scale): engines share a compiled function (the module cache), so
+/// a limit fitted to one engine's needs would fail another's larger launches.
+pub fn allow_device_max_dynamic_shared(f: &cudarc::driver::CudaFunction, device_max: usize) -> CuResult<()> {
+    set_max_dynamic_shared(f, device_max)
+}
+
 /// Asks for `percent` of each SM's unified L1/shared memory as shared memory when `f` runs.
 pub fn set_shared_carveout(f: &cudarc::driver::CudaFunction, percent: i32) -> CuResult<()> {
     // SAFETY: as in `set_max_dynamic_shared`.
