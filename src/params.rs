@@ -232,6 +232,13 @@ pub const BM3D_MAX_SEED_RADIUS: u32 = 8;
 /// back as patch-sized blotches and streaks.
 pub const BM3D_HIGH_NOISE_SIGMA: f32 = 30.0;
 
+/// The hard-thresholding step's group threshold (mean squared difference per sample) is at least
+/// this many times sigma^2 (docs/tuning.md, "BM3D at high noise"): two patches of the same
+/// content differ by 2 sigma^2 per sample on average, so the profiles' 2500 rejects most true
+/// matches from sigma 35 on, and the groups of flat areas shrink to the few patches whose noise
+/// happened to agree.
+pub const BM3D_THRESHOLD_PER_VARIANCE: f32 = 3.0;
+
 impl Bm3dProfile {
     /// The profile's values at low and moderate noise (docs/tuning.md, "BM3D profiles").
     pub fn settings(self) -> Bm3dSettings {
@@ -257,12 +264,16 @@ impl Bm3dProfile {
     }
 
     /// The profile's values for noise of `sigma` (8-bit code values; `None`: not known yet, the
-    /// values of [`settings`](Self::settings)): from [`BM3D_HIGH_NOISE_SIGMA`] on, `fast` searches
-    /// radius 12 with groups of 16 in both steps and `normal` radius 16 with Wiener groups of 32;
-    /// `high` is the same at every level.
+    /// values of [`settings`](Self::settings)): the hard-thresholding group threshold at least
+    /// [`BM3D_THRESHOLD_PER_VARIANCE`] sigma^2 (every profile, from sigma 29); from
+    /// [`BM3D_HIGH_NOISE_SIGMA`] on, `fast` searches radius 12 with groups of 16 in both steps and
+    /// `normal` radius 16 with Wiener groups of 32.
     pub fn settings_for(self, sigma: Option<f32>) -> Bm3dSettings {
         let s = self.settings();
-        if sigma.is_none_or(|v| v < BM3D_HIGH_NOISE_SIGMA) {
+        let Some(sigma) = sigma else { return s };
+        // At most 255^2, the largest mean squared difference of 8-bit samples: every patch passes.
+        let s = Bm3dSettings { threshold: s.threshold.max(BM3D_THRESHOLD_PER_VARIANCE * sigma * sigma).min(65025.0), ..s };
+        if sigma < BM3D_HIGH_NOISE_SIGMA {
             return s;
         }
         match self {
@@ -644,11 +655,18 @@ mod tests {
         assert_eq!((normal(30.0).search_radius, normal(30.0).group_size, normal(30.0).wiener_group_size), (16, 16, 32));
         let fast = at(Bm3dProfile::Fast, Some(40.0), false).bm3d_settings().unwrap();
         assert_eq!((fast.search_radius, fast.group_size, fast.wiener_group_size, fast.block_step), (12, 16, 16, 6));
-        assert_eq!(at(Bm3dProfile::High, Some(40.0), false).bm3d_settings().unwrap(), Bm3dProfile::High.settings());
+        let high = at(Bm3dProfile::High, Some(40.0), false).bm3d_settings().unwrap();
+        assert_eq!(high, Bm3dSettings { threshold: 4800.0, ..Bm3dProfile::High.settings() });
+        // The hard-thresholding threshold follows sigma^2 once 3 sigma^2 passes the profile's 2500;
+        // the Wiener step's does not move.
+        assert_eq!((normal(20.0).threshold, normal(28.0).threshold, normal(50.0).threshold), (2500.0, 2500.0, 7500.0));
+        assert_eq!((normal(50.0).wiener_threshold, fast.threshold, normal(200.0).threshold), (400.0, 4800.0, 65025.0));
         // An explicit value wins at every noise level; an estimated sigma keeps the low-noise values.
         let mut p = at(Bm3dProfile::Normal, Some(40.0), false);
         p.bm3d.search_radius = Some(10);
-        assert_eq!((p.bm3d_settings().unwrap().search_radius, p.bm3d_settings().unwrap().wiener_group_size), (10, 32));
+        p.bm3d.threshold = Some(3000.0);
+        let s = p.bm3d_settings().unwrap();
+        assert_eq!((s.search_radius, s.wiener_group_size, s.threshold), (10, 32, 3000.0));
         assert_eq!(at(Bm3dProfile::Normal, Some(40.0), true).bm3d_settings().unwrap(), Bm3dProfile::Normal.settings());
         // Crossing the level is a change of structure (the backend is configured again).
         assert!(!at(Bm3dProfile::Normal, Some(20.0), false).same_structure(&at(Bm3dProfile::Normal, Some(35.0), false)));

@@ -217,7 +217,8 @@ pub struct Cli {
     bm3d_wiener_group_size: Option<u32>,
 
     /// BM3D grouping threshold of the hard-thresholding step: the largest mean squared distance
-    /// (8-bit units squared) of a grouped patch. Default: the profile's (2500).
+    /// (8-bit units squared) of a grouped patch. Default: the profile's (2500, or 3 sigma^2 where
+    /// larger with --sigma).
     #[arg(allow_negative_numbers = true, long, value_name = "D")]
     bm3d_threshold: Option<f32>,
 

@@ -172,7 +172,7 @@ impl ObjectImpl for NlmDenoise {
                 .build(),
             glib::ParamSpecFloat::builder("bm3d-threshold")
                 .nick("BM3D grouping threshold")
-                .blurb("Hard-thresholding step: largest mean squared distance (8-bit units squared) of a grouped patch; -1: the profile's (2500)")
+                .blurb("Hard-thresholding step: largest mean squared distance (8-bit units squared) of a grouped patch; -1: the profile's (2500, or 3 sigma^2 where larger)")
                 .minimum(-1.0)
                 .maximum(65025.0)
                 .default_value(-1.0)
