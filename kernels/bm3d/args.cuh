@@ -49,5 +49,5 @@ struct Bm3dArgs {
     // kernels search the reference's frame themselves.
     u64* cache;
     int search_floats;               // bm3d_search_*: shared floats per warp (even)
-    int pad_;
+    int group_floats;                // bm3d_hard / bm3d_wiener: shared floats per warp (multiple of 4)
 };

@@ -21,9 +21,11 @@
 //      group's weight and the Kaiser window, and the weight to the patch's corner in `wimg`
 //      (bm3d_finish.cu turns those into the denominators).
 //
-// Shared memory per warp (the host sizes the launch, src/bm3d/cuda.rs `smem_per_warp`): the
-// reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue, the seeds, the members, the
-// group buffer and in step 2 the Wiener weights.
+// Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `smem_per_warp`):
+// the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds,
+// the members (NMAX x 3 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
+// weights (NMAX x PP f16), or a predictive-search square of n_planes x (2 seed_radius + PATCH)^2
+// floats while the group is searched, whichever is larger.
 
 template <bool WIENER>
 struct Step {
@@ -48,14 +50,6 @@ __device__ __forceinline__ float f16_to_f32(unsigned short h)
     float v;
     asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
     return v;
-}
-
-template <bool WIENER>
-__device__ __forceinline__ int warp_floats()
-{
-    constexpr int N = Step<WIENER>::NMAX;
-    // Even, so that the next warp's queue is 8-byte aligned.
-    return (REF_FLOATS + QUEUE_FLOATS + SEED_INTS + 3 * N + N * PP + (WIENER ? N * PP / 2 : 0) + 1) & ~1;
 }
 
 // A sample of a plane in 8-bit units at (x, y) of the extent (mirrored beyond the plane).
@@ -169,6 +163,34 @@ __device__ __forceinline__ float patch_ssd(const Bm3dArgs& a, const float* ref, 
     return s0 + s1;
 }
 
+// The matching value of plane j at (x, y) of the frame at `code`, MIRROR as noisy_in.
+template <bool WIENER, bool MIRROR>
+__device__ __forceinline__ float match_in(const Bm3dArgs& a, int code, int j, int x, int y)
+{
+    if (WIENER) return basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
+    return noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
+}
+
+// Sum of squared differences between the reference patch and the staged patch whose first
+// sample is `p` (rows `rw` floats apart, planes `plane_floats` apart; shared memory).
+__device__ __forceinline__ float staged_ssd(const float* ref, const float* p, int n_planes, int rw, int plane_floats)
+{
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int j = 0; j < n_planes; ++j) {
+#pragma unroll
+        for (int i = 0; i < PATCH; ++i) {
+#pragma unroll
+            for (int c = 0; c < PATCH; c += 2) {
+                const float d0 = ref[j * PP + i * PATCH + c] - p[j * plane_floats + i * rw + c];
+                const float d1 = ref[j * PP + i * PATCH + c + 1] - p[j * plane_floats + i * rw + c + 1];
+                s0 = fmaf(d0, d0, s0);
+                s1 = fmaf(d1, d1, s1);
+            }
+        }
+    }
+    return s0 + s1;
+}
+
 __device__ __forceinline__ int corner(int i, int step, int extent)
 {
     return min(i * step, extent - PATCH);
@@ -201,12 +223,14 @@ template <bool WIENER, bool MIRROR>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
     constexpr int NMAX = Step<WIENER>::NMAX;
-    extern __shared__ float smem[];
+    extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int r = blockIdx.x * WARPS + warp;
     if (r >= a.refs_x * a.refs_y) return;  // whole warps leave together
-    float* ref = smem + warp * warp_floats<WIENER>();
+    // A multiple of 4 (the host's): the compiler then knows every warp's reference patch is
+    // 16-byte aligned and reads its rows as vectors.
+    float* ref = smem + warp * ((a.group_floats >> 2) << 2);
     u64* queue = (u64*)(ref + REF_FLOATS);      // 64 keys (WarpBest)
     int* seeds = (int*)(queue + 64);            // SEEDS x (y, x)
     int* members = seeds + SEED_INTS;           // NMAX x (code, y, x)
@@ -266,8 +290,9 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 
     // 2b. The other frames: predictive search, backwards then forwards: the squares of side
     // 2 seed_radius + 1 around the seeds, each position once (a position in an earlier seed's
-    // square is that seed's).
-    const int side = 2 * a.seed_radius + 1;
+    // square is that seed's). Each seed's square of patches is staged in the group buffer (free
+    // until step 4): its candidates then read shared memory, not L1 lines of several rows each.
+    float* stage = g;
     for (int dir = -1; dir <= 1; dir += 2) {
         if (dir == 1) {
             __syncwarp();
@@ -277,21 +302,39 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         }
         for (int code = a.ref_code + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
             list_clear(seed_list);
-            const int per_seed = side * side, total = a.n_seeds * per_seed;
-            for (int base = 0; base < total; base += 32) {
-                const int c = base + lane;
-                const int si = c / per_seed, o = c % per_seed;
-                const int sy = c < total ? seeds[2 * si] : -1, sx = c < total ? seeds[2 * si + 1] : -1;
-                const int x = sx - a.seed_radius + o % side, y = sy - a.seed_radius + o / side;
-                bool ok = sy >= 0 && x >= 0 && y >= 0 && x <= max_x && y <= max_y;
-                for (int q = 0; ok && q < si; ++q) {
-                    const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
-                    ok = !(qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius);
+            for (int si = 0; si < a.n_seeds; ++si) {
+                const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
+                if (sy < 0) continue;  // warp-uniform
+                // Corners [xa, xb] x [ya, yb]; the staged samples [xa, xb + PATCH) x [ya, yb + PATCH).
+                const int xa = max(sx - a.seed_radius, 0), xb = min(sx + a.seed_radius, max_x);
+                const int ya = max(sy - a.seed_radius, 0), yb = min(sy + a.seed_radius, max_y);
+                const int cw = xb - xa + 1, count = cw * (yb - ya + 1);
+                const int rw = cw + PATCH - 1, rh = yb - ya + PATCH, plane_floats = rw * rh;
+                __syncwarp();  // the previous square's candidates are scored
+                // Whole rows per pass (rw <= 2 BM3D_MAX_SEED_RADIUS + PATCH <= 32): no division
+                // per sample.
+                const int rows_per_pass = 32 / rw, col = lane % rw, row0 = lane / rw;
+                if (row0 < rows_per_pass) {
+                    for (int j = 0; j < a.n_planes; ++j) {
+                        for (int row = row0; row < rh; row += rows_per_pass)
+                            stage[j * plane_floats + row * rw + col] = match_in<WIENER, MIRROR>(a, code, j, xa + col, ya + row);
+                    }
                 }
-                const float d = ok ? patch_ssd<WIENER, MIRROR>(a, ref, code, x, y) : 0.0f;
-                const u64 k = make_key(d, code, y, x);
-                top.offer(ok && d <= tau, k);
-                if (ok) list_insert(seed_list, k);
+                __syncwarp();
+                for (int base = 0; base < count; base += 32) {
+                    const int c = base + lane;
+                    const int u = c % cw, v = c / cw;
+                    const int x = xa + u, y = ya + v;
+                    bool ok = c < count;
+                    for (int q = 0; ok && q < si; ++q) {
+                        const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
+                        ok = !(qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius);
+                    }
+                    const float d = ok ? staged_ssd(ref, stage + v * rw + u, a.n_planes, rw, plane_floats) : 0.0f;
+                    const u64 k = make_key(d, code, y, x);
+                    top.offer(ok && d <= tau, k);
+                    if (ok) list_insert(seed_list, k);
+                }
             }
             __syncwarp();
             for (int s = 0; s < a.n_seeds; ++s) {

@@ -87,7 +87,7 @@ pub struct Bm3dArgs {
     pub target_code: i32,
     pub cache: u64,
     pub search_floats: i32,
-    pub pad_: i32,
+    pub group_floats: i32,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -120,17 +120,20 @@ impl Bm3dVariant {
         ])
     }
 
-    /// Shared memory of one warp of the hard (`wiener` false) or Wiener kernel, bytes: the
-    /// layout at the top of kernels/bm3d/group.cu (`warp_floats`).
-    pub fn smem_per_warp(&self, wiener: bool) -> usize {
+    /// Shared floats of one warp of the hard (`wiener` false) or Wiener kernel for a plane group
+    /// of `planes` planes and seeds of `seed_radius`: the layout at the top of
+    /// kernels/bm3d/group.cu (`Bm3dArgs::group_floats`); a multiple of 4 (16-byte aligned warps).
+    pub fn group_floats(&self, wiener: bool, planes: usize, seed_radius: u32) -> usize {
         let pp = (self.patch * self.patch) as usize;
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
-        4 * (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + 2 * self.seeds as usize + 3 * n + n * pp + if wiener { n * pp / 2 } else { 0 }).next_multiple_of(2)
+        let group = n * pp + if wiener { n * pp / 2 } else { 0 };
+        let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
+        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + 2 * self.seeds as usize + 3 * n + group.max(square)).next_multiple_of(4)
     }
 
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
-    pub fn smem_bytes(&self, wiener: bool) -> usize {
-        WARPS as usize * self.smem_per_warp(wiener)
+    pub fn smem_bytes(&self, wiener: bool, planes: usize, seed_radius: u32) -> usize {
+        WARPS as usize * 4 * self.group_floats(wiener, planes, seed_radius)
     }
 
     /// The program text: the patch transforms (forward and inverse of each step) and the Kaiser
@@ -259,17 +262,10 @@ impl CudaBm3d {
         let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &v.program_source(), &v.defines()).map_err(|e| Error::Backend(e.ctx(format!("{v:?}"))))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
         let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, search_hard: load("bm3d_search_hard")?, search_wiener: load("bm3d_search_wiener")?, finish: load("bm3d_finish")? };
-        for (f, wiener) in [(&k.hard, false), (&k.wiener, true)] {
-            let smem = v.smem_bytes(wiener);
-            if smem > self.device.max_shared {
-                return Err(Error::Unsupported(format!(
-                    "bm3d groups of {} need {smem} bytes of shared memory per block; {} has {}",
-                    if wiener { v.nmax_wiener } else { v.nmax_hard },
-                    self.device.name,
-                    self.device.max_shared
-                )));
-            }
-            raw::set_max_dynamic_shared(f, smem).map_err(backend_err)?;
+        // The group kernels' shared memory depends on the launch (plane group, seed radius), and
+        // engines of other settings share these functions: allow the device's limit once.
+        for f in [&k.hard, &k.wiener] {
+            raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
         }
         self.kernels.insert(*v, k.clone());
         Ok(k)
@@ -341,7 +337,8 @@ impl CudaBm3d {
             raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
         }
         let f = if wiener { &k.wiener } else { &k.hard };
-        let smem = v.smem_bytes(wiener);
+        args.group_floats = v.group_floats(wiener, m, s.seed_radius) as i32;
+        let smem = v.smem_bytes(wiener, m, s.seed_radius);
         let grid = ((args.refs_x * args.refs_y) as u32).div_ceil(WARPS);
         let grid = (grid, 1, 1);
         let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
@@ -391,6 +388,18 @@ impl CudaAlgorithm for CudaBm3d {
         let plan = plan.bm3d("the CUDA BM3D implementation")?;
         let v = Bm3dVariant::for_plan(plan, geometry.bytes_per_sample);
         self.kernels(&v)?;
+        for (g, wiener) in plan.groups.iter().flat_map(|g| [(g, false), (g, true)]) {
+            let smem = v.smem_bytes(wiener, g.planes.len(), plan.settings.seed_radius);
+            if smem > device.max_shared {
+                return Err(Error::Unsupported(format!(
+                    "bm3d groups of {} with seed radius {} need {smem} bytes of shared memory per block; {} has {}",
+                    if wiener { v.nmax_wiener } else { v.nmax_hard },
+                    plan.settings.seed_radius,
+                    device.name,
+                    device.max_shared
+                )));
+            }
+        }
         self.variant = Some(v);
         self.layout = Some(layout.clone());
         self.plane_sizes = geometry.planes.iter().map(|p| (p.width, p.height)).collect();
@@ -504,5 +513,26 @@ mod tests {
         let (keys1, offsets1) = layout(1);
         assert_eq!(keys1, (luma + chroma) * 19);
         assert_eq!(offsets1, vec![0, luma * 19, luma * 19, luma * 19 + chroma * 19]);
+    }
+
+    /// A warp's shared memory holds the group (and the Wiener weights) or, while the group is
+    /// searched, a predictive-search square of every plane, whichever is larger; warps stay
+    /// 16-byte aligned (kernels/bm3d/group.cu reads the reference patch as vectors).
+    #[test]
+    fn group_kernels_shared_memory_per_warp() {
+        let high = Bm3dVariant { patch: 8, nmax_hard: 16, nmax_wiener: 32, seeds: 3, sample_bytes: 1 };
+        let head = 3 * 64 + SELECT_QUEUE_FLOATS + 2 * 3;
+        // `high` (seed radius 4: squares of 16 x 16 samples): the groups are larger.
+        assert_eq!(high.group_floats(false, 1, 4), (head + 3 * 16 + 16 * 64).next_multiple_of(4));
+        assert_eq!(high.group_floats(true, 2, 4), (head + 3 * 32 + 32 * 64 + 32 * 32).next_multiple_of(4));
+        // Seed radius 8 with three planes (3 x 24 x 24 samples) outgrows the hard group of 16.
+        assert_eq!(high.group_floats(false, 3, 8), (head + 3 * 16 + 3 * 24 * 24).next_multiple_of(4));
+        let tiny = Bm3dVariant { patch: 4, nmax_hard: 1, nmax_wiener: 1, seeds: 1, sample_bytes: 2 };
+        for (wiener, planes, radius) in [(false, 1, 0), (true, 3, 8), (false, 2, 3)] {
+            let floats = tiny.group_floats(wiener, planes, radius);
+            assert_eq!(floats % 4, 0);
+            assert!(floats >= 3 * 16 + SELECT_QUEUE_FLOATS + 2 + 3 + planes * ((2 * radius + 4) as usize).pow(2));
+            assert_eq!(tiny.smem_bytes(wiener, planes, radius), WARPS as usize * 4 * floats);
+        }
     }
 }

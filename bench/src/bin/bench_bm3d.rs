@@ -3,7 +3,7 @@
 //!
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
 //!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
-//!       [--backend cuda|cpu] [--depth 2] [--sigma 20]
+//!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
@@ -37,6 +37,12 @@ struct Args {
     /// both steps), e.g. "6:16:8 8:8:6", each on every window of --windows.
     #[arg(long)]
     sweep: Option<String>,
+    /// Block step on every profile row instead of the profile's (rows labelled `sN`).
+    #[arg(long)]
+    block_step: Option<u32>,
+    /// Search radius on every profile row instead of the profile's (rows labelled `rN`).
+    #[arg(long)]
+    search_radius: Option<u32>,
 }
 
 fn window(name: &str) -> Option<(u32, u32, u32)> {
@@ -80,6 +86,13 @@ fn main() {
         }
         return;
     }
+    let mut overrides = String::new();
+    if let Some(v) = args.block_step {
+        overrides.push_str(&format!(" s{v}"));
+    }
+    if let Some(v) = args.search_radius {
+        overrides.push_str(&format!(" r{v}"));
+    }
     for p in args.profiles.split(',') {
         let profile: Bm3dProfile = match p.parse() {
             Ok(v) => v,
@@ -98,15 +111,15 @@ fn main() {
                 sigma: Some(args.sigma),
                 temporal_past: past,
                 temporal_future: future,
-                bm3d: Bm3dParams { profile, steps: Some(steps), ..Default::default() },
+                bm3d: Bm3dParams { profile, steps: Some(steps), block_step: args.block_step, search_radius: args.search_radius, ..Default::default() },
                 ..Params::default()
             };
             match engine_fps(info, params, &options, args.frames) {
                 Ok((f, d)) => {
-                    println!("| {p} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f);
+                    println!("| {p}{overrides} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f);
                     described.get_or_insert(d);
                 }
-                Err(e) => println!("| {p} | {w} | {past} | {future} | {steps} | {}x{} | error: {e} | |", args.width, args.height),
+                Err(e) => println!("| {p}{overrides} | {w} | {past} | {future} | {steps} | {}x{} | error: {e} | |", args.width, args.height),
             }
         }
     }
