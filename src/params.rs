@@ -199,6 +199,15 @@ pub struct Bm3dParams {
     /// into it (as full V-BM3D aggregates every group into every frame). Cost: one step per
     /// frame of the window.
     pub window_references: Option<bool>,
+    /// Per-frame groups: every frame's reference patches are grouped once, within the window
+    /// centred on their own frame (`temporal_past` before it, `temporal_future` after it), and
+    /// every member of a group is added to its own frame's estimate (V-BM3D's aggregation); a
+    /// frame's estimate gathers the groups of the frames within `temporal_future` before and
+    /// `temporal_past` after it. The same picture as `window_references` (docs/tuning.md,
+    /// "Per-frame groups"); each frame's groups are computed once per stream, not once per
+    /// output frame, at the cost of latency: two-step runs read 2 (past + future) frames on each
+    /// side. Replaces `window_references` where both are set. The CPU backends only, for now.
+    pub frame_groups: Option<bool>,
     /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
     pub chroma_sigma: Option<f32>,
 }
@@ -218,6 +227,7 @@ pub struct Bm3dSettings {
     pub seeds: u32,
     pub seed_radius: u32,
     pub window_references: bool,
+    pub frame_groups: bool,
 }
 
 pub const BM3D_MAX_GROUP: u32 = 32;
@@ -255,6 +265,7 @@ impl Bm3dProfile {
             seeds: 2,
             seed_radius: 3,
             window_references: false,
+            frame_groups: false,
         };
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
@@ -308,6 +319,7 @@ impl Bm3dParams {
             seeds: self.seeds.unwrap_or(p.seeds),
             seed_radius: self.seed_radius.unwrap_or(p.seed_radius),
             window_references: self.window_references.unwrap_or(p.window_references),
+            frame_groups: self.frame_groups.unwrap_or(p.frame_groups),
         };
         // An explicit patch size smaller than the profile's step brings the step down with it.
         let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };
@@ -566,7 +578,14 @@ impl Params {
         // BM3D settings only when BM3D runs: an unused setting is noted by the front end, not an
         // error (issue 33 item 11); switching to BM3D checks them then.
         if self.algorithm == Algorithm::Bm3d {
-            self.bm3d.resolve()?;
+            let s = self.bm3d.resolve()?;
+            // Per-frame groups read past + future frames on each side per step.
+            if s.frame_groups && self.temporal_past + self.temporal_future > MAX_TEMPORAL_PAST {
+                return bad(format!(
+                    "bm3d frame groups: temporal past + future {} out of range 0..={MAX_TEMPORAL_PAST} (each step reads that many frames on each side)",
+                    self.temporal_past + self.temporal_future
+                ));
+            }
         }
         if self.algorithm == Algorithm::NlmSr {
             self.sr.validate()?;
@@ -588,13 +607,18 @@ impl Params {
     /// Past and future frames a job reads. NLM: the temporal window. Two-step BM3D over a
     /// temporal window reads twice as far: the Wiener step of frame t matches on the basic
     /// estimates of t-past..t+future, each computed from its own window (src/bm3d/mod.rs).
+    ///
+    /// With per-frame groups (`Bm3dParams::frame_groups`) a step of frame t reads the windows of
+    /// the frames t - future ..= t + past, so past + future frames on each side, and two steps
+    /// twice that.
     pub fn frames_needed(&self) -> (u32, u32) {
-        let two_step = self.algorithm == Algorithm::Bm3d && self.bm3d.resolve().map(|s| s.steps == 2).unwrap_or(false);
-        if two_step {
-            (2 * self.temporal_past, 2 * self.temporal_future)
-        } else {
-            (self.temporal_past, self.temporal_future)
-        }
+        let bm3d = if self.algorithm == Algorithm::Bm3d { self.bm3d.resolve().ok() } else { None };
+        let steps = bm3d.map(|s| s.steps).unwrap_or(1);
+        let (p, f) = match bm3d {
+            Some(s) if s.frame_groups => (self.temporal_past + self.temporal_future, self.temporal_past + self.temporal_future),
+            _ => (self.temporal_past, self.temporal_future),
+        };
+        (steps * p, steps * f)
     }
 
     /// Frames of delay between an input frame and its output.

@@ -101,6 +101,48 @@ fn window_references_match_the_reference_and_help() {
     assert!(window > target_only, "window references {window:.2} dB, target only {target_only:.2} dB");
 }
 
+/// Per-frame groups (`frame_groups`): every frame's groups over the window centred on that frame,
+/// members aggregated into their own frames. The CPU implementation agrees with the reference;
+/// the output differs from window references (another definition) but is as clean, and cleaner
+/// than the target's groups alone; chunks give the same bits (a chunk reads the frames the
+/// definition needs); the window read and the latency are past + future on each side per step.
+#[test]
+fn frame_groups_match_the_reference_and_keep_the_picture() {
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let fg = |steps| Bm3dParams { frame_groups: Some(true), ..small(steps) };
+    for (format, w, h, frames, past, future, steps) in [(PixelFormat::I420, 30, 22, 5, 1, 1, 2), (PixelFormat::GRAY8, 33, 25, 4, 2, 0, 1), (PixelFormat::RGB, 20, 18, 4, 0, 2, 2)] {
+        let c = clip(format, w, h, frames, 15.0, &mut rng);
+        let p = bm3d(15.0, fg(steps), past, future);
+        let r = run(BackendKind::Reference, BackendOptions::default(), p, &c.noisy);
+        let o = run(BackendKind::Cpu, BackendOptions { threads: 3, ..Default::default() }, p, &c.noisy);
+        agree(&format!("frame groups {format:?} {w}x{h} past {past} future {future} steps {steps}"), &c, &r, &o);
+    }
+    let c = clip(PixelFormat::I420, 64, 48, 6, 20.0, &mut rng);
+    let cpu = |b: Bm3dParams| run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, b, 1, 1), &c.noisy);
+    let target_only = psnr(&c.clean, &cpu(small(2)));
+    let window_out = cpu(Bm3dParams { window_references: Some(true), ..small(2) });
+    let window = psnr(&c.clean, &window_out);
+    let groups_out = cpu(fg(2));
+    let groups = psnr(&c.clean, &groups_out);
+    eprintln!("target only {target_only:.2} dB, window references {window:.2} dB, per-frame groups {groups:.2} dB");
+    assert!(window_out.iter().zip(&groups_out).any(|(a, b)| samples(a) != samples(b)), "per-frame groups gave the output of window references");
+    assert!(groups > target_only, "per-frame groups {groups:.2} dB, target only {target_only:.2} dB");
+    assert!(groups > window - 0.3, "per-frame groups {groups:.2} dB, window references {window:.2} dB");
+    for chunk in [2usize, 3] {
+        let chunked = run(BackendKind::Cpu, BackendOptions { chunk_frames: ChunkFrames::Frames(chunk), ..Default::default() }, bm3d(20.0, fg(2), 1, 1), &c.noisy);
+        for (i, (a, b)) in groups_out.iter().zip(&chunked).enumerate() {
+            assert_eq!(samples(a), samples(b), "frame groups, chunk {chunk}: frame {i} differs");
+        }
+    }
+    assert_eq!(bm3d(10.0, fg(2), 2, 1).frames_needed(), (6, 6));
+    assert_eq!(bm3d(10.0, fg(1), 2, 0).frames_needed(), (2, 2));
+    let info = VideoInfo::new(PixelFormat::GRAY8, 16, 16).unwrap();
+    let d: Denoiser<usize> = Denoiser::new(info, bm3d(10.0, fg(2), 1, 1), &BackendOptions { kind: BackendKind::Cpu, ..Default::default() }).unwrap();
+    assert_eq!(d.latency_frames(), 4);
+    let e = Denoiser::<usize>::new(info, bm3d(10.0, fg(2), 4, 4), &BackendOptions { kind: BackendKind::Cpu, ..Default::default() }).err().unwrap().to_string();
+    assert!(e.contains("frame groups") && e.contains("8"), "{e}");
+}
+
 #[test]
 fn cpu_matches_reference_deep_rgb_and_tiny() {
     let mut rng = SmallRng::seed_from_u64(seed());

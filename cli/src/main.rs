@@ -246,6 +246,13 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL")]
     bm3d_window_references: Option<bool>,
 
+    /// BM3D per-frame groups: every frame's reference patches grouped once, within the window
+    /// centred on their own frame, each member added to its own frame (the picture of window
+    /// references; a step reads past + future frames on each side, so more latency). CPU backend
+    /// only for now. Default: the profile's (false).
+    #[arg(long, value_name = "BOOL")]
+    bm3d_frame_groups: Option<bool>,
+
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
@@ -520,6 +527,7 @@ impl Cli {
                 seeds: self.bm3d_seeds,
                 seed_radius: self.bm3d_seed_radius,
                 window_references: self.bm3d_window_references,
+                frame_groups: self.bm3d_frame_groups,
                 chroma_sigma: self.chroma_sigma,
             },
             ..Params::default()
@@ -735,6 +743,7 @@ const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
         ("bm3d_seeds", Bm3d),
         ("bm3d_seed_radius", Bm3d),
         ("bm3d_window_references", Bm3d),
+        ("bm3d_frame_groups", Bm3d),
         ("chroma_sigma", Bm3d),
         ("sr_iterations", SuperResolution),
         ("deblur", SuperResolution),

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rayon::prelude::*;
 
 use super::{
-    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS,
+    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS,
     KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
@@ -163,6 +163,9 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     keys
 }
 
+/// Frames of a step (dt, then the planes of a group), dt ascending.
+type FrameSet<'a> = Vec<(i32, Vec<&'a FImage>)>;
+
 /// Precomputed transforms of one patch size and step.
 struct Transforms {
     k: usize,
@@ -231,7 +234,8 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
     let ys = reference_corners(eh, k, s.block_step as usize);
     let lambda = if wiener { 0.0 } else { s.lambda };
     let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
-    let rdts = reference_dts(&dts, s);
+    // Every reference frame with the frames it is grouped over (reference_dts).
+    let refs: Vec<(i32, FrameSet)> = reference_dts(&dts, plan).into_iter().map(|(r, frames)| (r, matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect())).collect();
     pool.install(|| {
         ys.par_iter().for_each(|&y0| {
             let cap = if wiener { s.wiener_group_size } else { s.group_size } as usize;
@@ -241,8 +245,8 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
             let mut col = vec![0.0f32; cap];
             let mut bcol = vec![0.0f32; cap];
             // Every reference frame's patches of this row (the target's alone by default).
-            for (&rdt, &x0) in rdts.iter().flat_map(|r| xs.iter().map(move |x| (r, x))) {
-                let members = select_group(plan, matching, wiener, x0, y0, rdt);
+            for ((rdt, over), &x0) in refs.iter().flat_map(|r| xs.iter().map(move |x| (r, x))) {
+                let members = select_group(plan, over, wiener, x0, y0, *rdt);
                 let n = members.len();
                 for (j, sj) in sums.iter().enumerate() {
                     let sigma = g.sigmas[j];
@@ -439,7 +443,7 @@ impl HostAlgorithm for CpuBm3d {
                 if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(key) {
                     continue;
                 }
-                let window = step_window(&dts, dt, plan.past, plan.future);
+                let window = step_frames(&dts, dt, plan);
                 let mut planes: Vec<Option<FImage>> = vec![None; self.used.len()];
                 for g in &plan.groups {
                     let noisy: Vec<(i32, Vec<&FImage>)> = self.images(job, &window, g, false)?.into_iter().map(|(d, v)| (d - dt, v)).collect();
@@ -455,7 +459,7 @@ impl HostAlgorithm for CpuBm3d {
                 self.ring[slot].basic = Some((key, planes));
             }
         }
-        let window = step_window(&dts, 0, plan.past, plan.future);
+        let window = step_frames(&dts, 0, plan);
         for g in &plan.groups {
             let noisy = self.images(job, &window, g, false)?;
             let est = if plan.two_step() {

@@ -342,7 +342,9 @@ impl CudaBm3d {
         let grid = ((args.refs_x * args.refs_y) as u32).div_ceil(WARPS);
         let grid = (grid, 1, 1);
         let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
-        let refs = reference_dts(&relative, s);
+        // Every reference frame is grouped over the whole window here (frame groups are refused
+        // in configure).
+        let refs: Vec<i32> = reference_dts(&relative, plan).into_iter().map(|(r, _)| r).collect();
         // A window of one frame reuses nothing: its group kernels search inline (faster there).
         let keep_searches = refs.len() > 1;
         for rdt in refs {
@@ -386,6 +388,11 @@ impl CudaAlgorithm for CudaBm3d {
 
     fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, ring_slots: usize) -> Result<()> {
         let plan = plan.bm3d("the CUDA BM3D implementation")?;
+        if plan.settings.frame_groups {
+            return Err(Error::Unsupported(
+                "bm3d frame groups run on the CPU backend only for now: choose it (backend=cpu, --backend cpu) or turn frame groups off (docs/tuning.md, \"Per-frame groups\")".into(),
+            ));
+        }
         let v = Bm3dVariant::for_plan(plan, geometry.bytes_per_sample);
         self.kernels(&v)?;
         for (g, wiener) in plan.groups.iter().flat_map(|g| [(g, false), (g, true)]) {

@@ -52,6 +52,12 @@
 //!   into every frame: more estimates per sample, of patches matched from other starting points
 //!   (+0.55 dB PSNR-YUV for `normal` offline at sigma 20 in the experiment of 2026-11-26, at one
 //!   step per window frame).
+//! * **Per-frame groups** (`frame_groups`): the reference patches of every frame r within
+//!   `future` before and `past` after the target, each grouped over r's own window
+//!   (`r-past ..= r+future`, which holds the target); the members that lie in the target are
+//!   aggregated as above. So every frame's groups are the same whichever output they serve (an
+//!   implementation may compute them once and add each member to its own frame), and a step of
+//!   frame t reads the frames `t-(past+future) ..= t+past+future` ([`step_frames`]).
 //! * **Steps and frames.** Step 1 of frame u uses the noisy frames `u-past ..= u+future` that
 //!   exist and gives the basic estimate of u. With two steps, step 2 of frame t groups on the basic
 //!   estimates of `t-past ..= t+future` (each from its own window) and filters the noisy frames;
@@ -375,21 +381,39 @@ pub fn step_window(dts: &[i32], center: i32, past: u32, future: u32) -> Vec<i32>
     dts.iter().copied().filter(|&d| d >= center - past as i32 && d <= center + future as i32).collect()
 }
 
+/// The frames a step of the frame at `center` reads (dt, ascending): the step's window
+/// (`center - past ..= center + future`), or with per-frame groups every reference frame's window
+/// (`center - (past + future) ..= center + past + future`).
+pub fn step_frames(dts: &[i32], center: i32, plan: &Bm3dPlan) -> Vec<i32> {
+    if plan.settings.frame_groups {
+        let reach = plan.past + plan.future;
+        step_window(dts, center, reach, reach)
+    } else {
+        step_window(dts, center, plan.past, plan.future)
+    }
+}
+
 /// With two steps: the frames (dt, ascending) whose basic estimates step 2 of the job's target
 /// groups on; an implementation computes those it does not hold yet (keyed by the job's epoch and
 /// `seq + dt`), in this order, before step 2.
 pub fn basics_to_compute(dts: &[i32], plan: &Bm3dPlan) -> Vec<i32> {
-    step_window(dts, 0, plan.past, plan.future)
+    step_frames(dts, 0, plan)
 }
 
 /// The frames (dt relative to the step's target, ascending) whose reference patches a step
-/// groups: every frame of the step's `window` (relative dts) with `window_references`, else the
-/// target alone.
-pub fn reference_dts(window: &[i32], settings: &Bm3dSettings) -> Vec<i32> {
-    if settings.window_references {
-        window.to_vec()
+/// groups, each with the frames it is grouped over: `frames` are the step's frames
+/// ([`step_frames`], relative dts). By default the target alone over the step's window; with
+/// `window_references` every frame of the window over the same window; with per-frame groups the
+/// frames `-future ..= past`, each over its own window (`rdt - past ..= rdt + future`).
+pub fn reference_dts(frames: &[i32], plan: &Bm3dPlan) -> Vec<(i32, Vec<i32>)> {
+    let s = &plan.settings;
+    if s.frame_groups {
+        let (p, f) = (plan.past as i32, plan.future as i32);
+        frames.iter().filter(|&&r| r >= -f && r <= p).map(|&r| (r, frames.iter().copied().filter(|&d| d >= r - p && d <= r + f).collect())).collect()
+    } else if s.window_references {
+        frames.iter().map(|&r| (r, frames.to_vec())).collect()
     } else {
-        vec![0]
+        vec![(0, frames.to_vec())]
     }
 }
 

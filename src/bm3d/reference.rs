@@ -2,7 +2,7 @@
 //! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
 
 use super::{
-    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_window, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA,
+    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -164,9 +164,10 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
     let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
     let (ys, xs) = (reference_corners(eh, k, s.block_step as usize), reference_corners(ew, k, s.block_step as usize));
     let corners: Vec<(usize, usize)> = ys.iter().flat_map(|&y| xs.iter().map(move |&x| (y, x))).collect();
-    for rdt in reference_dts(&dts, s) {
+    for (rdt, frames) in reference_dts(&dts, plan) {
+        let matching: Vec<(i32, Vec<&Image>)> = matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect();
         for &(y0, x0) in &corners {
-            let cands = candidates(matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
+            let cands = candidates(&matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
             let members = group(Candidate { d: 0.0, dt: rdt, y: y0, x: x0 }, &cands, tau, max);
             let n = members.len();
             for (j, sj) in sums.iter_mut().enumerate() {
@@ -347,7 +348,7 @@ impl HostAlgorithm for ReferenceBm3d {
                 if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(key) {
                     continue;
                 }
-                let window = step_window(&dts, dt, plan.past, plan.future);
+                let window = step_frames(&dts, dt, plan);
                 let nplanes = self.frame(slot)?.planes.len();
                 let mut planes: Vec<Option<Image>> = vec![None; nplanes];
                 for g in &plan.groups {
@@ -367,7 +368,7 @@ impl HostAlgorithm for ReferenceBm3d {
         for g in &plan.groups {
             let p0 = &out.planes[g.planes[0]];
             let (w, h) = (p0.width, p0.height);
-            let window = step_window(&dts, 0, plan.past, plan.future);
+            let window = step_frames(&dts, 0, plan);
             let noisy = self.noisy_images(job, &window, g, plan)?;
             let est = if plan.two_step() {
                 let basic: Vec<(i32, Vec<Image>)> = window

@@ -170,6 +170,14 @@ impl ObjectImpl for NlmDenoise {
                 .default_value(-1)
                 .mutable_playing()
                 .build(),
+            glib::ParamSpecInt::builder("bm3d-frame-groups")
+                .nick("BM3D per-frame groups")
+                .blurb("1 = every frame's reference patches grouped once within the window centred on their own frame, each member added to its own frame (V-BM3D's aggregation: the picture of bm3d-window-references; reads past + future frames on each side per step, so more latency); 0 = off; -1: the profile's (0). CPU backend only for now")
+                .minimum(-1)
+                .maximum(1)
+                .default_value(-1)
+                .mutable_playing()
+                .build(),
             glib::ParamSpecFloat::builder("bm3d-threshold")
                 .nick("BM3D grouping threshold")
                 .blurb("Hard-thresholding step: largest mean squared distance (8-bit units squared) of a grouped patch; -1: the profile's (2500, or 3 sigma^2 where larger)")
@@ -288,6 +296,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-seeds" => p.bm3d.seeds = profile_value(value),
                 "bm3d-seed-radius" => p.bm3d.seed_radius = profile_value(value),
                 "bm3d-window-references" => p.bm3d.window_references = profile_value(value).map(|v| v == 1),
+                "bm3d-frame-groups" => p.bm3d.frame_groups = profile_value(value).map(|v| v == 1),
                 "bm3d-threshold" => p.bm3d.threshold = profile_float(value),
                 "bm3d-wiener-threshold" => p.bm3d.wiener_threshold = profile_float(value),
                 "bm3d-lambda" => p.bm3d.lambda = profile_float(value),
@@ -333,6 +342,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-seeds" => profile_property(p.bm3d.seeds),
                 "bm3d-seed-radius" => profile_property(p.bm3d.seed_radius),
                 "bm3d-window-references" => profile_property(p.bm3d.window_references.map(u32::from)),
+                "bm3d-frame-groups" => profile_property(p.bm3d.frame_groups.map(u32::from)),
                 "bm3d-threshold" => p.bm3d.threshold.unwrap_or(-1.0).to_value(),
                 "bm3d-wiener-threshold" => p.bm3d.wiener_threshold.unwrap_or(-1.0).to_value(),
                 "bm3d-lambda" => p.bm3d.lambda.unwrap_or(-1.0).to_value(),
