@@ -205,8 +205,9 @@ pub struct Bm3dParams {
     /// frame's estimate gathers the groups of the frames within `temporal_future` before and
     /// `temporal_past` after it. The same picture as `window_references` (docs/tuning.md,
     /// "Per-frame groups"); each frame's groups are computed once per stream, not once per
-    /// output frame, at the cost of latency: two-step runs read 2 (past + future) frames on each
-    /// side. Replaces `window_references` where both are set. The CPU backends only, for now.
+    /// output frame (the CPU path shares them between output frames), at the cost of latency:
+    /// two-step runs read 2 (past + future) frames on each side. Replaces `window_references`
+    /// where both are set. The CPU backends only, for now.
     pub frame_groups: Option<bool>,
     /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
     pub chroma_sigma: Option<f32>,

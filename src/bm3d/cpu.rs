@@ -7,7 +7,8 @@
 //! ([`super::FIXED_ONE`]) shared by all threads (atomic adds: the result does not depend on the
 //! order). Reference patch rows run in parallel on the host backend's pool. Each ring slot holds
 //! its frame's planes in f32 (8-bit units, extended to the BM3D extent) and, with two steps, the
-//! basic estimates computed from it.
+//! basic estimates computed from it; with per-frame groups (`compute_frame_groups`) also the sums
+//! of its estimate in each step while groups are still added to them.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -215,6 +216,8 @@ fn plane_of<'a>(set: &[(i32, Vec<&'a FImage>)], dt: i32, j: usize) -> &'a FImage
 struct Sums {
     num: Vec<AtomicI64>,
     wimg: Vec<AtomicI64>,
+    w: usize,
+    h: usize,
 }
 
 #[inline(always)]
@@ -222,20 +225,48 @@ fn fixed(v: f32) -> i64 {
     (v * FIXED_ONE as f32).round() as i64
 }
 
+/// Zeroed sums of one plane group over an `ew x eh` extent.
+fn new_sums(g: &Bm3dGroup, ew: usize, eh: usize) -> Vec<Sums> {
+    g.planes.iter().map(|_| Sums { num: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), wimg: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), w: ew, h: eh }).collect()
+}
+
+/// Where the members of a group go: the sums (one per plane of the group) of the member's frame
+/// (dt as in the frame sets), or None for a frame whose estimate is not being made.
+type Sink<'s> = dyn Fn(i32) -> Option<&'s [Sums]> + Sync + 's;
+
 /// One step's estimate of the group's planes in frame 0, over the extent (f32, 8-bit units).
 fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FImage>)], basic: Option<&[(i32, Vec<&FImage>)]>, pool: &rayon::ThreadPool) -> Vec<FImage> {
-    let s = &plan.settings;
-    let k = s.patch_size as usize;
+    let k = plan.settings.patch_size as usize;
     let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
     let matching = basic.unwrap_or(noisy);
-    let tr = Transforms::new(k, wiener);
-    let sums: Vec<Sums> = g.planes.iter().map(|_| Sums { num: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), wimg: (0..ew * eh).map(|_| AtomicI64::new(0)).collect() }).collect();
-    let xs = reference_corners(ew, k, s.block_step as usize);
-    let ys = reference_corners(eh, k, s.block_step as usize);
-    let lambda = if wiener { 0.0 } else { s.lambda };
+    let sums = new_sums(g, ew, eh);
     let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
     // Every reference frame with the frames it is grouped over (reference_dts).
     let refs: Vec<(i32, FrameSet)> = reference_dts(&dts, plan).into_iter().map(|(r, frames)| (r, matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect())).collect();
+    group_and_aggregate(plan, g, wiener, noisy, basic, &refs, &|dt| (dt == 0).then_some(&sums[..]), pool);
+    estimates(&sums, k, &Transforms::new(k, wiener).kaiser, ew, eh, pool)
+}
+
+/// Groups the reference patches of every frame of `refs` (each with the frames it is grouped
+/// over), filters the groups and adds each member to the sums `sink` gives for its frame.
+#[allow(clippy::too_many_arguments)]
+fn group_and_aggregate(
+    plan: &Bm3dPlan,
+    g: &Bm3dGroup,
+    wiener: bool,
+    noisy: &[(i32, Vec<&FImage>)],
+    basic: Option<&[(i32, Vec<&FImage>)]>,
+    refs: &[(i32, FrameSet)],
+    sink: &Sink<'_>,
+    pool: &rayon::ThreadPool,
+) {
+    let s = &plan.settings;
+    let k = s.patch_size as usize;
+    let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
+    let tr = Transforms::new(k, wiener);
+    let xs = reference_corners(ew, k, s.block_step as usize);
+    let ys = reference_corners(eh, k, s.block_step as usize);
+    let lambda = if wiener { 0.0 } else { s.lambda };
     pool.install(|| {
         ys.par_iter().for_each(|&y0| {
             let cap = if wiener { s.wiener_group_size } else { s.group_size } as usize;
@@ -248,7 +279,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
             for ((rdt, over), &x0) in refs.iter().flat_map(|r| xs.iter().map(move |x| (r, x))) {
                 let members = select_group(plan, over, wiener, x0, y0, *rdt);
                 let n = members.len();
-                for (j, sj) in sums.iter().enumerate() {
+                for j in 0..g.planes.len() {
                     let sigma = g.sigmas[j];
                     let load = |set: &[(i32, Vec<&FImage>)], dst: &mut [f32], tmp: &mut [f32]| {
                         for (mi, &q) in members.iter().enumerate() {
@@ -300,9 +331,8 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                     let wfix = fixed(wj);
                     for (mi, &q) in members.iter().enumerate() {
                         let (dt, py, px) = key_pos(q);
-                        if dt != 0 {
-                            continue;
-                        }
+                        let Some(frame_sums) = sink(dt) else { continue };
+                        let sj = &frame_sums[j];
                         let p = &mut y[mi * k * k..(mi + 1) * k * k];
                         tr.apply(p, &mut tmp, true);
                         sj.wimg[py * ew + px].fetch_add(wfix, Ordering::Relaxed);
@@ -316,7 +346,10 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
             }
         });
     });
-    // Estimates: numerator / sum over the patches covering the sample of weight x window.
+}
+
+/// Estimates from sums: numerator / sum over the patches covering the sample of weight x window.
+fn estimates(sums: &[Sums], k: usize, kaiser: &[f32], ew: usize, eh: usize, pool: &rayon::ThreadPool) -> Vec<FImage> {
     sums.iter()
         .map(|sj| {
             let mut out = FImage { w: ew, h: eh, data: vec![0.0; ew * eh] };
@@ -336,7 +369,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
                                 }
                                 let wv = sj.wimg[cy * ew + cx].load(Ordering::Relaxed);
                                 if wv != 0 {
-                                    den += wv as f64 * tr.kaiser[i * k + c] as f64;
+                                    den += wv as f64 * kaiser[i * k + c] as f64;
                                 }
                             }
                         }
@@ -356,6 +389,11 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
 struct Slot {
     noisy: Vec<Option<FImage>>,
     basic: Option<(FrameId, Vec<Option<FImage>>)>,
+    /// Per-frame groups, per step (0: hard thresholding, 1: Wiener): the sums of this frame's
+    /// estimate while groups are still added to them (per plane group, per plane), and the frame
+    /// whose own reference patches have been grouped (each frame's once per step).
+    sums: [Option<(FrameId, Vec<Vec<Sums>>)>; 2],
+    grouped: [Option<FrameId>; 2],
 }
 
 /// (epoch, seq) of a frame of the stream.
@@ -383,6 +421,107 @@ fn extend(v: &[f32], w: usize, h: usize, ew: usize, eh: usize) -> FImage {
 }
 
 impl CpuBm3d {
+    /// Per-frame groups, each frame's groups made once per step and added to the sums of every
+    /// frame they touch (the definition computes the same per output frame: src/bm3d/mod.rs):
+    /// the basic estimates the job needs are finished once the frames within `future` before and
+    /// `past` after them are grouped, then the target's output likewise from the Wiener step.
+    fn compute_frame_groups(&mut self, job: &Job, dts: &[i32], plan: &Bm3dPlan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
+        let (past, future) = (plan.past as i32, plan.future as i32);
+        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let last = if plan.two_step() { 1 } else { 0 };
+        if plan.two_step() {
+            for u in basics_to_compute(dts, plan) {
+                let slot = slot_of(job, u);
+                if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(id(u)) {
+                    continue;
+                }
+                for r in dts.iter().copied().filter(|&r| r >= u - future && r <= u + past) {
+                    self.group_frame(job, dts, r, 0, plan, pool)?;
+                }
+                let est = self.finish_sums(job, u, 0, plan, pool)?;
+                let mut planes: Vec<Option<FImage>> = vec![None; self.used.len()];
+                for (g, est) in plan.groups.iter().zip(est) {
+                    for (j, &p) in g.planes.iter().enumerate() {
+                        let plane = &out.planes[p];
+                        let (w, h) = (plane.width, plane.height);
+                        // The basic estimate is defined on the plane; beyond it, the border rule.
+                        let own: Vec<f32> = (0..h).flat_map(|y| est[j].data[y * est[j].w..y * est[j].w + w].iter().copied()).collect();
+                        planes[p] = Some(extend(&own, w, h, est[j].w, est[j].h));
+                    }
+                }
+                self.ring[slot].basic = Some((id(u), planes));
+            }
+        }
+        for r in dts.iter().copied().filter(|&r| r >= -future && r <= past) {
+            self.group_frame(job, dts, r, last, plan, pool)?;
+        }
+        let est = self.finish_sums(job, 0, last, plan, pool)?;
+        for (g, est) in plan.groups.iter().zip(est) {
+            for (j, &p) in g.planes.iter().enumerate() {
+                let plane = &mut out.planes[p];
+                let w = plane.width;
+                for i in 0..w * plane.height {
+                    let v = est[j].data[(i / w) * est[j].w + i % w];
+                    plane.samples.set(i, to_stored(v as f64, plan.scale_to_8bit as f64, plan.max_value));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Groups the reference patches of the job's frame `r` in `step` over its window
+    /// (`r - past ..= r + future`), once per frame and step, adding every member to its frame's
+    /// sums.
+    fn group_frame(&mut self, job: &Job, dts: &[i32], r: i32, step: usize, plan: &Bm3dPlan, pool: &rayon::ThreadPool) -> Result<()> {
+        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        if self.ring[slot_of(job, r)].grouped[step] == Some(id(r)) {
+            return Ok(());
+        }
+        let (past, future) = (plan.past as i32, plan.future as i32);
+        let window: Vec<i32> = dts.iter().copied().filter(|&d| d >= r - past && d <= r + future).collect();
+        // Sums for every frame of the window (a frame's first group starts them).
+        for &d in &window {
+            let slot = slot_of(job, d);
+            if self.ring[slot].sums[step].as_ref().map(|s| s.0) != Some(id(d)) {
+                let sums = plan
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let f = self.ring[slot].noisy[g.planes[0]].as_ref().ok_or_else(|| Error::State(format!("ring slot holds no plane {}", g.planes[0])))?;
+                        Ok(new_sums(g, f.w, f.h))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.ring[slot].sums[step] = Some((id(d), sums));
+            }
+        }
+        for (gi, g) in plan.groups.iter().enumerate() {
+            // Frames relative to r (frame codes stay within the key's range).
+            let noisy: FrameSet = self.images(job, &window, g, false)?.into_iter().map(|(d, v)| (d - r, v)).collect();
+            let basic: Option<FrameSet> = if step == 1 { Some(self.images(job, &window, g, true)?.into_iter().map(|(d, v)| (d - r, v)).collect()) } else { None };
+            let matching = basic.as_deref().unwrap_or(&noisy);
+            let refs = vec![(0, matching.to_vec())];
+            let ring = &self.ring;
+            let sink = |dt: i32| -> Option<&[Sums]> { ring[slot_of(job, r + dt)].sums[step].as_ref().map(|s| &s.1[gi][..]) };
+            group_and_aggregate(plan, g, step == 1, &noisy, basic.as_deref(), &refs, &sink, pool);
+        }
+        self.ring[slot_of(job, r)].grouped[step] = Some(id(r));
+        Ok(())
+    }
+
+    /// The estimate of the job's frame `u` in `step` from its sums (every group that touches it
+    /// added), per plane group; the sums are released.
+    fn finish_sums(&mut self, job: &Job, u: i32, step: usize, plan: &Bm3dPlan, pool: &rayon::ThreadPool) -> Result<Vec<Vec<FImage>>> {
+        let id = (job.epoch, (job.seq as i64 + u as i64) as u64);
+        let slot = slot_of(job, u);
+        let (owner, sums) = self.ring[slot].sums[step].take().ok_or_else(|| Error::State("bm3d frame groups: no sums for a frame to finish".into()))?;
+        if owner != id {
+            return Err(Error::State("bm3d frame groups: the sums belong to another frame".into()));
+        }
+        let k = plan.settings.patch_size as usize;
+        let kaiser = Transforms::new(k, step == 1).kaiser;
+        Ok(sums.iter().map(|s| estimates(s, k, &kaiser, s[0].w, s[0].h, pool)).collect())
+    }
+
     fn images<'a>(&'a self, job: &Job, dts: &[i32], g: &Bm3dGroup, basic: bool) -> Result<Vec<(i32, Vec<&'a FImage>)>> {
         dts.iter()
             .map(|&dt| {
@@ -429,13 +568,16 @@ impl HostAlgorithm for CpuBm3d {
                 })
                 .collect()
         });
-        *dst = Slot { noisy, basic: None };
+        *dst = Slot { noisy, ..Default::default() };
         Ok(())
     }
 
     fn compute(&mut self, job: &Job, _window: &[(i32, usize)], plan: &Plan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
         let plan = plan.bm3d("the CPU BM3D implementation")?;
         let dts = job_dts(job);
+        if plan.settings.frame_groups {
+            return self.compute_frame_groups(job, &dts, plan, out, pool);
+        }
         if plan.two_step() {
             for dt in basics_to_compute(&dts, plan) {
                 let slot = slot_of(job, dt);
