@@ -3,7 +3,7 @@
 //!
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
 //!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
-//!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N]
+//!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N] [--frame-groups]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
@@ -43,6 +43,9 @@ struct Args {
     /// Search radius on every profile row instead of the profile's (rows labelled `rN`).
     #[arg(long)]
     search_radius: Option<u32>,
+    /// Per-frame groups on every profile row (`bm3d-frame-groups`; rows labelled `fg`).
+    #[arg(long)]
+    frame_groups: bool,
 }
 
 fn window(name: &str) -> Option<(u32, u32, u32)> {
@@ -93,6 +96,9 @@ fn main() {
     if let Some(v) = args.search_radius {
         overrides.push_str(&format!(" r{v}"));
     }
+    if args.frame_groups {
+        overrides.push_str(" fg");
+    }
     for p in args.profiles.split(',') {
         let profile: Bm3dProfile = match p.parse() {
             Ok(v) => v,
@@ -111,7 +117,7 @@ fn main() {
                 sigma: Some(args.sigma),
                 temporal_past: past,
                 temporal_future: future,
-                bm3d: Bm3dParams { profile, steps: Some(steps), block_step: args.block_step, search_radius: args.search_radius, ..Default::default() },
+                bm3d: Bm3dParams { profile, steps: Some(steps), block_step: args.block_step, search_radius: args.search_radius, frame_groups: args.frame_groups.then_some(true), ..Default::default() },
                 ..Params::default()
             };
             match engine_fps(info, params, &options, args.frames) {
