@@ -143,6 +143,48 @@ fn frame_groups_match_the_reference_and_keep_the_picture() {
     assert!(e.contains("frame groups") && e.contains("8"), "{e}");
 }
 
+/// A reset mid-stream (a flush) with per-frame groups, after the old stream's jobs left sums and
+/// grouped frames behind: the new stream's output is a fresh stream's.
+#[test]
+fn frame_groups_keep_nothing_across_a_reset() {
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let old = clip(PixelFormat::I420, 32, 24, 7, 20.0, &mut rng);
+    let new = clip(PixelFormat::I420, 32, 24, 6, 20.0, &mut rng);
+    let p = bm3d(20.0, Bm3dParams { frame_groups: Some(true), ..small(2) }, 1, 1);
+    let opts = BackendOptions { kind: BackendKind::Cpu, ..Default::default() };
+    let info = old.noisy[0].info;
+    let mut d: Denoiser<usize> = Denoiser::new(info, p, &opts).unwrap();
+    let mut out = OwnedFrame::new(info);
+    let mut before = 0;
+    for (i, f) in old.noisy.iter().enumerate() {
+        d.push(&f.as_ref(), i).unwrap();
+        while d.pop(&mut out.as_mut()).unwrap().is_some() {
+            before += 1;
+        }
+    }
+    assert!(before > 0, "some frames of the old stream were computed before the reset");
+    d.reset();
+    let mut got: Vec<(usize, OwnedFrame)> = Vec::new();
+    let mut drain = |d: &mut Denoiser<usize>, got: &mut Vec<(usize, OwnedFrame)>| loop {
+        let mut o = OwnedFrame::new(info);
+        match d.pop(&mut o.as_mut()).unwrap() {
+            Some(tag) => got.push((tag, o)),
+            None => break,
+        }
+    };
+    for (i, f) in new.noisy.iter().enumerate() {
+        d.push(&f.as_ref(), 100 + i).unwrap();
+        drain(&mut d, &mut got);
+    }
+    d.finish_stream().unwrap();
+    drain(&mut d, &mut got);
+    let fresh = run(BackendKind::Cpu, BackendOptions::default(), p, &new.noisy);
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), (100..106).collect::<Vec<_>>());
+    for (i, ((_, o), f)) in got.iter().zip(&fresh).enumerate() {
+        assert_eq!(samples(o), samples(f), "frame {i} after the reset differs from a fresh stream");
+    }
+}
+
 #[test]
 fn cpu_matches_reference_deep_rgb_and_tiny() {
     let mut rng = SmallRng::seed_from_u64(seed());
