@@ -165,7 +165,7 @@ fn frame_groups_keep_nothing_across_a_reset() {
     assert!(before > 0, "some frames of the old stream were computed before the reset");
     d.reset();
     let mut got: Vec<(usize, OwnedFrame)> = Vec::new();
-    let mut drain = |d: &mut Denoiser<usize>, got: &mut Vec<(usize, OwnedFrame)>| loop {
+    let drain = |d: &mut Denoiser<usize>, got: &mut Vec<(usize, OwnedFrame)>| loop {
         let mut o = OwnedFrame::new(info);
         match d.pop(&mut o.as_mut()).unwrap() {
             Some(tag) => got.push((tag, o)),
