@@ -420,6 +420,29 @@ fn extend(v: &[f32], w: usize, h: usize, ew: usize, eh: usize) -> FImage {
     FImage { w: ew, h: eh, data }
 }
 
+/// A plane group's estimates (over the extent) rounded into the output frame's planes.
+fn store_output(g: &Bm3dGroup, est: &[FImage], plan: &Bm3dPlan, out: &mut PlanarFrame) {
+    for (j, &p) in g.planes.iter().enumerate() {
+        let plane = &mut out.planes[p];
+        let w = plane.width;
+        for i in 0..w * plane.height {
+            let v = est[j].data[(i / w) * est[j].w + i % w];
+            plane.samples.set(i, to_stored(v as f64, plan.scale_to_8bit as f64, plan.max_value));
+        }
+    }
+}
+
+/// A plane group's basic estimates into `planes` (indexed like the frame's planes; `out` gives
+/// their sizes): defined on the plane, beyond it the border rule.
+fn store_basic(g: &Bm3dGroup, est: &[FImage], out: &PlanarFrame, planes: &mut [Option<FImage>]) {
+    for (j, &p) in g.planes.iter().enumerate() {
+        let plane = &out.planes[p];
+        let (w, h) = (plane.width, plane.height);
+        let own: Vec<f32> = (0..h).flat_map(|y| est[j].data[y * est[j].w..y * est[j].w + w].iter().copied()).collect();
+        planes[p] = Some(extend(&own, w, h, est[j].w, est[j].h));
+    }
+}
+
 impl CpuBm3d {
     /// Per-frame groups, each frame's groups made once per step and added to the sums of every
     /// frame they touch (the definition computes the same per output frame: src/bm3d/mod.rs):
@@ -441,13 +464,7 @@ impl CpuBm3d {
                 let est = self.finish_sums(job, u, 0, plan, pool)?;
                 let mut planes: Vec<Option<FImage>> = vec![None; self.used.len()];
                 for (g, est) in plan.groups.iter().zip(est) {
-                    for (j, &p) in g.planes.iter().enumerate() {
-                        let plane = &out.planes[p];
-                        let (w, h) = (plane.width, plane.height);
-                        // The basic estimate is defined on the plane; beyond it, the border rule.
-                        let own: Vec<f32> = (0..h).flat_map(|y| est[j].data[y * est[j].w..y * est[j].w + w].iter().copied()).collect();
-                        planes[p] = Some(extend(&own, w, h, est[j].w, est[j].h));
-                    }
+                    store_basic(g, &est, out, &mut planes);
                 }
                 self.ring[slot].basic = Some((id(u), planes));
             }
@@ -457,14 +474,7 @@ impl CpuBm3d {
         }
         let est = self.finish_sums(job, 0, last, plan, pool)?;
         for (g, est) in plan.groups.iter().zip(est) {
-            for (j, &p) in g.planes.iter().enumerate() {
-                let plane = &mut out.planes[p];
-                let w = plane.width;
-                for i in 0..w * plane.height {
-                    let v = est[j].data[(i / w) * est[j].w + i % w];
-                    plane.samples.set(i, to_stored(v as f64, plan.scale_to_8bit as f64, plan.max_value));
-                }
-            }
+            store_output(g, &est, plan, out);
         }
         Ok(())
     }
@@ -590,13 +600,7 @@ impl HostAlgorithm for CpuBm3d {
                 for g in &plan.groups {
                     let noisy: Vec<(i32, Vec<&FImage>)> = self.images(job, &window, g, false)?.into_iter().map(|(d, v)| (d - dt, v)).collect();
                     let est = run_step(plan, g, false, &noisy, None, pool);
-                    for (j, &p) in g.planes.iter().enumerate() {
-                        let plane = &out.planes[p];
-                        let (w, h) = (plane.width, plane.height);
-                        // The basic estimate is defined on the plane; beyond it, the border rule.
-                        let own: Vec<f32> = (0..h).flat_map(|y| est[j].data[y * est[j].w..y * est[j].w + w].iter().copied()).collect();
-                        planes[p] = Some(extend(&own, w, h, est[j].w, est[j].h));
-                    }
+                    store_basic(g, &est, out, &mut planes);
                 }
                 self.ring[slot].basic = Some((key, planes));
             }
@@ -610,14 +614,7 @@ impl HostAlgorithm for CpuBm3d {
             } else {
                 run_step(plan, g, false, &noisy, None, pool)
             };
-            for (j, &p) in g.planes.iter().enumerate() {
-                let plane = &mut out.planes[p];
-                let w = plane.width;
-                for i in 0..w * plane.height {
-                    let v = est[j].data[(i / w) * est[j].w + i % w];
-                    plane.samples.set(i, to_stored(v as f64, plan.scale_to_8bit as f64, plan.max_value));
-                }
-            }
+            store_output(g, &est, plan, out);
         }
         Ok(())
     }
