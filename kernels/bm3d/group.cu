@@ -21,7 +21,7 @@
 //      group's weight and the Kaiser window, and the weight to the patch's corner in `wimg`
 //      (bm3d_finish.cu turns those into the denominators).
 //
-// Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `smem_per_warp`):
+// Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `group_floats`):
 // the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds,
 // the members (NMAX x 3 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
 // weights (NMAX x PP f16), or a predictive-search square of n_planes x (2 seed_radius + PATCH)^2

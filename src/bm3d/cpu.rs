@@ -167,6 +167,11 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
 /// Frames of a step (dt, then the planes of a group), dt ascending.
 type FrameSet<'a> = Vec<(i32, Vec<&'a FImage>)>;
 
+/// The Kaiser window of a k x k patch in f32 (aggregation weights).
+fn kaiser_f32(k: usize) -> Vec<f32> {
+    kaiser_window(k, KAISER_BETA).iter().map(|&v| v as f32).collect()
+}
+
 /// Precomputed transforms of one patch size and step.
 struct Transforms {
     k: usize,
@@ -179,7 +184,7 @@ impl Transforms {
     fn new(k: usize, wiener: bool) -> Self {
         let (f, i) = PatchTransform::of_step(wiener).matrices(k);
         let f32s = |v: Vec<f64>| v.iter().map(|&x| x as f32).collect();
-        Transforms { k, fwd: f32s(f), inv: f32s(i), kaiser: f32s(kaiser_window(k, KAISER_BETA)) }
+        Transforms { k, fwd: f32s(f), inv: f32s(i), kaiser: kaiser_f32(k) }
     }
 
     /// The separable 2D transform (forward or inverse) of a k x k patch, in place; `tmp` holds
@@ -244,7 +249,7 @@ fn run_step(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec<&FI
     // Every reference frame with the frames it is grouped over (reference_dts).
     let refs: Vec<(i32, FrameSet)> = reference_dts(&dts, plan).into_iter().map(|(r, frames)| (r, matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect())).collect();
     group_and_aggregate(plan, g, wiener, noisy, basic, &refs, &|dt| (dt == 0).then_some(&sums[..]), pool);
-    estimates(&sums, k, &Transforms::new(k, wiener).kaiser, ew, eh, pool)
+    estimates(&sums, k, pool)
 }
 
 /// Groups the reference patches of every frame of `refs` (each with the frames it is grouped
@@ -348,10 +353,13 @@ fn group_and_aggregate(
     });
 }
 
-/// Estimates from sums: numerator / sum over the patches covering the sample of weight x window.
-fn estimates(sums: &[Sums], k: usize, kaiser: &[f32], ew: usize, eh: usize, pool: &rayon::ThreadPool) -> Vec<FImage> {
+/// Estimates from sums (one per plane of a group): numerator / sum over the patches covering the
+/// sample of weight x window.
+fn estimates(sums: &[Sums], k: usize, pool: &rayon::ThreadPool) -> Vec<FImage> {
+    let kaiser = kaiser_f32(k);
     sums.iter()
         .map(|sj| {
+            let (ew, eh) = (sj.w, sj.h);
             let mut out = FImage { w: ew, h: eh, data: vec![0.0; ew * eh] };
             pool.install(|| {
                 out.data.par_chunks_mut(ew).enumerate().for_each(|(yy, row)| {
@@ -528,8 +536,7 @@ impl CpuBm3d {
             return Err(Error::State("bm3d frame groups: the sums belong to another frame".into()));
         }
         let k = plan.settings.patch_size as usize;
-        let kaiser = Transforms::new(k, step == 1).kaiser;
-        Ok(sums.iter().map(|s| estimates(s, k, &kaiser, s[0].w, s[0].h, pool)).collect())
+        Ok(sums.iter().map(|s| estimates(s, k, pool)).collect())
     }
 
     fn images<'a>(&'a self, job: &Job, dts: &[i32], g: &Bm3dGroup, basic: bool) -> Result<Vec<(i32, Vec<&'a FImage>)>> {
