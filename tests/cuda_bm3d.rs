@@ -1,7 +1,7 @@
 //! BM3D on CUDA against the f64 reference (needs a GPU; skips visibly without one): fresh
 //! random and realistic clips, device output frames poisoned before every launch, every format
 //! kind, spatial and temporal, one and two steps; batched (chunked) and repeated runs give the
-//! same bits. Agreement rule as in tests/bm3d.rs: at most 0.5% of samples (16 on frames of fewer than 3200 samples)
+//! same bits; per-frame groups too. Agreement rule as in tests/bm3d.rs: at most 0.5% of samples (16 on frames of fewer than 3200 samples)
 //! beyond one 8-bit code value, PSNR within 0.02 dB. Seed printed; rerun with NLM_TEST_SEED.
 
 mod common;
@@ -230,31 +230,80 @@ fn engines_with_other_radii_share_the_search_kernels() {
     }
 }
 
-/// Per-frame groups are not implemented on the GPU yet: the CUDA backend says so, naming the way
-/// out, instead of computing something else.
+/// Per-frame groups on the device (src/bm3d/cuda.rs `frame_groups`: each frame's groups made
+/// once per step, members added to their own frames' sums) against the f64 reference on every
+/// window shape; a stream, a shallow pipeline and chunks give the same bits; the `high` profile
+/// at the candidate default's search (block step 4, radius 8) over 1 + 1 and 2 past.
 #[test]
-fn frame_groups_are_refused_clearly() {
-    if !gpu_or_skip("frame_groups_are_refused_clearly") {
+fn frame_groups_match_the_reference() {
+    if !gpu_or_skip("frame_groups_match_the_reference") {
         return;
     }
     let mut rng = SmallRng::seed_from_u64(seed());
-    let c = clip(PixelFormat::I420, 40, 24, 3, 20.0, &mut rng);
+    let fg = |steps| Bm3dParams { frame_groups: Some(true), ..small(steps) };
+    for (format, w, h, frames, past, future, steps, depth) in
+        [(PixelFormat::I420, 30, 22, 5, 1, 1, 2, 2), (PixelFormat::GRAY8, 33, 25, 4, 2, 0, 1, 1), (PixelFormat::RGB, 20, 18, 4, 0, 2, 2, 0), (PixelFormat::P010_10LE, 24, 18, 5, 1, 1, 2, 1)]
+    {
+        let c = clip(format, w, h, frames, 15.0, &mut rng);
+        check(&format!("frame groups {format:?} {w}x{h} past {past} future {future} steps {steps}"), &c, bm3d(15.0, fg(steps), past, future), depth);
+    }
+    let c = clip(PixelFormat::I420, 64, 40, 8, 20.0, &mut rng);
+    let p = bm3d(20.0, fg(2), 1, 1);
+    let stream = cuda(p, &c.noisy, 2);
+    agree("cuda frame groups 1 + 1 (8 frames)", &c, &reference(p, &c.noisy), &stream);
+    same_frames(&stream, &cuda(p, &c.noisy, 0), "depth 0");
+    for chunk in [2usize, 3] {
+        same_frames(&stream, &chunked(p, &c.noisy, chunk), &format!("chunk {chunk}"));
+    }
+    let c = clip(PixelFormat::I420, 72, 48, 4, 20.0, &mut rng);
+    let high = Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), search_radius: Some(8), frame_groups: Some(true), ..Default::default() };
+    check("high step 4 radius 8 frame groups 1 + 1", &c, bm3d(20.0, high, 1, 1), 2);
+    check("high step 4 radius 8 frame groups 2 past", &c, bm3d(20.0, high, 2, 0), 1);
+}
+
+/// A reset mid-stream (a flush) with per-frame groups on the device, after the old stream left
+/// sums and grouped frames behind: the new stream's output is a fresh stream's.
+#[test]
+fn frame_groups_keep_nothing_across_a_reset() {
+    if !gpu_or_skip("frame_groups_keep_nothing_across_a_reset") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let old = clip(PixelFormat::I420, 32, 24, 7, 20.0, &mut rng);
+    let new = clip(PixelFormat::I420, 32, 24, 6, 20.0, &mut rng);
     let p = bm3d(20.0, Bm3dParams { frame_groups: Some(true), ..small(2) }, 1, 1);
-    let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 0, ..Default::default() };
-    let err = match Denoiser::<usize>::new(c.noisy[0].info, p, &opts) {
-        Err(e) => e.to_string(),
-        Ok(mut d) => {
-            let mut err = None;
-            for (i, f) in c.noisy.iter().enumerate() {
-                if let Err(e) = d.push(&f.as_ref(), i) {
-                    err = Some(e.to_string());
-                    break;
-                }
-            }
-            err.or_else(|| d.finish_stream().err().map(|e| e.to_string())).expect("the CUDA backend ran per-frame groups")
+    let info = old.noisy[0].info;
+    let b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
+    let mut d: Denoiser<usize> = Denoiser::with_backend(info, p, Box::new(b)).unwrap();
+    let mut out = OwnedFrame::new(info);
+    let mut before = 0;
+    for (i, f) in old.noisy.iter().enumerate() {
+        d.push(&f.as_ref(), i).unwrap();
+        while d.pop(&mut out.as_mut()).unwrap().is_some() {
+            before += 1;
+        }
+    }
+    assert!(before > 0, "some frames of the old stream were computed before the reset");
+    d.reset();
+    let mut got: Vec<(usize, OwnedFrame)> = Vec::new();
+    let drain = |d: &mut Denoiser<usize>, got: &mut Vec<(usize, OwnedFrame)>| loop {
+        let mut o = OwnedFrame::new(info);
+        match d.pop(&mut o.as_mut()).unwrap() {
+            Some(tag) => got.push((tag, o)),
+            None => break,
         }
     };
-    assert!(err.contains("frame groups") && err.contains("cpu"), "{err}");
+    for (i, f) in new.noisy.iter().enumerate() {
+        d.push(&f.as_ref(), 100 + i).unwrap();
+        drain(&mut d, &mut got);
+    }
+    d.finish_stream().unwrap();
+    drain(&mut d, &mut got);
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), (100..106).collect::<Vec<_>>());
+    let fresh = cuda(p, &new.noisy, 1);
+    for (i, ((_, o), f)) in got.iter().zip(&fresh).enumerate() {
+        assert_eq!(samples(o), samples(f), "frame {i} after the reset differs from a fresh stream");
+    }
 }
 
 /// A short case for compute-sanitizer (memcheck, racecheck): both steps, a temporal window,
@@ -272,4 +321,7 @@ fn sanitizer_smoke_bm3d() {
     let high = Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(4), seed_radius: Some(1), ..Default::default() };
     let h = cuda(bm3d(15.0, high, 1, 1), &c.noisy, 1);
     assert!(psnr(&c.clean, &h) > psnr(&c.clean, &c.noisy) + 2.0);
+    // Per-frame groups: members added to the sums of several frames.
+    let f = cuda(bm3d(15.0, Bm3dParams { frame_groups: Some(true), ..high }, 1, 1), &c.noisy, 1);
+    assert!(psnr(&c.clean, &f) > psnr(&c.clean, &c.noisy) + 2.0);
 }

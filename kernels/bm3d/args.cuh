@@ -43,11 +43,15 @@ struct Bm3dArgs {
     float scale;                     // stored units per 8-bit code value
     unsigned max_value;              // largest stored sample
     int ref_code;                    // frame code of the reference patches (the target's: 7)
-    int target_code;                 // frame code whose group members are aggregated (7)
     // The reference frame's own exhaustive search (search.cu), shape [refs_y * refs_x][NMAX +
     // SEEDS] keys: written by bm3d_search_*, read by bm3d_hard / bm3d_wiener; null: the group
     // kernels search the reference's frame themselves.
     u64* cache;
     int search_floats;               // bm3d_search_*: shared floats per warp (even)
     int group_floats;                // bm3d_hard / bm3d_wiener: shared floats per warp (multiple of 4)
+    // bm3d_*_frames (per-frame groups): members of the frame at `code` are added to the sums at
+    // num / wimg + sum_slot[code] * sum_stride (the frame's entry); -1: not aggregated. The
+    // other group kernels add the target's members (code 7) to num / wimg.
+    int sum_slot[BM3D_FRAME_CODES];
+    unsigned long long sum_stride;   // bm3d_*_frames: elements from one frame's sums to the next
 };

@@ -1,7 +1,7 @@
 // One BM3D step for the reference patches of one plane group in one frame of the window (code
 // `ref_code`: the target's, or with window references each frame's in turn, one launch each):
 // one warp per reference patch does the block matching, the collaborative filtering and the
-// aggregation into the target (`target_code`) (src/bm3d/mod.rs has the definition;
+// aggregation into the sums of the members' frames (`sum_slot`) (src/bm3d/mod.rs has the definition;
 // src/bm3d/cpu.rs computes the same on the host).
 //
 //   1. The reference patch goes to shared memory.
@@ -17,13 +17,13 @@
 //      the Haar transform along the group, and its coefficients give the Wiener weights (kept as
 //      f16); then the noisy group, through the 2D transform (bior1.5 in step 1, DCT in step 2)
 //      and the Haar transform, hard thresholding (step 1) or Wiener shrinkage (step 2), back;
-//      the patches that lie in the target are added to the fixed-point numerators with the
-//      group's weight and the Kaiser window, and the weight to the patch's corner in `wimg`
+//      the patches of frames with sums (the target's, or with per-frame groups every frame's)
+//      are added to the fixed-point numerators with the group's weight and the Kaiser window, and the weight to the patch's corner in `wimg`
 //      (bm3d_finish.cu turns those into the denominators).
 //
 // Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `group_floats`):
 // the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds,
-// the members (NMAX x 3 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
+// the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
 // weights (NMAX x PP f16), or a predictive-search square of n_planes x (2 seed_radius + PATCH)^2
 // floats while the group is searched, whichever is larger.
 
@@ -219,7 +219,10 @@ __device__ __forceinline__ void own_frame_search(const Bm3dArgs& a, const float*
     }
 }
 
-template <bool WIENER, bool MIRROR>
+// FRAMES: per-frame groups, members added to the sums of their own frames (`sum_slot`); otherwise
+// only the target's members (frame code BM3D_CODE_BIAS) are, to the one set of sums at num / wimg
+// (a separate kernel, so that the default path keeps its registers).
+template <bool WIENER, bool MIRROR, bool FRAMES>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
     constexpr int NMAX = Step<WIENER>::NMAX;
@@ -233,8 +236,9 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     float* ref = smem + warp * ((a.group_floats >> 2) << 2);
     u64* queue = (u64*)(ref + REF_FLOATS);      // 64 keys (WarpBest)
     int* seeds = (int*)(queue + 64);            // SEEDS x (y, x)
-    int* members = seeds + SEED_INTS;           // NMAX x (code, y, x)
-    float* g = (float*)(members + 3 * NMAX);    // NMAX x PP (noisy group)
+    constexpr int MI = FRAMES ? 4 : 3;          // ints a member
+    int* members = seeds + SEED_INTS;           // NMAX x (code, y, x) and with FRAMES the sum slot or -1
+    float* g = (float*)(members + MI * NMAX);   // NMAX x PP (noisy group)
     unsigned short* omega16 = (unsigned short*)(g + NMAX * PP);  // NMAX x PP f16 Wiener weights (step 2)
 
     const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
@@ -352,11 +356,12 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     // 3. The group: R, then the best keys in order, cut to a power of two.
     const bool member = lane < NMAX - 1 && top.best != KEY_NONE;
     const int count = 1 + __popc(__ballot_sync(0xFFFFFFFFu, member));
-    if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; }
+    if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; if (FRAMES) members[3] = a.sum_slot[a.ref_code]; }
     if (member) {
-        members[3 * (lane + 1)] = key_code(top.best);
-        members[3 * (lane + 1) + 1] = key_y(top.best);
-        members[3 * (lane + 1) + 2] = key_x(top.best);
+        members[MI * (lane + 1)] = key_code(top.best);
+        members[MI * (lane + 1) + 1] = key_y(top.best);
+        members[MI * (lane + 1) + 2] = key_x(top.best);
+        if (FRAMES) members[MI * (lane + 1) + 3] = a.sum_slot[key_code(top.best)];
     }
     const int n = 1 << (31 - __clz(count));
     __syncwarp();
@@ -371,7 +376,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             // kept as f16 (half the shared memory of a second f32 group: more warps per SM).
             for (int e = lane; e < n * PP; e += 32) {
                 const int m = e / PP, p = e % PP;
-                const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+                const int code = members[MI * m], y = members[MI * m + 1] + p / PATCH, x = members[MI * m + 2] + p % PATCH;
                 g[e] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
             }
             __syncwarp();
@@ -389,7 +394,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         }
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
-            const int code = members[3 * m], y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+            const int code = members[MI * m], y = members[MI * m + 1] + p / PATCH, x = members[MI * m + 2] + p % PATCH;
             g[e] = noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
         }
         __syncwarp();
@@ -411,32 +416,33 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         __syncwarp();
         const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
         transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
-        long long* num = a.num + j * extent;
-        long long* wimg = a.wimg + j * extent;
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
-            if (members[3 * m] != a.target_code) continue;
-            const int y = members[3 * m + 1] + p / PATCH, x = members[3 * m + 2] + p % PATCH;
+            const int ss = FRAMES ? members[MI * m + 3] : (members[MI * m] == BM3D_CODE_BIAS ? 0 : -1);
+            if (ss < 0) continue;
+            const int y = members[MI * m + 1] + p / PATCH, x = members[MI * m + 2] + p % PATCH;
             const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[e] * BM3D_FIXED_ONE);
+            long long* num = a.num + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent;
             atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
         }
-        if (lane < n && members[3 * lane] == a.target_code) {
+        const int ss = lane >= n ? -1 : FRAMES ? members[MI * lane + 3] : (members[MI * lane] == BM3D_CODE_BIAS ? 0 : -1);
+        if (ss >= 0) {
             const long long wv = __float2ll_rn(weight * BM3D_FIXED_ONE);
-            atomicAdd((unsigned long long*)(wimg + (u64)members[3 * lane + 1] * a.ew + members[3 * lane + 2]), (unsigned long long)wv);
+            long long* wimg = a.wimg + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent;
+            atomicAdd((unsigned long long*)(wimg + (u64)members[MI * lane + 1] * a.ew + members[MI * lane + 2]), (unsigned long long)wv);
         }
         __syncwarp();
     }
 }
 
 // Planes at least a patch wide and high (nearly always) take the path without border reads.
-extern "C" __global__ void __launch_bounds__(WARPS * 32) bm3d_hard(const Bm3dArgs a)
-{
-    if (a.w >= PATCH && a.h >= PATCH) bm3d_step<false, false>(a);
-    else bm3d_step<false, true>(a);
-}
-
-extern "C" __global__ void __launch_bounds__(WARPS * 32) bm3d_wiener(const Bm3dArgs a)
-{
-    if (a.w >= PATCH && a.h >= PATCH) bm3d_step<true, false>(a);
-    else bm3d_step<true, true>(a);
-}
+#define BM3D_GROUP_KERNEL(name, wiener, frames)                                  \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32) name(const Bm3dArgs a) \
+    {                                                                            \
+        if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames>(a);   \
+        else bm3d_step<wiener, true, frames>(a);                                 \
+    }
+BM3D_GROUP_KERNEL(bm3d_hard, false, false)
+BM3D_GROUP_KERNEL(bm3d_wiener, true, false)
+BM3D_GROUP_KERNEL(bm3d_hard_frames, false, true)
+BM3D_GROUP_KERNEL(bm3d_wiener_frames, true, true)

@@ -15,11 +15,22 @@
 //! frame, step and plane group into a [`SearchCache`] entry of the frame's ring slot, and the group
 //! kernels start from it (then search the other frames of the target's window predictively).
 //!
+//! With per-frame groups (`frame_groups`) every frame's reference patches are grouped once per
+//! step, over the window centred on that frame, by `bm3d_hard_frames` / `bm3d_wiener_frames`,
+//! which add each member to the sums of its own frame ([`FrameSums`]: an entry per frame still
+//! being added to); a frame's basic estimate or output is finished once every frame whose groups
+//! reach it is grouped (the order of src/bm3d/cpu.rs `compute_frame_groups`). The own-frame
+//! search of each group launch is made just before it by the search kernel (faster than the
+//! group kernels' own, measured in run 146) into one scratch entry.
+//!
 //! Device memory: the basic-estimate ring (ring slots x samples x 4 bytes, two steps only) and the
 //! sums (2 x 8 bytes per sample of the largest plane group's extent); no per-group buffers, so a
 //! 3840x2160 I420 stream holds about 270 MB with a ring of 7 slots. Window references add the
 //! search cache: per ring slot, 8 bytes x (group size + seeds) per reference patch and step (1080p
-//! I420, `high`: about 124 MB a slot).
+//! I420, `high`: about 124 MB a slot). Per-frame groups add 2 x 8 bytes per denoised sample for
+//! each of steps x (past + future + 1) frames (1080p I420, two steps, 1 + 1: 300 MB) and one
+//! search entry, and keep no search cache: a 3840x2160 I420 stream with `high`, block step 4,
+//! radius 8 and 1 + 1 peaked at 3993 MiB used on the device, the context included (run 147).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -84,10 +95,11 @@ pub struct Bm3dArgs {
     pub scale: f32,
     pub max_value: u32,
     pub ref_code: i32,
-    pub target_code: i32,
     pub cache: u64,
     pub search_floats: i32,
     pub group_floats: i32,
+    pub sum_slot: [i32; FRAME_CODES],
+    pub sum_stride: u64,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -128,7 +140,7 @@ impl Bm3dVariant {
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
         let group = n * pp + if wiener { n * pp / 2 } else { 0 };
         let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
-        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + 2 * self.seeds as usize + 3 * n + group.max(square)).next_multiple_of(4)
+        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + 2 * self.seeds as usize + 4 * n + group.max(square)).next_multiple_of(4)
     }
 
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
@@ -165,6 +177,9 @@ pub fn compile_ptx(v: &Bm3dVariant, arch: &str) -> std::result::Result<Arc<Strin
 struct Kernels {
     hard: CudaFunction,
     wiener: CudaFunction,
+    /// Per-frame groups: members added to their own frames' sums (`Bm3dArgs::sum_slot`).
+    hard_frames: CudaFunction,
+    wiener_frames: CudaFunction,
     search_hard: CudaFunction,
     search_wiener: CudaFunction,
     finish: CudaFunction,
@@ -210,9 +225,40 @@ struct SearchCache {
     /// Key offset within a slot of (group, step): index `2 * group + wiener`.
     offsets: Vec<usize>,
     /// Per (slot, group, step): the (epoch, seq) of the frame whose search the entry holds.
-    frames: Vec<Option<(u64, u64)>>,
+    frames: Vec<Option<FrameId>>,
     /// Shared floats per warp of the search kernels ([`search_floats`]).
     smem_floats: usize,
+}
+
+/// (epoch, seq) of a frame of the stream.
+type FrameId = (u64, u64);
+
+/// Per-frame groups' sums on the device (`CudaBm3d::frame_groups`): per step, the fixed-point
+/// numerators and corner weights of the frames whose estimates are still being added to. Shape of
+/// each buffer: [steps][past + future + 1][frame_elems] i64, a frame's entry (its sequence number
+/// modulo past + future + 1) holding every plane group (`group_offsets`, each group's planes one
+/// extent apart). A step finishes its frames in order and a frame's groups reach at most
+/// past + future frames ahead, so the frames being added to are at most past + future + 1
+/// consecutive ones: their entries differ.
+struct FrameSums {
+    num: DeviceBuffer,
+    wimg: DeviceBuffer,
+    /// Sums of one frame: the extents of every denoised plane.
+    frame_elems: usize,
+    group_offsets: Vec<usize>,
+    /// Entries per step (past + future + 1).
+    per_step: usize,
+    /// Per entry: the frame whose sums it holds (its first group clears them); None once finished.
+    owners: Vec<Option<FrameId>>,
+    /// Per (step, ring slot): the frame whose own reference patches have been grouped.
+    grouped: Vec<Option<FrameId>>,
+    ring_slots: usize,
+}
+
+impl FrameSums {
+    fn entry(&self, step: usize, frame: FrameId) -> usize {
+        step * self.per_step + (frame.1 % self.per_step as u64) as usize
+    }
 }
 
 /// BM3D as a CUDA algorithm.
@@ -229,11 +275,13 @@ pub struct CudaBm3d {
     basic_floats: usize,
     basic_offsets: Vec<u64>,
     /// Per ring slot: (epoch, seq) of the frame whose basic estimate the slot holds.
-    basic_keys: Vec<Option<(u64, u64)>>,
+    basic_keys: Vec<Option<FrameId>>,
     layout: Option<FrameLayout>,
     plane_sizes: Vec<(usize, usize)>,
     /// With window references: the reference frames' own-frame searches.
     search: Option<SearchCache>,
+    /// With per-frame groups: every frame's sums while groups are added to them.
+    frame_sums: Option<FrameSums>,
 }
 
 impl CudaBm3d {
@@ -252,6 +300,7 @@ impl CudaBm3d {
             layout: None,
             plane_sizes: Vec::new(),
             search: None,
+            frame_sums: None,
         })
     }
 
@@ -261,45 +310,42 @@ impl CudaBm3d {
         }
         let m = module::program_module(&self.device.ctx, PROGRAM_NAME, &v.program_source(), &v.defines()).map_err(|e| Error::Backend(e.ctx(format!("{v:?}"))))?;
         let load = |n: &str| m.load_function(n).map_err(|e| Error::Backend(e.ctx(format!("kernel {n}"))));
-        let k = Kernels { hard: load("bm3d_hard")?, wiener: load("bm3d_wiener")?, search_hard: load("bm3d_search_hard")?, search_wiener: load("bm3d_search_wiener")?, finish: load("bm3d_finish")? };
+        let k = Kernels {
+            hard: load("bm3d_hard")?,
+            wiener: load("bm3d_wiener")?,
+            hard_frames: load("bm3d_hard_frames")?,
+            wiener_frames: load("bm3d_wiener_frames")?,
+            search_hard: load("bm3d_search_hard")?,
+            search_wiener: load("bm3d_search_wiener")?,
+            finish: load("bm3d_finish")?,
+        };
         // The group kernels' shared memory depends on the launch (plane group, seed radius), and
         // engines of other settings share these functions: allow the device's limit once.
-        for f in [&k.hard, &k.wiener] {
+        for f in [&k.hard, &k.wiener, &k.hard_frames, &k.wiener_frames] {
             raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
         }
         self.kernels.insert(*v, k.clone());
         Ok(k)
     }
 
-    /// Queues one step of plane group `g` for the frame at `center` (dt) of `job`: into the basic
-    /// ring at `basic_slot`, or into `out` (the output frame).
-    #[allow(clippy::too_many_arguments)]
-    fn step(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, gi: usize, job: &Job, center: i32, wiener: bool, basic_slot: Option<usize>, out: Option<&OutputTarget>) -> Result<()> {
+    /// The arguments every launch of one step of plane group `gi` shares (geometry, planes,
+    /// thresholds, the rings); no frame in the window, no sums, no output yet.
+    fn base_args(&self, launch: &Launch<'_>, plan: &Bm3dPlan, gi: usize, wiener: bool) -> Result<(Bm3dArgs, Bm3dVariant)> {
         let g = &plan.groups[gi];
         let v = self.variant.ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
-        let k = self.kernels(&v)?;
         let layout = self.layout.as_ref().ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
         let s = &plan.settings;
         let patch = s.patch_size as usize;
         let (w, h) = self.plane_sizes[g.planes[0]];
         let (ew, eh) = extent(w, h, patch);
-        let dts = job_dts(job);
-        let window = step_window(&dts, center, plan.past, plan.future);
-        let mut slot = [-1i32; FRAME_CODES];
-        for &dt in &window {
-            slot[(dt - center + FRAME_CODE_BIAS) as usize] = slot_of(job, dt) as i32;
-        }
         let m = g.planes.len();
         let mut args = Bm3dArgs {
             ring: launch.ring.frames.ptr,
             frame_bytes: layout.frame_bytes as u64,
             basic: self.basic.as_ref().map(|b| b.ptr).unwrap_or(0),
             basic_floats: self.basic_floats as u64,
-            num: self.num.as_ref().expect("configured").ptr,
-            wimg: self.wimg.as_ref().expect("configured").ptr,
-            out: out.map(|o| o.frame).unwrap_or(0),
-            basic_out: 0,
-            slot,
+            slot: [-1; FRAME_CODES],
+            sum_slot: [-1; FRAME_CODES],
             n_planes: m as i32,
             w: w as i32,
             h: h as i32,
@@ -317,7 +363,7 @@ impl CudaBm3d {
             scale: plan.scale_to_8bit,
             max_value: plan.max_value,
             ref_code: FRAME_CODE_BIAS,
-            target_code: FRAME_CODE_BIAS,
+            group_floats: v.group_floats(wiener, m, s.seed_radius) as i32,
             ..Default::default()
         };
         for (j, &p) in g.planes.iter().enumerate() {
@@ -325,25 +371,68 @@ impl CudaBm3d {
             args.basic_plane[j] = self.basic_offsets[p];
             args.sigma[j] = g.sigmas[j];
         }
+        Ok((args, v))
+    }
+
+    /// Queues the group kernel of `args` (one warp per reference patch of the frame at
+    /// `args.ref_code`); `frames`: per-frame groups (the members' own frames' sums).
+    fn launch_groups(&mut self, launch: &Launch<'_>, v: &Bm3dVariant, wiener: bool, frames: bool, args: &mut Bm3dArgs) -> Result<()> {
+        let k = self.kernels(v)?;
+        let f = match (wiener, frames) {
+            (false, false) => &k.hard,
+            (true, false) => &k.wiener,
+            (false, true) => &k.hard_frames,
+            (true, true) => &k.wiener_frames,
+        };
+        let smem = WARPS as usize * 4 * args.group_floats as usize;
+        let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
+        // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
+        // address in it lies in the ring, the basic ring, the sums or the output frame, and
+        // the kernels read planes within (w, h) and sums within the extent; `ref_code` names
+        // a frame of the window (its slot is set) and every `sum_slot` set names sums of the
+        // buffer at `num` / `wimg`.
+        unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx(format!("bm3d {}", if wiener { "wiener" } else { "hard" }))))
+    }
+
+    /// Queues the finish kernel of `args`: the sums at `num` / `wimg` into `basic_out` or `out`.
+    fn launch_finish(&mut self, launch: &Launch<'_>, v: &Bm3dVariant, args: &mut Bm3dArgs) -> Result<()> {
+        let k = self.kernels(v)?;
+        let grid = ((args.w as u32).div_ceil(FINISH_W), (args.h as u32).div_ceil(FINISH_H), args.n_planes as u32);
+        // SAFETY: as launch_groups; the finish kernel reads the sums of one frame and writes
+        // the planes of the group within (w, h).
+        unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx("bm3d finish")))
+    }
+
+    /// Queues one step of plane group `g` for the frame at `center` (dt) of `job`: into the basic
+    /// ring at `basic_slot`, or into `out` (the output frame).
+    #[allow(clippy::too_many_arguments)]
+    fn step(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, gi: usize, job: &Job, center: i32, wiener: bool, basic_slot: Option<usize>, out: Option<&OutputTarget>) -> Result<()> {
+        let (mut args, v) = self.base_args(launch, plan, gi, wiener)?;
+        let k = self.kernels(&v)?;
+        let dts = job_dts(job);
+        let window = step_window(&dts, center, plan.past, plan.future);
+        for &dt in &window {
+            args.slot[(dt - center + FRAME_CODE_BIAS) as usize] = slot_of(job, dt) as i32;
+        }
+        // Only the target's members are aggregated, into the one set of sums.
+        args.num = self.num.as_ref().expect("configured").ptr;
+        args.wimg = self.wimg.as_ref().expect("configured").ptr;
+        args.out = out.map(|o| o.frame).unwrap_or(0);
         if let Some(bs) = basic_slot {
             args.basic_out = self.basic.as_ref().expect("two steps").ptr + 4 * (bs * self.basic_floats) as u64;
         }
         let stream = launch.compute;
-        let sum_bytes = 8 * m * ew * eh;
+        let sum_bytes = 8 * (args.n_planes * args.ew * args.eh) as usize;
         // SAFETY: both ranges lie in the sum buffers (sized for the largest group); the previous
         // step's kernels that read them are ordered before on this stream.
         unsafe {
             raw::memset(args.num, 0, sum_bytes, stream).map_err(backend_err)?;
             raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
         }
-        let f = if wiener { &k.wiener } else { &k.hard };
-        args.group_floats = v.group_floats(wiener, m, s.seed_radius) as i32;
-        let smem = v.smem_bytes(wiener, m, s.seed_radius);
-        let grid = ((args.refs_x * args.refs_y) as u32).div_ceil(WARPS);
-        let grid = (grid, 1, 1);
+        let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
         let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
-        // Every reference frame is grouped over the whole window here (frame groups are refused
-        // in configure).
+        // Every reference frame is grouped over the whole window here (per-frame groups take
+        // `group_frame`).
         let refs: Vec<i32> = reference_dts(&relative, plan).into_iter().map(|(r, _)| r).collect();
         // A window of one frame reuses nothing: its group kernels search inline (faster there).
         let keep_searches = refs.len() > 1;
@@ -361,22 +450,137 @@ impl CudaBm3d {
                     args.search_floats = cache.smem_floats as i32;
                     let f = if wiener { &k.search_wiener } else { &k.search_hard };
                     let bytes = WARPS as usize * 4 * cache.smem_floats;
-                    // SAFETY: as the group launch below; the search kernel writes the keys of
-                    // every reference patch into the entry at `args.cache`, which lies in the
-                    // cache buffer (sized in configure for this plan's groups and steps).
+                    // SAFETY: as launch_groups; the search kernel writes the keys of every
+                    // reference patch into the entry at `args.cache`, which lies in the cache
+                    // buffer (sized in configure for this plan's groups and steps).
                     unsafe { raw::launch(f, grid, WARPS * 32, bytes as u32, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d search")))?;
                     cache.frames[at] = Some(frame);
                 }
             }
-            // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
-            // address in it lies in the ring, the basic ring, the sums or the output frame, and
-            // the kernels read planes within (w, h) and sums within the extent; `ref_code` names
-            // a frame of the window (its slot is set).
-            unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx(format!("bm3d {}", if wiener { "wiener" } else { "hard" }))))?;
+            self.launch_groups(launch, &v, wiener, false, &mut args)?;
         }
-        let grid = ((w as u32).div_ceil(FINISH_W), (h as u32).div_ceil(FINISH_H), m as u32);
-        // SAFETY: as above.
-        unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d finish")))?;
+        self.launch_finish(launch, &v, &mut args)
+    }
+
+    /// Per-frame groups: the job's frames computed as src/bm3d/cpu.rs `compute_frame_groups`
+    /// does (the same order): every frame's reference patches grouped once per step and each
+    /// member added to its own frame's sums on the device ([`FrameSums`]); a basic estimate or
+    /// the output is finished once every frame whose groups reach it is grouped.
+    fn frame_groups(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, out: &OutputTarget) -> Result<()> {
+        let dts = job_dts(job);
+        let (past, future) = (plan.past as i32, plan.future as i32);
+        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let last = plan.two_step() as usize;
+        if plan.two_step() {
+            let basics = basics_to_compute(&dts, plan);
+            let first = basics.first().copied().unwrap_or(0);
+            for u in basics {
+                let slot = slot_of(job, u);
+                if self.basic_keys[slot] == Some(id(u)) {
+                    continue;
+                }
+                self.basic_keys[slot] = None;
+                for r in dts.iter().copied().filter(|&r| r >= u - future && r <= u + past) {
+                    self.group_frame(launch, plan, job, &dts, r, 0, first)?;
+                }
+                self.finish_frame(launch, plan, job, u, 0, None)?;
+                self.basic_keys[slot] = Some(id(u));
+            }
+        }
+        for r in dts.iter().copied().filter(|&r| r >= -future && r <= past) {
+            self.group_frame(launch, plan, job, &dts, r, last, 0)?;
+        }
+        self.finish_frame(launch, plan, job, 0, last, Some(out))
+    }
+
+    /// Groups the reference patches of the job's frame `r` in `step` over its window
+    /// (`r - past ..= r + future`), once per frame and step; every member goes to its frame's
+    /// sums (which the frame's first group clears), except members of frames whose estimate of
+    /// this step is made already or never will be (before `first`, the step's first frame this
+    /// job finishes): the definition adds to them too, but nothing reads those sums.
+    #[allow(clippy::too_many_arguments)]
+    fn group_frame(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, dts: &[i32], r: i32, step: usize, first: i32) -> Result<()> {
+        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let basic_step = step == 0 && plan.two_step();
+        let sums = self.frame_sums.as_mut().ok_or_else(|| Error::State("bm3d frame groups before configure".into()))?;
+        let grouped = step * sums.ring_slots + slot_of(job, r);
+        if sums.grouped[grouped] == Some(id(r)) {
+            return Ok(());
+        }
+        let window: Vec<i32> = dts.iter().copied().filter(|&d| d >= r - plan.past as i32 && d <= r + plan.future as i32).collect();
+        let mut entries = Vec::new();
+        for &d in &window {
+            let done = basic_step && self.basic_keys[slot_of(job, d)] == Some(id(d));
+            if d < first || done {
+                continue;
+            }
+            let e = sums.entry(step, id(d));
+            if sums.owners[e] != Some(id(d)) {
+                let bytes = 8 * sums.frame_elems;
+                let at = 8 * (e * sums.frame_elems) as u64;
+                // SAFETY: the entry lies in both buffers; the kernels that used it for an earlier
+                // frame are ordered before on this stream.
+                unsafe {
+                    raw::memset(sums.num.ptr + at, 0, bytes, launch.compute).map_err(backend_err)?;
+                    raw::memset(sums.wimg.ptr + at, 0, bytes, launch.compute).map_err(backend_err)?;
+                }
+                sums.owners[e] = Some(id(d));
+            }
+            entries.push((d, e));
+        }
+        let (num, wimg, stride, offsets) = (sums.num.ptr, sums.wimg.ptr, sums.frame_elems, sums.group_offsets.clone());
+        for (gi, &offset) in offsets.iter().enumerate() {
+            let (mut args, v) = self.base_args(launch, plan, gi, step == 1)?;
+            // Frame codes relative to r: the groups of r are the same whichever job makes them.
+            for &d in &window {
+                args.slot[(d - r + FRAME_CODE_BIAS) as usize] = slot_of(job, d) as i32;
+            }
+            for &(d, e) in &entries {
+                args.sum_slot[(d - r + FRAME_CODE_BIAS) as usize] = e as i32;
+            }
+            let at = 8 * offset as u64;
+            (args.num, args.wimg, args.sum_stride) = (num + at, wimg + at, stride as u64);
+            let k = self.kernels(&v)?;
+            if let Some(cache) = self.search.as_ref().filter(|_| window.len() > 1) {
+                // The own-frame search by the search kernel into a scratch entry, read by the
+                // group launch that follows on the same stream.
+                let entry = 2 * gi + step;
+                args.cache = cache.buffer.ptr + 8 * cache.offsets[entry] as u64;
+                args.search_floats = cache.smem_floats as i32;
+                let f = if step == 1 { &k.search_wiener } else { &k.search_hard };
+                let bytes = WARPS as usize * 4 * cache.smem_floats;
+                let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
+                // SAFETY: as launch_groups; the entry lies in the cache buffer (one slot's layout).
+                unsafe { raw::launch(f, grid, WARPS * 32, bytes as u32, launch.compute, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d search")))?;
+            }
+            self.launch_groups(launch, &v, step == 1, true, &mut args)?;
+        }
+        self.frame_sums.as_mut().expect("checked above").grouped[grouped] = Some(id(r));
+        Ok(())
+    }
+
+    /// The job's frame `u` in `step` from its sums: the basic estimate into its ring slot
+    /// (`out` None), or the output; the sums are released.
+    fn finish_frame(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, u: i32, step: usize, out: Option<&OutputTarget>) -> Result<()> {
+        let id = (job.epoch, (job.seq as i64 + u as i64) as u64);
+        let slot = slot_of(job, u);
+        let sums = self.frame_sums.as_mut().ok_or_else(|| Error::State("bm3d frame groups before configure".into()))?;
+        let e = sums.entry(step, id);
+        if sums.owners[e] != Some(id) {
+            return Err(Error::State("bm3d frame groups: no sums for a frame to finish".into()));
+        }
+        sums.owners[e] = None;
+        let (num, wimg, at, offsets) = (sums.num.ptr, sums.wimg.ptr, e * sums.frame_elems, sums.group_offsets.clone());
+        for (gi, &offset) in offsets.iter().enumerate() {
+            let (mut args, v) = self.base_args(launch, plan, gi, step == 1)?;
+            let bytes = 8 * (at + offset) as u64;
+            (args.num, args.wimg) = (num + bytes, wimg + bytes);
+            match out {
+                Some(o) => args.out = o.frame,
+                None => args.basic_out = self.basic.as_ref().expect("two steps").ptr + 4 * (slot * self.basic_floats) as u64,
+            }
+            self.launch_finish(launch, &v, &mut args)?;
+        }
         Ok(())
     }
 }
@@ -388,11 +592,6 @@ impl CudaAlgorithm for CudaBm3d {
 
     fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, ring_slots: usize) -> Result<()> {
         let plan = plan.bm3d("the CUDA BM3D implementation")?;
-        if plan.settings.frame_groups {
-            return Err(Error::Unsupported(
-                "bm3d frame groups run on the CPU backend only for now: choose it (backend=cpu, --backend cpu) or turn frame groups off (docs/tuning.md, \"Per-frame groups\")".into(),
-            ));
-        }
         let v = Bm3dVariant::for_plan(plan, geometry.bytes_per_sample);
         self.kernels(&v)?;
         for (g, wiener) in plan.groups.iter().flat_map(|g| [(g, false), (g, true)]) {
@@ -435,7 +634,36 @@ impl CudaAlgorithm for CudaBm3d {
         self.basic = if plan.two_step() { Some(DeviceBuffer::new(ctx, 4 * self.basic_floats * ring_slots).map_err(backend_err)?) } else { None };
         self.basic_keys = vec![None; ring_slots];
         self.search = None;
-        if plan.settings.window_references {
+        self.frame_sums = None;
+        if plan.settings.frame_groups {
+            // Each frame is grouped once per step: its own-frame search is not kept.
+            let mut group_offsets = Vec::new();
+            let mut frame_elems = 0;
+            for g in &plan.groups {
+                group_offsets.push(frame_elems);
+                let (w, h) = self.plane_sizes[g.planes[0]];
+                let (ew, eh) = extent(w, h, k);
+                frame_elems += g.planes.len() * ew * eh;
+            }
+            let steps = plan.settings.steps as usize;
+            let per_step = (plan.past + plan.future + 1) as usize;
+            let entries = steps * per_step;
+            let num = DeviceBuffer::new(ctx, 8 * frame_elems * entries).map_err(backend_err)?;
+            let wimg = DeviceBuffer::new(ctx, 8 * frame_elems * entries).map_err(backend_err)?;
+            {
+                let s = &plan.settings;
+                let smem_floats = search_floats(s.search_radius, s.patch_size);
+                let v = self.variant.expect("set above");
+                let kernels = self.kernels(&v)?;
+                for f in [&kernels.search_hard, &kernels.search_wiener] {
+                    raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
+                }
+                let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
+                let buffer = DeviceBuffer::new(ctx, 8 * slot_keys).map_err(backend_err)?;
+                self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: Vec::new(), smem_floats });
+            }
+            self.frame_sums = Some(FrameSums { num, wimg, frame_elems, group_offsets, per_step, owners: vec![None; entries], grouped: vec![None; steps * ring_slots], ring_slots });
+        } else if plan.settings.window_references {
             let s = &plan.settings;
             let v = self.variant.expect("set above");
             let smem_floats = search_floats(s.search_radius, s.patch_size);
@@ -460,6 +688,10 @@ impl CudaAlgorithm for CudaBm3d {
             return Err(Error::State("bm3d: ring size differs from the configured one".into()));
         }
         for (job, out) in jobs.iter().zip(launch.outputs) {
+            if plan.settings.frame_groups {
+                self.frame_groups(launch, plan, job, out)?;
+                continue;
+            }
             let dts = job_dts(job);
             if plan.two_step() {
                 for dt in basics_to_compute(&dts, plan) {
@@ -530,10 +762,10 @@ mod tests {
         let high = Bm3dVariant { patch: 8, nmax_hard: 16, nmax_wiener: 32, seeds: 3, sample_bytes: 1 };
         let head = 3 * 64 + SELECT_QUEUE_FLOATS + 2 * 3;
         // `high` (seed radius 4: squares of 16 x 16 samples): the groups are larger.
-        assert_eq!(high.group_floats(false, 1, 4), (head + 3 * 16 + 16 * 64).next_multiple_of(4));
-        assert_eq!(high.group_floats(true, 2, 4), (head + 3 * 32 + 32 * 64 + 32 * 32).next_multiple_of(4));
+        assert_eq!(high.group_floats(false, 1, 4), (head + 4 * 16 + 16 * 64).next_multiple_of(4));
+        assert_eq!(high.group_floats(true, 2, 4), (head + 4 * 32 + 32 * 64 + 32 * 32).next_multiple_of(4));
         // Seed radius 8 with three planes (3 x 24 x 24 samples) outgrows the hard group of 16.
-        assert_eq!(high.group_floats(false, 3, 8), (head + 3 * 16 + 3 * 24 * 24).next_multiple_of(4));
+        assert_eq!(high.group_floats(false, 3, 8), (head + 4 * 16 + 3 * 24 * 24).next_multiple_of(4));
         let tiny = Bm3dVariant { patch: 4, nmax_hard: 1, nmax_wiener: 1, seeds: 1, sample_bytes: 2 };
         for (wiener, planes, radius) in [(false, 1, 0), (true, 3, 8), (false, 2, 3)] {
             let floats = tiny.group_floats(wiener, planes, radius);
