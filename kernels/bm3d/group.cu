@@ -22,8 +22,8 @@
 //      (bm3d_finish.cu turns those into the denominators).
 //
 // Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `group_floats`):
-// the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds,
-// the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
+// the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds
+// (padded to 4 ints), the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
 // weights (NMAX x PP f16), or a predictive-search square of n_planes x (2 seed_radius + PATCH)^2
 // floats while the group is searched, whichever is larger.
 
@@ -35,7 +35,7 @@ struct Step {
 // Per-warp shared memory layout, in floats (the host computes the same total).
 #define REF_FLOATS (BM3D_MAX_PLANES * PP)
 #define QUEUE_FLOATS 128  // 64 keys
-#define SEED_INTS (2 * SEEDS)
+#define SEED_INTS ((2 * SEEDS + 3) & ~3)  // a multiple of 4: the group buffer stays 16-byte aligned
 
 // f32 <-> f16, round to nearest (no cuda_fp16.h: NVRTC may lack it).
 __device__ __forceinline__ unsigned short f32_to_f16(float v)
@@ -236,9 +236,8 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     float* ref = smem + warp * ((a.group_floats >> 2) << 2);
     u64* queue = (u64*)(ref + REF_FLOATS);      // 64 keys (WarpBest)
     int* seeds = (int*)(queue + 64);            // SEEDS x (y, x)
-    constexpr int MI = FRAMES ? 4 : 3;          // ints a member
-    int* members = seeds + SEED_INTS;           // NMAX x (code, y, x) and with FRAMES the sum slot or -1
-    float* g = (float*)(members + MI * NMAX);   // NMAX x PP (noisy group)
+    int* members = seeds + SEED_INTS;           // NMAX x (code, y, x, with FRAMES the sum slot or -1)
+    float* g = (float*)(members + 4 * NMAX);    // NMAX x PP (noisy group, `gidx`), 16-byte aligned
     unsigned short* omega16 = (unsigned short*)(g + NMAX * PP);  // NMAX x PP f16 Wiener weights (step 2)
 
     const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
@@ -358,10 +357,10 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     const int count = 1 + __popc(__ballot_sync(0xFFFFFFFFu, member));
     if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; if (FRAMES) members[3] = a.sum_slot[a.ref_code]; }
     if (member) {
-        members[MI * (lane + 1)] = key_code(top.best);
-        members[MI * (lane + 1) + 1] = key_y(top.best);
-        members[MI * (lane + 1) + 2] = key_x(top.best);
-        if (FRAMES) members[MI * (lane + 1) + 3] = a.sum_slot[key_code(top.best)];
+        members[4 * (lane + 1)] = key_code(top.best);
+        members[4 * (lane + 1) + 1] = key_y(top.best);
+        members[4 * (lane + 1) + 2] = key_x(top.best);
+        if (FRAMES) members[4 * (lane + 1) + 3] = a.sum_slot[key_code(top.best)];
     }
     const int n = 1 << (31 - __clz(count));
     __syncwarp();
@@ -376,15 +375,15 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             // kept as f16 (half the shared memory of a second f32 group: more warps per SM).
             for (int e = lane; e < n * PP; e += 32) {
                 const int m = e / PP, p = e % PP;
-                const int code = members[MI * m], y = members[MI * m + 1] + p / PATCH, x = members[MI * m + 2] + p % PATCH;
-                g[e] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
+                const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
+                g[gidx(m, p)] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
             }
             __syncwarp();
             transform2(g, n, BM3D_WN_FWD, lane);
             for (int t = lane; t < PP; t += 32) {
                 haar_column(g, n, t, false);
                 for (int m = 0; m < n; ++m) {
-                    const float bv = g[m * PP + t];
+                    const float bv = g[gidx(m, t)];
                     const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
                     omega16[m * PP + t] = f32_to_f16(omega);  // read back by this lane only (same t)
                     weight_part += omega * omega;
@@ -394,8 +393,8 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         }
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
-            const int code = members[MI * m], y = members[MI * m + 1] + p / PATCH, x = members[MI * m + 2] + p % PATCH;
-            g[e] = noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
+            const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
+            g[gidx(m, p)] = noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
         }
         __syncwarp();
         transform2(g, n, WIENER ? BM3D_WN_FWD : BM3D_HT_FWD, lane);
@@ -403,11 +402,11 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         for (int t = lane; t < PP; t += 32) {
             haar_column(g, n, t, false);
             if (WIENER) {
-                for (int m = 0; m < n; ++m) g[m * PP + t] *= f16_to_f32(omega16[m * PP + t]);
+                for (int m = 0; m < n; ++m) g[gidx(m, t)] *= f16_to_f32(omega16[m * PP + t]);
             } else {
                 for (int m = 0; m < n; ++m) {
-                    const float v = g[m * PP + t];
-                    if (fabsf(v) <= thr) g[m * PP + t] = 0.0f;
+                    const float v = g[gidx(m, t)];
+                    if (fabsf(v) <= thr) g[gidx(m, t)] = 0.0f;
                     else weight_part += 1.0f;
                 }
             }
@@ -418,18 +417,18 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
-            const int ss = FRAMES ? members[MI * m + 3] : (members[MI * m] == BM3D_CODE_BIAS ? 0 : -1);
+            const int ss = FRAMES ? members[4 * m + 3] : (members[4 * m] == BM3D_CODE_BIAS ? 0 : -1);
             if (ss < 0) continue;
-            const int y = members[MI * m + 1] + p / PATCH, x = members[MI * m + 2] + p % PATCH;
-            const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[e] * BM3D_FIXED_ONE);
+            const int y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
+            const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[gidx(m, p)] * BM3D_FIXED_ONE);
             long long* num = a.num + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent;
             atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
         }
-        const int ss = lane >= n ? -1 : FRAMES ? members[MI * lane + 3] : (members[MI * lane] == BM3D_CODE_BIAS ? 0 : -1);
+        const int ss = lane >= n ? -1 : FRAMES ? members[4 * lane + 3] : (members[4 * lane] == BM3D_CODE_BIAS ? 0 : -1);
         if (ss >= 0) {
             const long long wv = __float2ll_rn(weight * BM3D_FIXED_ONE);
             long long* wimg = a.wimg + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent;
-            atomicAdd((unsigned long long*)(wimg + (u64)members[MI * lane + 1] * a.ew + members[MI * lane + 2]), (unsigned long long)wv);
+            atomicAdd((unsigned long long*)(wimg + (u64)members[4 * lane + 1] * a.ew + members[4 * lane + 2]), (unsigned long long)wv);
         }
         __syncwarp();
     }

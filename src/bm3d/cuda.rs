@@ -140,7 +140,7 @@ impl Bm3dVariant {
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
         let group = n * pp + if wiener { n * pp / 2 } else { 0 };
         let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
-        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + 2 * self.seeds as usize + 4 * n + group.max(square)).next_multiple_of(4)
+        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + (2 * self.seeds as usize).next_multiple_of(4) + 4 * n + group.max(square)).next_multiple_of(4)
     }
 
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
@@ -760,7 +760,7 @@ mod tests {
     #[test]
     fn group_kernels_shared_memory_per_warp() {
         let high = Bm3dVariant { patch: 8, nmax_hard: 16, nmax_wiener: 32, seeds: 3, sample_bytes: 1 };
-        let head = 3 * 64 + SELECT_QUEUE_FLOATS + 2 * 3;
+        let head = 3 * 64 + SELECT_QUEUE_FLOATS + 8;
         // `high` (seed radius 4: squares of 16 x 16 samples): the groups are larger.
         assert_eq!(high.group_floats(false, 1, 4), (head + 4 * 16 + 16 * 64).next_multiple_of(4));
         assert_eq!(high.group_floats(true, 2, 4), (head + 4 * 32 + 32 * 64 + 32 * 32).next_multiple_of(4));
