@@ -275,30 +275,8 @@ fn frame_groups_keep_nothing_across_a_reset() {
     let info = old.noisy[0].info;
     let b = nlmdenoise::backends::cuda(&BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, ..Default::default() }).unwrap();
     let mut d: Denoiser<usize> = Denoiser::with_backend(info, p, Box::new(b)).unwrap();
-    let mut out = OwnedFrame::new(info);
-    let mut before = 0;
-    for (i, f) in old.noisy.iter().enumerate() {
-        d.push(&f.as_ref(), i).unwrap();
-        while d.pop(&mut out.as_mut()).unwrap().is_some() {
-            before += 1;
-        }
-    }
+    let (before, got) = common::stream_reset_stream(&mut d, &old.noisy, &new.noisy);
     assert!(before > 0, "some frames of the old stream were computed before the reset");
-    d.reset();
-    let mut got: Vec<(usize, OwnedFrame)> = Vec::new();
-    let drain = |d: &mut Denoiser<usize>, got: &mut Vec<(usize, OwnedFrame)>| loop {
-        let mut o = OwnedFrame::new(info);
-        match d.pop(&mut o.as_mut()).unwrap() {
-            Some(tag) => got.push((tag, o)),
-            None => break,
-        }
-    };
-    for (i, f) in new.noisy.iter().enumerate() {
-        d.push(&f.as_ref(), 100 + i).unwrap();
-        drain(&mut d, &mut got);
-    }
-    d.finish_stream().unwrap();
-    drain(&mut d, &mut got);
     assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), (100..106).collect::<Vec<_>>());
     let fresh = cuda(p, &new.noisy, 1);
     for (i, ((_, o), f)) in got.iter().zip(&fresh).enumerate() {

@@ -307,3 +307,34 @@ pub fn frame_path_cases() -> Vec<(&'static str, Params)> {
         ),
     ]
 }
+
+/// Pushes `old` through `d` (popping what is ready), resets it (a flush), then pushes `new` tagged
+/// 100, 101, ... and finishes the stream: the old stream's frames popped before the reset, and
+/// the new stream's outputs with their tags.
+pub fn stream_reset_stream(d: &mut Denoiser<usize>, old: &[OwnedFrame], new: &[OwnedFrame]) -> (usize, Vec<(usize, OwnedFrame)>) {
+    let info = old[0].info;
+    let mut out = OwnedFrame::new(info);
+    let mut before = 0;
+    for (i, f) in old.iter().enumerate() {
+        d.push(&f.as_ref(), i).unwrap();
+        while d.pop(&mut out.as_mut()).unwrap().is_some() {
+            before += 1;
+        }
+    }
+    d.reset();
+    let mut got: Vec<(usize, OwnedFrame)> = Vec::new();
+    let drain = |d: &mut Denoiser<usize>, got: &mut Vec<(usize, OwnedFrame)>| loop {
+        let mut o = OwnedFrame::new(info);
+        match d.pop(&mut o.as_mut()).unwrap() {
+            Some(tag) => got.push((tag, o)),
+            None => break,
+        }
+    };
+    for (i, f) in new.iter().enumerate() {
+        d.push(&f.as_ref(), 100 + i).unwrap();
+        drain(d, &mut got);
+    }
+    d.finish_stream().unwrap();
+    drain(d, &mut got);
+    (before, got)
+}
