@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rayon::prelude::*;
 
 use super::{
-    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS,
-    KAISER_BETA,
+    basics_to_compute, extent, frame_group_order, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameGroupOp,
+    PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
@@ -453,64 +453,64 @@ fn store_basic(g: &Bm3dGroup, est: &[FImage], out: &PlanarFrame, planes: &mut [O
 
 impl CpuBm3d {
     /// Per-frame groups, each frame's groups made once per step and added to the sums of every
-    /// frame they touch (the definition computes the same per output frame: src/bm3d/mod.rs):
-    /// the basic estimates the job needs are finished once the frames within `future` before and
-    /// `past` after them are grouped, then the target's output likewise from the Wiener step.
+    /// frame they touch (the definition computes the same per output frame: src/bm3d/mod.rs), in
+    /// the order of [`frame_group_order`]: the basic estimates the job needs are finished once
+    /// the frames within `future` before and `past` after them are grouped, then the target's
+    /// output likewise from the Wiener step.
     fn compute_frame_groups(&mut self, job: &Job, dts: &[i32], plan: &Bm3dPlan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
-        let (past, future) = (plan.past as i32, plan.future as i32);
         let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
-        let last = if plan.two_step() { 1 } else { 0 };
-        if plan.two_step() {
-            for u in basics_to_compute(dts, plan) {
-                let slot = slot_of(job, u);
-                if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(id(u)) {
-                    continue;
+        let ops = frame_group_order(dts, plan, |u| self.ring[slot_of(job, u)].basic.as_ref().map(|b| b.0) == Some(id(u)));
+        for op in ops {
+            match op {
+                FrameGroupOp::Group { r, step, first } => self.group_frame(job, dts, r, step, first, plan, pool)?,
+                FrameGroupOp::Finish { u, step } => {
+                    let est = self.finish_sums(job, u, step, plan, pool)?;
+                    if step == 0 && plan.two_step() {
+                        let mut planes: Vec<Option<FImage>> = vec![None; self.used.len()];
+                        for (g, est) in plan.groups.iter().zip(est) {
+                            store_basic(g, &est, out, &mut planes);
+                        }
+                        self.ring[slot_of(job, u)].basic = Some((id(u), planes));
+                    } else {
+                        for (g, est) in plan.groups.iter().zip(est) {
+                            store_output(g, &est, plan, out);
+                        }
+                    }
                 }
-                for r in dts.iter().copied().filter(|&r| r >= u - future && r <= u + past) {
-                    self.group_frame(job, dts, r, 0, plan, pool)?;
-                }
-                let est = self.finish_sums(job, u, 0, plan, pool)?;
-                let mut planes: Vec<Option<FImage>> = vec![None; self.used.len()];
-                for (g, est) in plan.groups.iter().zip(est) {
-                    store_basic(g, &est, out, &mut planes);
-                }
-                self.ring[slot].basic = Some((id(u), planes));
             }
-        }
-        for r in dts.iter().copied().filter(|&r| r >= -future && r <= past) {
-            self.group_frame(job, dts, r, last, plan, pool)?;
-        }
-        let est = self.finish_sums(job, 0, last, plan, pool)?;
-        for (g, est) in plan.groups.iter().zip(est) {
-            store_output(g, &est, plan, out);
         }
         Ok(())
     }
 
     /// Groups the reference patches of the job's frame `r` in `step` over its window
     /// (`r - past ..= r + future`), once per frame and step, adding every member to its frame's
-    /// sums.
-    fn group_frame(&mut self, job: &Job, dts: &[i32], r: i32, step: usize, plan: &Bm3dPlan, pool: &rayon::ThreadPool) -> Result<()> {
+    /// sums; not to frames before `first` or, in step 1 of two, whose basic estimate is made
+    /// already (nothing reads those sums: [`FrameGroupOp::Group`]).
+    #[allow(clippy::too_many_arguments)]
+    fn group_frame(&mut self, job: &Job, dts: &[i32], r: i32, step: usize, first: i32, plan: &Bm3dPlan, pool: &rayon::ThreadPool) -> Result<()> {
         let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
         if self.ring[slot_of(job, r)].grouped[step] == Some(id(r)) {
             return Ok(());
         }
         let (past, future) = (plan.past as i32, plan.future as i32);
         let window: Vec<i32> = dts.iter().copied().filter(|&d| d >= r - past && d <= r + future).collect();
-        // Sums for every frame of the window (a frame's first group starts them).
+        let basic_step = step == 0 && plan.two_step();
+        // Sums for every frame of the window still to be finished (a frame's first group starts them).
         for &d in &window {
             let slot = slot_of(job, d);
-            if self.ring[slot].sums[step].as_ref().map(|s| s.0) != Some(id(d)) {
-                let sums = plan
-                    .groups
-                    .iter()
-                    .map(|g| {
-                        let f = self.ring[slot].noisy[g.planes[0]].as_ref().ok_or_else(|| Error::State(format!("ring slot holds no plane {}", g.planes[0])))?;
-                        Ok(new_sums(g, f.w, f.h))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                self.ring[slot].sums[step] = Some((id(d), sums));
+            let done = basic_step && self.ring[slot].basic.as_ref().map(|b| b.0) == Some(id(d));
+            if d < first || done || self.ring[slot].sums[step].as_ref().map(|s| s.0) == Some(id(d)) {
+                continue;
             }
+            let sums = plan
+                .groups
+                .iter()
+                .map(|g| {
+                    let f = self.ring[slot].noisy[g.planes[0]].as_ref().ok_or_else(|| Error::State(format!("ring slot holds no plane {}", g.planes[0])))?;
+                    Ok(new_sums(g, f.w, f.h))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.ring[slot].sums[step] = Some((id(d), sums));
         }
         for (gi, g) in plan.groups.iter().enumerate() {
             // Frames relative to r (frame codes stay within the key's range).
@@ -519,7 +519,8 @@ impl CpuBm3d {
             let matching = basic.as_deref().unwrap_or(&noisy);
             let refs = vec![(0, matching.to_vec())];
             let ring = &self.ring;
-            let sink = |dt: i32| -> Option<&[Sums]> { ring[slot_of(job, r + dt)].sums[step].as_ref().map(|s| &s.1[gi][..]) };
+            // Only sums that belong to the member's frame (a slot may still hold an older frame's).
+            let sink = |dt: i32| -> Option<&[Sums]> { ring[slot_of(job, r + dt)].sums[step].as_ref().filter(|s| s.0 == id(r + dt)).map(|s| &s.1[gi][..]) };
             group_and_aggregate(plan, g, step == 1, &noisy, basic.as_deref(), &refs, &sink, pool);
         }
         self.ring[slot_of(job, r)].grouped[step] = Some(id(r));

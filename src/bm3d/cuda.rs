@@ -37,7 +37,10 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaFunction;
 
-use super::{basics_to_compute, extent, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA};
+use super::{
+    basics_to_compute, extent, frame_group_order, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, FrameGroupOp, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS,
+    KAISER_BETA,
+};
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::Context as _;
 use crate::device::cuda::raw::{self, DeviceBuffer, Stream};
@@ -468,29 +471,21 @@ impl CudaBm3d {
     /// the output is finished once every frame whose groups reach it is grouped.
     fn frame_groups(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, out: &OutputTarget) -> Result<()> {
         let dts = job_dts(job);
-        let (past, future) = (plan.past as i32, plan.future as i32);
         let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
-        let last = plan.two_step() as usize;
-        if plan.two_step() {
-            let basics = basics_to_compute(&dts, plan);
-            let first = basics.first().copied().unwrap_or(0);
-            for u in basics {
-                let slot = slot_of(job, u);
-                if self.basic_keys[slot] == Some(id(u)) {
-                    continue;
+        let ops = frame_group_order(&dts, plan, |u| self.basic_keys[slot_of(job, u)] == Some(id(u)));
+        for op in ops {
+            match op {
+                FrameGroupOp::Group { r, step, first } => self.group_frame(launch, plan, job, &dts, r, step, first)?,
+                FrameGroupOp::Finish { u, step } if step == 0 && plan.two_step() => {
+                    let slot = slot_of(job, u);
+                    self.basic_keys[slot] = None;
+                    self.finish_frame(launch, plan, job, u, step, None)?;
+                    self.basic_keys[slot] = Some(id(u));
                 }
-                self.basic_keys[slot] = None;
-                for r in dts.iter().copied().filter(|&r| r >= u - future && r <= u + past) {
-                    self.group_frame(launch, plan, job, &dts, r, 0, first)?;
-                }
-                self.finish_frame(launch, plan, job, u, 0, None)?;
-                self.basic_keys[slot] = Some(id(u));
+                FrameGroupOp::Finish { u, step } => self.finish_frame(launch, plan, job, u, step, Some(out))?,
             }
         }
-        for r in dts.iter().copied().filter(|&r| r >= -future && r <= past) {
-            self.group_frame(launch, plan, job, &dts, r, last, 0)?;
-        }
-        self.finish_frame(launch, plan, job, 0, last, Some(out))
+        Ok(())
     }
 
     /// Groups the reference patches of the job's frame `r` in `step` over its window

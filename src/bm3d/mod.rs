@@ -417,6 +417,41 @@ pub fn reference_dts(frames: &[i32], plan: &Bm3dPlan) -> Vec<(i32, Vec<i32>)> {
     }
 }
 
+/// One step of a job's work with per-frame groups ([`frame_group_order`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameGroupOp {
+    /// Group the reference patches of frame `r` (dt) in `step` (0: hard thresholding, 1: Wiener)
+    /// over its own window, adding every member to its frame's sums, unless `r` is grouped in
+    /// that step already. `first`: the first frame this job finishes in that step; the frames
+    /// before it are finished already or never will be, so nothing reads their sums.
+    Group { r: i32, step: usize, first: i32 },
+    /// Finish frame `u` in `step` from its sums: its basic estimate (step 0 of two) or the output.
+    Finish { u: i32, step: usize },
+}
+
+/// With per-frame groups, what a job does in order (src/bm3d/cpu.rs and src/bm3d/cuda.rs both
+/// follow it): with two steps, for every frame whose basic estimate is not held yet
+/// (`basic_held(dt)` false; [`basics_to_compute`] order), group the frames within `future`
+/// before and `past` after it, then finish it; then group the frames within `future` before and
+/// `past` after the target in the last step and finish the output. `dts`: the job's frames.
+pub fn frame_group_order(dts: &[i32], plan: &Bm3dPlan, basic_held: impl Fn(i32) -> bool) -> Vec<FrameGroupOp> {
+    let (past, future) = (plan.past as i32, plan.future as i32);
+    let around = |u: i32| dts.iter().copied().filter(move |&r| r >= u - future && r <= u + past);
+    let mut ops = Vec::new();
+    if plan.two_step() {
+        let basics: Vec<i32> = basics_to_compute(dts, plan).into_iter().filter(|&u| !basic_held(u)).collect();
+        let first = basics.first().copied().unwrap_or(0);
+        for u in basics {
+            ops.extend(around(u).map(|r| FrameGroupOp::Group { r, step: 0, first }));
+            ops.push(FrameGroupOp::Finish { u, step: 0 });
+        }
+    }
+    let last = plan.two_step() as usize;
+    ops.extend(around(0).map(|r| FrameGroupOp::Group { r, step: last, first: 0 }));
+    ops.push(FrameGroupOp::Finish { u: 0, step: last });
+    ops
+}
+
 /// Rounds an estimate in 8-bit units to stored units (half up) and clamps it.
 #[inline]
 pub fn to_stored(v: f64, scale: f64, max_value: u32) -> u32 {
@@ -471,6 +506,83 @@ mod tests {
         let w = kaiser_window(8, KAISER_BETA);
         assert!((w[0] - (1.0 / bessel_i0(2.0)).powi(2)).abs() < 1e-12);
         assert!(w.iter().all(|&x| x > 0.0 && x <= 1.0));
+    }
+
+    fn frame_group_plan(past: u32, future: u32, steps: u32) -> Bm3dPlan {
+        use crate::params::{Algorithm, Bm3dParams};
+        use crate::{PixelFormat, VideoInfo};
+        let info = VideoInfo::new(PixelFormat::GRAY8, 16, 16).unwrap();
+        let params = Params {
+            algorithm: Algorithm::Bm3d,
+            sigma: Some(20.0),
+            temporal_past: past,
+            temporal_future: future,
+            bm3d: Bm3dParams { steps: Some(steps), frame_groups: Some(true), ..Default::default() },
+            ..Params::default()
+        };
+        Bm3dPlan::new(&Geometry::from_video_info(&info), &params).unwrap()
+    }
+
+    /// A stream run through [`frame_group_order`] as the backends do (a job per frame, its
+    /// frames cut at the stream's ends): every frame's basic estimate and output is finished
+    /// once, after every frame whose groups reach it, and the frames whose sums are being added
+    /// to (touched, not finished, not skipped by `first` or a held basic estimate) are always at
+    /// most past + future + 1 consecutive ones, which the CUDA path's entries (sequence number
+    /// modulo past + future + 1) rely on. Also from a start in the middle (a chunk's first job).
+    #[test]
+    fn frame_group_order_finishes_everything_once_within_its_sums() {
+        use std::collections::{BTreeSet, HashMap, HashSet};
+        for (past, future, steps) in [(1, 1, 2), (2, 0, 2), (0, 2, 2), (2, 2, 2), (3, 1, 1), (1, 2, 2), (0, 1, 1)] {
+            let plan = frame_group_plan(past, future, steps);
+            let reach = (steps * (past + future)) as i32; // Params::frames_needed, each side
+            for (len, start) in [(12i32, 0i32), (3, 0), (12, 5)] {
+                let what = format!("past {past} future {future} steps {steps}, {len} frames from {start}");
+                let mut basic: HashSet<i32> = HashSet::new();
+                let mut grouped: [HashSet<i32>; 2] = Default::default();
+                let mut live: [BTreeSet<i32>; 2] = Default::default();
+                let mut finished: [HashMap<i32, usize>; 2] = Default::default();
+                for t in start..len {
+                    let dts: Vec<i32> = (-reach..=reach).filter(|d| t + d >= 0 && t + d < len).collect();
+                    for op in frame_group_order(&dts, &plan, |u| basic.contains(&(t + u))) {
+                        match op {
+                            FrameGroupOp::Group { r, step, first } => {
+                                let f = t + r;
+                                if !grouped[step].insert(f) {
+                                    continue;
+                                }
+                                for d in dts.iter().map(|d| t + d).filter(|&d| d >= f - past as i32 && d <= f + future as i32) {
+                                    let held = step == 0 && plan.two_step() && basic.contains(&d);
+                                    if d >= t + first && !held {
+                                        assert!(!finished[step].contains_key(&d), "{what}: frame {d} touched in step {step} after it was finished");
+                                        live[step].insert(d);
+                                    }
+                                }
+                                if let (Some(lo), Some(hi)) = (live[step].first(), live[step].last()) {
+                                    assert!(hi - lo <= (past + future) as i32, "{what}: step {step} adds to frames {lo}..={hi} at once");
+                                }
+                            }
+                            FrameGroupOp::Finish { u, step } => {
+                                let f = t + u;
+                                // Every frame whose window holds f is grouped (those of the stream).
+                                for g in (f - future as i32..=f + past as i32).filter(|g| *g >= 0 && *g < len) {
+                                    assert!(grouped[step].contains(&g), "{what}: frame {f} finished in step {step} before frame {g} was grouped");
+                                }
+                                assert!(live[step].remove(&f), "{what}: frame {f} finished in step {step} without sums");
+                                *finished[step].entry(f).or_default() += 1;
+                                if step == 0 && plan.two_step() {
+                                    basic.insert(f);
+                                }
+                            }
+                        }
+                    }
+                }
+                let last = plan.two_step() as usize;
+                assert!((start..len).all(|f| finished[last].get(&f) == Some(&1)), "{what}: outputs {:?}", finished[last]);
+                if plan.two_step() {
+                    assert!(finished[0].values().all(|&n| n == 1), "{what}: a basic estimate made twice");
+                }
+            }
+        }
     }
 
     #[test]
