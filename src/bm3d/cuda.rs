@@ -19,7 +19,7 @@
 //! step, over the window centred on that frame, by `bm3d_hard_frames` / `bm3d_wiener_frames`,
 //! which add each member to the sums of its own frame ([`FrameSums`]: an entry per frame still
 //! being added to); a frame's basic estimate or output is finished once every frame whose groups
-//! reach it is grouped (the order of src/bm3d/cpu.rs `compute_frame_groups`). The own-frame
+//! reach it is grouped (the order of [`super::frame_group_order`], as on the CPU). The own-frame
 //! search of each group launch is made just before it by the search kernel (faster than the
 //! group kernels' own, measured in run 146) into one scratch entry.
 //!
@@ -465,8 +465,8 @@ impl CudaBm3d {
         self.launch_finish(launch, &v, &mut args)
     }
 
-    /// Per-frame groups: the job's frames computed as src/bm3d/cpu.rs `compute_frame_groups`
-    /// does (the same order): every frame's reference patches grouped once per step and each
+    /// Per-frame groups: the job's frames computed in the order of [`frame_group_order`] (as
+    /// src/bm3d/cpu.rs `compute_frame_groups` does): every frame's reference patches grouped once per step and each
     /// member added to its own frame's sums on the device ([`FrameSums`]); a basic estimate or
     /// the output is finished once every frame whose groups reach it is grouped.
     fn frame_groups(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, out: &OutputTarget) -> Result<()> {
