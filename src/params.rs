@@ -207,7 +207,9 @@ pub struct Bm3dParams {
     /// "Per-frame groups"); each frame's groups are computed once per stream, not once per
     /// output frame (the CPU path shares them between output frames), at the cost of latency:
     /// two-step runs read 2 (past + future) frames on each side. Replaces `window_references`
-    /// where both are set. The CPU backends only, for now.
+    /// where both are set. Every backend. None: on where the window has future frames (and
+    /// past + future is at most [`MAX_TEMPORAL_PAST`]), off for live windows
+    /// ([`Params::bm3d_settings`]).
     pub frame_groups: Option<bool>,
     /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
     pub chroma_sigma: Option<f32>,
@@ -579,7 +581,7 @@ impl Params {
         // BM3D settings only when BM3D runs: an unused setting is noted by the front end, not an
         // error (issue 33 item 11); switching to BM3D checks them then.
         if self.algorithm == Algorithm::Bm3d {
-            let s = self.bm3d.resolve()?;
+            let s = self.bm3d_resolved(None)?;
             // Per-frame groups read past + future frames on each side per step.
             if s.frame_groups && self.temporal_past + self.temporal_future > MAX_TEMPORAL_PAST {
                 return bad(format!(
@@ -602,7 +604,18 @@ impl Params {
     /// configured again for it, so the values stay those of unknown noise (the profile's
     /// `settings`); give the sigma for the high-noise values (docs/tuning.md).
     pub fn bm3d_settings(&self) -> Result<Bm3dSettings> {
-        self.bm3d.resolve_for(if self.sigma_auto { None } else { self.sigma })
+        self.bm3d_resolved(if self.sigma_auto { None } else { self.sigma })
+    }
+
+    /// The BM3D settings for noise of `sigma` in this window: the profile's with the overrides,
+    /// and per-frame groups, unless set, on where the window has future frames and past + future
+    /// is within [`MAX_TEMPORAL_PAST`]: there the latency is paid already, and they give `fast`
+    /// and `normal` about 0.5 dB and `high` its picture 2-3x faster (docs/tuning.md, "Per-frame
+    /// groups"); a live window keeps them off (they would add 2 past frames of latency).
+    fn bm3d_resolved(&self, sigma: Option<f32>) -> Result<Bm3dSettings> {
+        let s = self.bm3d.resolve_for(sigma)?;
+        let offline = self.temporal_future > 0 && self.temporal_past + self.temporal_future <= MAX_TEMPORAL_PAST;
+        Ok(Bm3dSettings { frame_groups: self.bm3d.frame_groups.unwrap_or(offline), ..s })
     }
 
     /// Past and future frames a job reads. NLM: the temporal window. Two-step BM3D over a
@@ -613,7 +626,7 @@ impl Params {
     /// the frames t - future ..= t + past, so past + future frames on each side, and two steps
     /// twice that.
     pub fn frames_needed(&self) -> (u32, u32) {
-        let bm3d = if self.algorithm == Algorithm::Bm3d { self.bm3d.resolve().ok() } else { None };
+        let bm3d = if self.algorithm == Algorithm::Bm3d { self.bm3d_resolved(None).ok() } else { None };
         let steps = bm3d.map(|s| s.steps).unwrap_or(1);
         let (p, f) = match bm3d {
             Some(s) if s.frame_groups => (self.temporal_past + self.temporal_future, self.temporal_past + self.temporal_future),

@@ -89,14 +89,14 @@ fn window_references_match_the_reference_and_help() {
     let mut rng = SmallRng::seed_from_u64(seed());
     for (format, w, h, frames, past, future, steps) in [(PixelFormat::I420, 30, 22, 4, 1, 1, 2), (PixelFormat::GRAY8, 33, 25, 3, 2, 0, 1), (PixelFormat::RGB, 20, 18, 3, 0, 2, 2)] {
         let c = clip(format, w, h, frames, 15.0, &mut rng);
-        let p = bm3d(15.0, Bm3dParams { window_references: Some(true), ..small(steps) }, past, future);
+        let p = bm3d(15.0, Bm3dParams { window_references: Some(true), frame_groups: Some(false), ..small(steps) }, past, future);
         let r = run(BackendKind::Reference, BackendOptions::default(), p, &c.noisy);
         let o = run(BackendKind::Cpu, BackendOptions { threads: 3, ..Default::default() }, p, &c.noisy);
         agree(&format!("window references {format:?} {w}x{h} past {past} future {future} steps {steps}"), &c, &r, &o);
     }
     let c = clip(PixelFormat::I420, 64, 48, 6, 20.0, &mut rng);
-    let target_only = psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, small(2), 1, 1), &c.noisy));
-    let window = psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, Bm3dParams { window_references: Some(true), ..small(2) }, 1, 1), &c.noisy));
+    let target_only = psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, Bm3dParams { frame_groups: Some(false), ..small(2) }, 1, 1), &c.noisy));
+    let window = psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, Bm3dParams { window_references: Some(true), frame_groups: Some(false), ..small(2) }, 1, 1), &c.noisy));
     eprintln!("references in the target: {target_only:.2} dB, in every frame of the window: {window:.2} dB");
     assert!(window > target_only, "window references {window:.2} dB, target only {target_only:.2} dB");
 }
@@ -119,8 +119,8 @@ fn frame_groups_match_the_reference_and_keep_the_picture() {
     }
     let c = clip(PixelFormat::I420, 64, 48, 6, 20.0, &mut rng);
     let cpu = |b: Bm3dParams| run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, b, 1, 1), &c.noisy);
-    let target_only = psnr(&c.clean, &cpu(small(2)));
-    let window_out = cpu(Bm3dParams { window_references: Some(true), ..small(2) });
+    let target_only = psnr(&c.clean, &cpu(Bm3dParams { frame_groups: Some(false), ..small(2) }));
+    let window_out = cpu(Bm3dParams { window_references: Some(true), frame_groups: Some(false), ..small(2) });
     let window = psnr(&c.clean, &window_out);
     let groups_out = cpu(fg(2));
     let groups = psnr(&c.clean, &groups_out);
@@ -201,11 +201,19 @@ fn chunks_give_the_same_bits() {
 #[test]
 fn two_steps_read_twice_the_window_and_report_it() {
     let info = VideoInfo::new(PixelFormat::GRAY8, 16, 16).unwrap();
-    let d: Denoiser<usize> = Denoiser::new(info, bm3d(10.0, small(2), 2, 1), &BackendOptions { kind: BackendKind::Cpu, ..Default::default() }).unwrap();
-    assert_eq!(d.latency_frames(), 2);
-    let d: Denoiser<usize> = Denoiser::new(info, bm3d(10.0, small(1), 2, 1), &BackendOptions { kind: BackendKind::Cpu, ..Default::default() }).unwrap();
-    assert_eq!(d.latency_frames(), 1);
-    assert_eq!(bm3d(10.0, small(2), 2, 1).frames_needed(), (4, 2));
+    let off = |steps| Bm3dParams { frame_groups: Some(false), ..small(steps) };
+    let latency = |b: Bm3dParams, past, future| Denoiser::<usize>::new(info, bm3d(10.0, b, past, future), &BackendOptions { kind: BackendKind::Cpu, ..Default::default() }).unwrap().latency_frames();
+    assert_eq!(latency(off(2), 2, 1), 2);
+    assert_eq!(latency(off(1), 2, 1), 1);
+    assert_eq!(bm3d(10.0, off(2), 2, 1).frames_needed(), (4, 2));
+    // By default per-frame groups with future frames (each step reads past + future frames on
+    // each side), not in a live window.
+    assert_eq!(latency(small(2), 2, 1), 6);
+    assert_eq!(bm3d(10.0, small(2), 2, 1).frames_needed(), (6, 6));
+    assert_eq!(latency(small(2), 2, 0), 0);
+    assert_eq!(bm3d(10.0, small(2), 2, 0).frames_needed(), (4, 0));
+    // Not where past + future is beyond what they allow: the window's own reach then.
+    assert_eq!(bm3d(10.0, small(2), 5, 3).frames_needed(), (10, 6));
 }
 
 #[test]

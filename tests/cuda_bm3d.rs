@@ -75,7 +75,7 @@ fn spatial_and_temporal_gray_i420() {
     for (format, w, h, frames, past, future, steps, depth) in [(PixelFormat::I420, 30, 22, 5, 1, 1, 2, 1), (PixelFormat::GRAY8, 33, 25, 3, 2, 0, 1, 0), (PixelFormat::P010_10LE, 24, 18, 4, 0, 2, 2, 2)]
     {
         let c = clip(format, w, h, frames, 15.0, &mut rng);
-        let p = bm3d(15.0, Bm3dParams { window_references: Some(true), ..small(steps) }, past, future);
+        let p = bm3d(15.0, Bm3dParams { window_references: Some(true), frame_groups: Some(false), ..small(steps) }, past, future);
         check(&format!("window references {format:?} {w}x{h} past {past} future {future} steps {steps} depth {depth}"), &c, p, depth);
     }
 }
@@ -165,7 +165,7 @@ fn window_references_reuse_searches_exactly() {
     }
     let mut rng = SmallRng::seed_from_u64(seed());
     let c = clip(PixelFormat::I420, 72, 40, 8, 20.0, &mut rng);
-    let p = bm3d(20.0, Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(6), seed_radius: Some(2), ..Default::default() }, 1, 1);
+    let p = bm3d(20.0, Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(6), seed_radius: Some(2), frame_groups: Some(false), ..Default::default() }, 1, 1);
     let stream = cuda(p, &c.noisy, 2);
     agree("cuda high 1 + 1 (searches kept)", &c, &reference(p, &c.noisy), &stream);
     let shallow = cuda(p, &c.noisy, 0);
@@ -293,10 +293,10 @@ fn sanitizer_smoke_bm3d() {
     }
     let mut rng = SmallRng::seed_from_u64(seed());
     let c = clip(PixelFormat::I420, 40, 24, 3, 15.0, &mut rng);
-    let g = cuda(bm3d(15.0, small(2), 1, 1), &c.noisy, 1);
+    let g = cuda(bm3d(15.0, Bm3dParams { frame_groups: Some(false), ..small(2) }, 1, 1), &c.noisy, 1);
     assert!(psnr(&c.clean, &g) > psnr(&c.clean, &c.noisy) + 2.0);
     // Window references: the search kernels and Wiener groups of 32.
-    let high = Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(4), seed_radius: Some(1), ..Default::default() };
+    let high = Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(4), seed_radius: Some(1), frame_groups: Some(false), ..Default::default() };
     let h = cuda(bm3d(15.0, high, 1, 1), &c.noisy, 1);
     assert!(psnr(&c.clean, &h) > psnr(&c.clean, &c.noisy) + 2.0);
     // Per-frame groups: members added to the sums of several frames.

@@ -248,8 +248,9 @@ pub struct Cli {
 
     /// BM3D per-frame groups: every frame's reference patches grouped once, within the window
     /// centred on their own frame, each member added to its own frame (the picture of window
-    /// references, up to +0.5 dB for fast and normal; a step reads past + future frames on each
-    /// side, so more latency). Every backend. Default: the profile's (false).
+    /// references; `fast` and `normal` about 0.5 dB cleaner; a step reads past + future frames on
+    /// each side, so more latency). Every backend. Default: on when --temporal-future is above 0
+    /// (and past + future is at most 7), off for live windows.
     #[arg(long, value_name = "BOOL")]
     bm3d_frame_groups: Option<bool>,
 

@@ -172,7 +172,7 @@ impl ObjectImpl for NlmDenoise {
                 .build(),
             glib::ParamSpecInt::builder("bm3d-frame-groups")
                 .nick("BM3D per-frame groups")
-                .blurb("1 = every frame's reference patches grouped once within the window centred on their own frame, each member added to its own frame (V-BM3D's aggregation: the picture of bm3d-window-references; reads past + future frames on each side per step, so more latency); 0 = off; -1: the profile's (0). Every backend; on the GPU 2-3x faster than window references, up to +0.5 dB for fast and normal")
+                .blurb("1 = every frame's reference patches grouped once within the window centred on their own frame, each member added to its own frame (V-BM3D's aggregation: the picture of bm3d-window-references; reads past + future frames on each side per step, so more latency); 0 = off (each output's own groups: less latency); -1: on where temporal-future > 0 (and past + future <= 7), off for live windows. Every backend")
                 .minimum(-1)
                 .maximum(1)
                 .default_value(-1)
