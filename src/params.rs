@@ -205,7 +205,7 @@ pub struct Bm3dParams {
     /// frame's estimate gathers the groups of the frames within `temporal_future` before and
     /// `temporal_past` after it. The same picture as `window_references` (docs/tuning.md,
     /// "Per-frame groups"); each frame's groups are computed once per stream, not once per
-    /// output frame (the CPU path shares them between output frames), at the cost of latency:
+    /// output frame (both backends share them between output frames), at the cost of latency:
     /// two-step runs read 2 (past + future) frames on each side. Replaces `window_references`
     /// where both are set. Every backend. None: on where the window has future frames (and
     /// past + future is at most [`MAX_TEMPORAL_PAST`]), off for live windows
@@ -299,14 +299,9 @@ impl Bm3dProfile {
 }
 
 impl Bm3dParams {
-    /// The profile's settings at low noise with the overrides applied, checked: what does not
-    /// depend on the noise level (the steps) and the ranges.
-    pub fn resolve(&self) -> Result<Bm3dSettings> {
-        self.resolve_for(None)
-    }
-
     /// The profile's settings for noise of `sigma` ([`Bm3dProfile::settings_for`]) with the
-    /// overrides applied, checked: what runs.
+    /// overrides applied, checked; per-frame groups as set (off when not: the window decides
+    /// their default, [`Params::bm3d_settings`]).
     pub fn resolve_for(&self, sigma: Option<f32>) -> Result<Bm3dSettings> {
         let p = self.profile.settings_for(sigma);
         let s = Bm3dSettings {

@@ -1,8 +1,8 @@
 // One BM3D step for the reference patches of one plane group in one frame of the window (code
 // `ref_code`: the target's, or with window references each frame's in turn, one launch each):
 // one warp per reference patch does the block matching, the collaborative filtering and the
-// aggregation into the sums of the members' frames (`sum_slot`) (src/bm3d/mod.rs has the definition;
-// src/bm3d/cpu.rs computes the same on the host).
+// aggregation into the sums of the members' frames (`sum_slot`) (src/bm3d/mod.rs has the
+// definition; src/bm3d/cpu.rs computes the same on the host).
 //
 //   1. The reference patch goes to shared memory.
 //   2. Block matching (sums of squared differences over the group's planes, read from the ring
@@ -18,14 +18,15 @@
 //      f16); then the noisy group, through the 2D transform (bior1.5 in step 1, DCT in step 2)
 //      and the Haar transform, hard thresholding (step 1) or Wiener shrinkage (step 2), back;
 //      the patches of frames with sums (the target's, or with per-frame groups every frame's)
-//      are added to the fixed-point numerators with the group's weight and the Kaiser window, and the weight to the patch's corner in `wimg`
-//      (bm3d_finish.cu turns those into the denominators).
+//      are added to the fixed-point numerators with the group's weight and the Kaiser window,
+//      and the weight to the patch's corner in `wimg` (bm3d_finish.cu turns those into the
+//      denominators).
 //
 // Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `group_floats`):
 // the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds
-// (padded to 4 ints), the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats and in step 2 the Wiener
-// weights (NMAX x PP f16), or a predictive-search square of n_planes x (2 seed_radius + PATCH)^2
-// floats while the group is searched, whichever is larger.
+// (padded to 4 ints), the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats and in
+// step 2 the Wiener weights (NMAX x PP f16), or a predictive-search square of n_planes x
+// (2 seed_radius + PATCH)^2 floats while the group is searched, whichever is larger.
 
 template <bool WIENER>
 struct Step {

@@ -25,6 +25,7 @@ __device__ __forceinline__ void matrix_pass(float* g, int n, bool columns, const
         const int q = it / PATCH, line = it % PATCH;
         float in[PATCH];
         if (columns) {
+            // Element (i, line) of patch q: v[(i ^ (q & 3)) * PATCH] = g[gidx(q, i * PATCH + line)].
             float* v = g + q * PP + line;
 #pragma unroll
             for (int i = 0; i < PATCH; ++i) in[i] = v[(i ^ (q & 3)) * PATCH];

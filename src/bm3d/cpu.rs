@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rayon::prelude::*;
 
 use super::{
-    basics_to_compute, extent, frame_group_order, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameGroupOp,
-    PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
+    basics_to_compute, extent, frame_group_order, frame_id, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameGroupOp,
+    FrameId, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
@@ -404,9 +404,6 @@ struct Slot {
     grouped: [Option<FrameId>; 2],
 }
 
-/// (epoch, seq) of a frame of the stream.
-type FrameId = (u64, u64);
-
 /// BM3D on host threads.
 #[derive(Default)]
 pub struct CpuBm3d {
@@ -458,7 +455,7 @@ impl CpuBm3d {
     /// the frames within `future` before and `past` after them are grouped, then the target's
     /// output likewise from the Wiener step.
     fn compute_frame_groups(&mut self, job: &Job, dts: &[i32], plan: &Bm3dPlan, out: &mut PlanarFrame, pool: &rayon::ThreadPool) -> Result<()> {
-        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let id = |dt: i32| frame_id(job, dt);
         let ops = frame_group_order(dts, plan, |u| self.ring[slot_of(job, u)].basic.as_ref().map(|b| b.0) == Some(id(u)));
         for op in ops {
             match op {
@@ -484,11 +481,11 @@ impl CpuBm3d {
 
     /// Groups the reference patches of the job's frame `r` in `step` over its window
     /// (`r - past ..= r + future`), once per frame and step, adding every member to its frame's
-    /// sums; not to frames before `first` or, in step 1 of two, whose basic estimate is made
+    /// sums; not to frames before `first` or, in the first of two steps, whose basic estimate is made
     /// already (nothing reads those sums: [`FrameGroupOp::Group`]).
     #[allow(clippy::too_many_arguments)]
     fn group_frame(&mut self, job: &Job, dts: &[i32], r: i32, step: usize, first: i32, plan: &Bm3dPlan, pool: &rayon::ThreadPool) -> Result<()> {
-        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let id = |dt: i32| frame_id(job, dt);
         if self.ring[slot_of(job, r)].grouped[step] == Some(id(r)) {
             return Ok(());
         }
@@ -530,7 +527,7 @@ impl CpuBm3d {
     /// The estimate of the job's frame `u` in `step` from its sums (every group that touches it
     /// added), per plane group; the sums are released.
     fn finish_sums(&mut self, job: &Job, u: i32, step: usize, plan: &Bm3dPlan, pool: &rayon::ThreadPool) -> Result<Vec<Vec<FImage>>> {
-        let id = (job.epoch, (job.seq as i64 + u as i64) as u64);
+        let id = frame_id(job, u);
         let slot = slot_of(job, u);
         let (owner, sums) = self.ring[slot].sums[step].take().ok_or_else(|| Error::State("bm3d frame groups: no sums for a frame to finish".into()))?;
         if owner != id {
@@ -599,7 +596,7 @@ impl HostAlgorithm for CpuBm3d {
         if plan.two_step() {
             for dt in basics_to_compute(&dts, plan) {
                 let slot = slot_of(job, dt);
-                let key = (job.epoch, (job.seq as i64 + dt as i64) as u64);
+                let key = frame_id(job, dt);
                 if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(key) {
                     continue;
                 }

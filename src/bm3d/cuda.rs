@@ -27,10 +27,11 @@
 //! sums (2 x 8 bytes per sample of the largest plane group's extent); no per-group buffers, so a
 //! 3840x2160 I420 stream holds about 270 MB with a ring of 7 slots. Window references add the
 //! search cache: per ring slot, 8 bytes x (group size + seeds) per reference patch and step (1080p
-//! I420, `high`: about 124 MB a slot). Per-frame groups add 2 x 8 bytes per denoised sample for
-//! each of steps x (past + future + 1) frames (1080p I420, two steps, 1 + 1: 300 MB) and one
-//! search entry, and keep no search cache: a 3840x2160 I420 stream with `high`, block step 4,
-//! radius 8 and 1 + 1 peaked at 3993 MiB used on the device, the context included (run 147).
+//! I420, `high`: about 124 MB a slot). Per-frame groups hold, instead of the sums and the search
+//! cache, 2 x 8 bytes per denoised sample for each of steps x (past + future + 1) frames (1080p
+//! I420, two steps, 1 + 1: 300 MB) and one search entry: a 3840x2160 I420 stream with `high`,
+//! block step 4, radius 8 and 1 + 1 peaked at 3993 MiB used on the device, the context included
+//! (run 147, which still allocated the one set of sums too: 133 MB).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,8 +39,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaFunction;
 
 use super::{
-    basics_to_compute, extent, frame_group_order, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, FrameGroupOp, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS,
-    KAISER_BETA,
+    basics_to_compute, extent, frame_group_order, frame_id, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, FrameGroupOp, FrameId, PatchTransform,
+    FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::Context as _;
@@ -233,9 +234,6 @@ struct SearchCache {
     smem_floats: usize,
 }
 
-/// (epoch, seq) of a frame of the stream.
-type FrameId = (u64, u64);
-
 /// Per-frame groups' sums on the device (`CudaBm3d::frame_groups`): per step, the fixed-point
 /// numerators and corner weights of the frames whose estimates are still being added to. Shape of
 /// each buffer: [steps][past + future + 1][frame_elems] i64, a frame's entry (its sequence number
@@ -269,10 +267,10 @@ pub struct CudaBm3d {
     device: DeviceInfo,
     kernels: HashMap<Bm3dVariant, Kernels>,
     variant: Option<Bm3dVariant>,
-    /// Fixed-point numerators and corner weights, one extent per plane of the largest group.
+    /// Fixed-point numerators and corner weights, one extent per plane of the largest group
+    /// (without per-frame groups: those keep theirs in [`FrameSums`]).
     num: Option<DeviceBuffer>,
     wimg: Option<DeviceBuffer>,
-    sum_floats: usize,
     /// Basic estimates, one f32 frame (every plane, `basic_offsets`) per ring slot.
     basic: Option<DeviceBuffer>,
     basic_floats: usize,
@@ -295,7 +293,6 @@ impl CudaBm3d {
             variant: None,
             num: None,
             wimg: None,
-            sum_floats: 0,
             basic: None,
             basic_floats: 0,
             basic_offsets: Vec::new(),
@@ -406,20 +403,52 @@ impl CudaBm3d {
         unsafe { raw::launch(&k.finish, grid, FINISH_W * FINISH_H, 0, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx("bm3d finish")))
     }
 
+    /// Device memory for own-frame searches of `slots` frames (one slot's layout each), with the
+    /// search kernels allowed the shared memory the plan's search radius needs.
+    fn search_cache(&mut self, plan: &Bm3dPlan, slots: usize) -> Result<SearchCache> {
+        let s = &plan.settings;
+        let v = self.variant.ok_or_else(|| Error::State("bm3d search cache before configure".into()))?;
+        let smem_floats = search_floats(s.search_radius, s.patch_size);
+        let bytes = WARPS as usize * 4 * smem_floats;
+        if bytes > self.device.max_shared {
+            return Err(Error::Unsupported(format!("bm3d search radius {} needs {bytes} bytes of shared memory per block; {} has {}", s.search_radius, self.device.name, self.device.max_shared)));
+        }
+        let kernels = self.kernels(&v)?;
+        for f in [&kernels.search_hard, &kernels.search_wiener] {
+            raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
+        }
+        let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
+        let buffer = DeviceBuffer::new(&self.device.ctx, 8 * slot_keys * slots).map_err(backend_err)?;
+        Ok(SearchCache { buffer, slot_keys, offsets, frames: vec![None; slots * plan.groups.len() * 2], smem_floats })
+    }
+
+    /// Queues the own-frame search of every reference patch of `args` into the cache entry at
+    /// `args.cache` (kernels/bm3d/search.cu); `smem_floats`: the cache's shared floats per warp.
+    fn launch_search(&mut self, launch: &Launch<'_>, v: &Bm3dVariant, wiener: bool, smem_floats: usize, args: &mut Bm3dArgs) -> Result<()> {
+        let k = self.kernels(v)?;
+        let f = if wiener { &k.search_wiener } else { &k.search_hard };
+        args.search_floats = smem_floats as i32;
+        let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
+        // SAFETY: as launch_groups; the search kernel writes the keys of every reference patch
+        // into the entry at `args.cache`, which lies in the cache buffer (sized in configure for
+        // this plan's groups and steps).
+        unsafe { raw::launch(f, grid, WARPS * 32, (WARPS as usize * 4 * smem_floats) as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx("bm3d search")))
+    }
+
     /// Queues one step of plane group `g` for the frame at `center` (dt) of `job`: into the basic
     /// ring at `basic_slot`, or into `out` (the output frame).
     #[allow(clippy::too_many_arguments)]
     fn step(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, gi: usize, job: &Job, center: i32, wiener: bool, basic_slot: Option<usize>, out: Option<&OutputTarget>) -> Result<()> {
         let (mut args, v) = self.base_args(launch, plan, gi, wiener)?;
-        let k = self.kernels(&v)?;
         let dts = job_dts(job);
         let window = step_window(&dts, center, plan.past, plan.future);
         for &dt in &window {
             args.slot[(dt - center + FRAME_CODE_BIAS) as usize] = slot_of(job, dt) as i32;
         }
         // Only the target's members are aggregated, into the one set of sums.
-        args.num = self.num.as_ref().expect("configured").ptr;
-        args.wimg = self.wimg.as_ref().expect("configured").ptr;
+        let missing = || Error::State("bm3d: no sums (configured for per-frame groups)".into());
+        args.num = self.num.as_ref().ok_or_else(missing)?.ptr;
+        args.wimg = self.wimg.as_ref().ok_or_else(missing)?.ptr;
         args.out = out.map(|o| o.frame).unwrap_or(0);
         if let Some(bs) = basic_slot {
             args.basic_out = self.basic.as_ref().expect("two steps").ptr + 4 * (bs * self.basic_floats) as u64;
@@ -432,7 +461,6 @@ impl CudaBm3d {
             raw::memset(args.num, 0, sum_bytes, stream).map_err(backend_err)?;
             raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
         }
-        let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
         let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
         // Every reference frame is grouped over the whole window here (per-frame groups take
         // `group_frame`).
@@ -447,16 +475,12 @@ impl CudaBm3d {
                 let entry = 2 * gi + wiener as usize;
                 let at = frame_slot * 2 * plan.groups.len() + entry;
                 args.cache = cache.buffer.ptr + 8 * (frame_slot * cache.slot_keys + cache.offsets[entry]) as u64;
-                let frame = (job.epoch, (job.seq as i64 + (center + rdt) as i64) as u64);
+                let frame = frame_id(job, center + rdt);
                 if cache.frames[at] != Some(frame) {
                     cache.frames[at] = None;
-                    args.search_floats = cache.smem_floats as i32;
-                    let f = if wiener { &k.search_wiener } else { &k.search_hard };
-                    let bytes = WARPS as usize * 4 * cache.smem_floats;
-                    // SAFETY: as launch_groups; the search kernel writes the keys of every
-                    // reference patch into the entry at `args.cache`, which lies in the cache
-                    // buffer (sized in configure for this plan's groups and steps).
-                    unsafe { raw::launch(f, grid, WARPS * 32, bytes as u32, stream, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d search")))?;
+                    let smem_floats = cache.smem_floats;
+                    self.launch_search(launch, &v, wiener, smem_floats, &mut args)?;
+                    let cache = self.search.as_mut().expect("checked above");
                     cache.frames[at] = Some(frame);
                 }
             }
@@ -471,7 +495,7 @@ impl CudaBm3d {
     /// the output is finished once every frame whose groups reach it is grouped.
     fn frame_groups(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, out: &OutputTarget) -> Result<()> {
         let dts = job_dts(job);
-        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let id = |dt: i32| frame_id(job, dt);
         let ops = frame_group_order(&dts, plan, |u| self.basic_keys[slot_of(job, u)] == Some(id(u)));
         for op in ops {
             match op {
@@ -495,7 +519,7 @@ impl CudaBm3d {
     /// job finishes): the definition adds to them too, but nothing reads those sums.
     #[allow(clippy::too_many_arguments)]
     fn group_frame(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, dts: &[i32], r: i32, step: usize, first: i32) -> Result<()> {
-        let id = |dt: i32| (job.epoch, (job.seq as i64 + dt as i64) as u64);
+        let id = |dt: i32| frame_id(job, dt);
         let basic_step = step == 0 && plan.two_step();
         let sums = self.frame_sums.as_mut().ok_or_else(|| Error::State("bm3d frame groups before configure".into()))?;
         let grouped = step * sums.ring_slots + slot_of(job, r);
@@ -535,18 +559,12 @@ impl CudaBm3d {
             }
             let at = 8 * offset as u64;
             (args.num, args.wimg, args.sum_stride) = (num + at, wimg + at, stride as u64);
-            let k = self.kernels(&v)?;
             if let Some(cache) = self.search.as_ref().filter(|_| window.len() > 1) {
-                // The own-frame search by the search kernel into a scratch entry, read by the
-                // group launch that follows on the same stream.
-                let entry = 2 * gi + step;
-                args.cache = cache.buffer.ptr + 8 * cache.offsets[entry] as u64;
-                args.search_floats = cache.smem_floats as i32;
-                let f = if step == 1 { &k.search_wiener } else { &k.search_hard };
-                let bytes = WARPS as usize * 4 * cache.smem_floats;
-                let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
-                // SAFETY: as launch_groups; the entry lies in the cache buffer (one slot's layout).
-                unsafe { raw::launch(f, grid, WARPS * 32, bytes as u32, launch.compute, &mut args) }.map_err(|e| Error::Backend(e.ctx("bm3d search")))?;
+                // The own-frame search into the scratch entry, read by the group launch that
+                // follows on the same stream.
+                args.cache = cache.buffer.ptr + 8 * cache.offsets[2 * gi + step] as u64;
+                let smem_floats = cache.smem_floats;
+                self.launch_search(launch, &v, step == 1, smem_floats, &mut args)?;
             }
             self.launch_groups(launch, &v, step == 1, true, &mut args)?;
         }
@@ -557,7 +575,7 @@ impl CudaBm3d {
     /// The job's frame `u` in `step` from its sums: the basic estimate into its ring slot
     /// (`out` None), or the output; the sums are released.
     fn finish_frame(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, job: &Job, u: i32, step: usize, out: Option<&OutputTarget>) -> Result<()> {
-        let id = (job.epoch, (job.seq as i64 + u as i64) as u64);
+        let id = frame_id(job, u);
         let slot = slot_of(job, u);
         let sums = self.frame_sums.as_mut().ok_or_else(|| Error::State("bm3d frame groups before configure".into()))?;
         let e = sums.entry(step, id);
@@ -605,7 +623,8 @@ impl CudaAlgorithm for CudaBm3d {
         self.layout = Some(layout.clone());
         self.plane_sizes = geometry.planes.iter().map(|p| (p.width, p.height)).collect();
         let k = plan.settings.patch_size as usize;
-        let sum_floats = plan
+        // Samples of each plane group's extents (its planes together).
+        let group_elems: Vec<usize> = plan
             .groups
             .iter()
             .map(|g| {
@@ -613,12 +632,8 @@ impl CudaAlgorithm for CudaBm3d {
                 let (ew, eh) = extent(w, h, k);
                 g.planes.len() * ew * eh
             })
-            .max()
-            .unwrap_or(1);
+            .collect();
         let ctx = &device.ctx;
-        self.num = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
-        self.wimg = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
-        self.sum_floats = sum_floats;
         self.basic_offsets.clear();
         let mut at = 0u64;
         for &(w, h) in &self.plane_sizes {
@@ -628,51 +643,27 @@ impl CudaAlgorithm for CudaBm3d {
         self.basic_floats = at as usize;
         self.basic = if plan.two_step() { Some(DeviceBuffer::new(ctx, 4 * self.basic_floats * ring_slots).map_err(backend_err)?) } else { None };
         self.basic_keys = vec![None; ring_slots];
-        self.search = None;
-        self.frame_sums = None;
+        (self.num, self.wimg, self.search, self.frame_sums) = (None, None, None, None);
         if plan.settings.frame_groups {
-            // Each frame is grouped once per step: its own-frame search is not kept.
-            let mut group_offsets = Vec::new();
-            let mut frame_elems = 0;
-            for g in &plan.groups {
-                group_offsets.push(frame_elems);
-                let (w, h) = self.plane_sizes[g.planes[0]];
-                let (ew, eh) = extent(w, h, k);
-                frame_elems += g.planes.len() * ew * eh;
-            }
+            // Every frame's sums while groups are added to them; the own-frame search of each
+            // group launch goes to one scratch entry (each frame is grouped once per step).
+            let group_offsets: Vec<usize> = group_elems.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+            let frame_elems = group_elems.iter().sum::<usize>();
             let steps = plan.settings.steps as usize;
             let per_step = (plan.past + plan.future + 1) as usize;
             let entries = steps * per_step;
             let num = DeviceBuffer::new(ctx, 8 * frame_elems * entries).map_err(backend_err)?;
             let wimg = DeviceBuffer::new(ctx, 8 * frame_elems * entries).map_err(backend_err)?;
-            {
-                let s = &plan.settings;
-                let smem_floats = search_floats(s.search_radius, s.patch_size);
-                let v = self.variant.expect("set above");
-                let kernels = self.kernels(&v)?;
-                for f in [&kernels.search_hard, &kernels.search_wiener] {
-                    raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
-                }
-                let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
-                let buffer = DeviceBuffer::new(ctx, 8 * slot_keys).map_err(backend_err)?;
-                self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: Vec::new(), smem_floats });
-            }
             self.frame_sums = Some(FrameSums { num, wimg, frame_elems, group_offsets, per_step, owners: vec![None; entries], grouped: vec![None; steps * ring_slots], ring_slots });
-        } else if plan.settings.window_references {
-            let s = &plan.settings;
-            let v = self.variant.expect("set above");
-            let smem_floats = search_floats(s.search_radius, s.patch_size);
-            let bytes = WARPS as usize * 4 * smem_floats;
-            if bytes > self.device.max_shared {
-                return Err(Error::Unsupported(format!("bm3d search radius {} needs {bytes} bytes of shared memory per block; {} has {}", s.search_radius, self.device.name, self.device.max_shared)));
+            self.search = Some(self.search_cache(plan, 1)?);
+        } else {
+            // One set of sums, the largest plane group's, cleared by every step.
+            let sum_floats = group_elems.iter().copied().max().unwrap_or(1);
+            self.num = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
+            self.wimg = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
+            if plan.settings.window_references {
+                self.search = Some(self.search_cache(plan, ring_slots)?);
             }
-            let kernels = self.kernels(&v)?;
-            for f in [&kernels.search_hard, &kernels.search_wiener] {
-                raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
-            }
-            let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
-            let buffer = DeviceBuffer::new(ctx, 8 * slot_keys * ring_slots).map_err(backend_err)?;
-            self.search = Some(SearchCache { buffer, slot_keys, offsets, frames: vec![None; ring_slots * plan.groups.len() * 2], smem_floats });
         }
         Ok(())
     }
@@ -691,7 +682,7 @@ impl CudaAlgorithm for CudaBm3d {
             if plan.two_step() {
                 for dt in basics_to_compute(&dts, plan) {
                     let slot = slot_of(job, dt);
-                    let key = (job.epoch, (job.seq as i64 + dt as i64) as u64);
+                    let key = frame_id(job, dt);
                     if self.basic_keys[slot] == Some(key) {
                         continue;
                     }

@@ -370,6 +370,15 @@ pub fn pow2_floor(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.max(1).leading_zeros())
 }
 
+/// (epoch, seq) of a frame of the stream: the key of what an implementation keeps for a frame
+/// (basic estimates, searches, sums) while it stays in the ring.
+pub type FrameId = (u64, u64);
+
+/// The id of the job's frame at `dt`.
+pub fn frame_id(job: &Job, dt: i32) -> FrameId {
+    (job.epoch, (job.seq as i64 + dt as i64) as u64)
+}
+
 /// The dt of the job's frames (target 0), ascending.
 pub fn job_dts(job: &Job) -> Vec<i32> {
     job.frames_in_time_order().iter().map(|f| f.0).collect()

@@ -2,7 +2,8 @@
 //! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
 
 use super::{
-    basics_to_compute, extent, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, PatchTransform, FRAME_CODE_BIAS, KAISER_BETA,
+    basics_to_compute, extent, frame_id, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameId, PatchTransform,
+    FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -264,9 +265,6 @@ struct Slot {
     basic: Option<(FrameId, Vec<Option<Image>>)>,
 }
 
-/// (epoch, seq) of a frame of the stream.
-type FrameId = (u64, u64);
-
 /// The f64 reference as a host algorithm.
 #[derive(Default)]
 pub struct ReferenceBm3d {
@@ -344,7 +342,7 @@ impl HostAlgorithm for ReferenceBm3d {
         if plan.two_step() {
             for dt in basics_to_compute(&dts, plan) {
                 let slot = slot_of(job, dt);
-                let key = (job.epoch, (job.seq as i64 + dt as i64) as u64);
+                let key = frame_id(job, dt);
                 if self.ring[slot].basic.as_ref().map(|b| b.0) == Some(key) {
                     continue;
                 }
