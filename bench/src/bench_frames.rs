@@ -30,6 +30,30 @@ pub fn engine_fps(info: VideoInfo, params: nlmdenoise::Params, options: &nlmdeno
     Ok((fps, d.backend_description()))
 }
 
+/// A digest (FNV-1a over every output byte) of the first `frames` outputs of the engine for this
+/// pattern, untimed: two builds that should compute the same output can be compared with it.
+pub fn engine_digest(info: VideoInfo, params: nlmdenoise::Params, options: &nlmdenoise::BackendOptions, frames: usize) -> nlmdenoise::Result<u64> {
+    let mut d: nlmdenoise::Denoiser<usize> = nlmdenoise::Denoiser::new(info, params, options)?;
+    let mut out = OwnedFrame::new(d.output_info());
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut fold = |f: &OwnedFrame| {
+        for b in f.planes.iter().flatten() {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for i in 0..frames {
+        d.push(&frame(d.info(), i % 8, 11).as_ref(), i)?;
+        while d.pop(&mut out.as_mut())?.is_some() {
+            fold(&out);
+        }
+    }
+    d.finish_stream()?;
+    while d.pop(&mut out.as_mut())?.is_some() {
+        fold(&out);
+    }
+    Ok(h)
+}
+
 /// Frames per second of `d` pushing `frames` frames of this pattern and popping into host frames
 /// (8 distinct frames cycled), timed after 8 warm-up frames; `warmed_up` runs between the two
 /// (e.g. to reset counters).

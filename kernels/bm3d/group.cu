@@ -192,6 +192,37 @@ __device__ __forceinline__ float staged_ssd(const float* ref, const float* p, in
     return s0 + s1;
 }
 
+// Loads in flight per lane when a warp copies samples to shared memory (the members of a
+// group): a batch's loads are all issued before its stores, so a lane waits on memory once per
+// batch rather than once per sample (the copies were latency-bound).
+#define GATHER_BATCH 4
+
+// Plane j of the n members (`members`: 4 ints each, code, y, x, ...) into the group buffer g
+// (`gidx`): their basic estimates (BASIC) or noisy samples.
+template <bool BASIC, bool MIRROR>
+__device__ __forceinline__ void gather_group(const Bm3dArgs& a, float* g, const int* members, int n, int j, int lane)
+{
+    const int total = n * PP;
+    for (int e0 = 0; e0 < total; e0 += 32 * GATHER_BATCH) {
+        float v[GATHER_BATCH];
+#pragma unroll
+        for (int b = 0; b < GATHER_BATCH; ++b) {
+            const int e = e0 + 32 * b + lane;
+            v[b] = 0.0f;
+            if (e < total) {
+                const int m = e / PP, p = e % PP;
+                const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
+                v[b] = BASIC ? basic_in<MIRROR>(basic_plane(a, code, j), x, y, a) : noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < GATHER_BATCH; ++b) {
+            const int e = e0 + 32 * b + lane;
+            if (e < total) g[gidx(e / PP, e % PP)] = v[b];
+        }
+    }
+}
+
 __device__ __forceinline__ int corner(int i, int step, int extent)
 {
     return min(i * step, extent - PATCH);
@@ -374,11 +405,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         if (WIENER) {
             // The basic estimate's group first, in g: its coefficients give the Wiener weights,
             // kept as f16 (half the shared memory of a second f32 group: more warps per SM).
-            for (int e = lane; e < n * PP; e += 32) {
-                const int m = e / PP, p = e % PP;
-                const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
-                g[gidx(m, p)] = basic_in<MIRROR>(basic_plane(a, code, j), x, y, a);
-            }
+            gather_group<true, MIRROR>(a, g, members, n, j, lane);
             __syncwarp();
             transform2(g, n, BM3D_WN_FWD, lane);
             for (int t = lane; t < PP; t += 32) {
@@ -392,11 +419,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             }
             __syncwarp();
         }
-        for (int e = lane; e < n * PP; e += 32) {
-            const int m = e / PP, p = e % PP;
-            const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
-            g[gidx(m, p)] = noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
-        }
+        gather_group<false, MIRROR>(a, g, members, n, j, lane);
         __syncwarp();
         transform2(g, n, WIENER ? BM3D_WN_FWD : BM3D_HT_FWD, lane);
         const float thr = a.lambda_ * sigma;
@@ -416,12 +439,19 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         __syncwarp();
         const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
         transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
+        // The group's weight, the Kaiser window and the fixed-point scale, per lane: element e of
+        // the group (e = lane mod 32) is coefficient p = (lane + (e & 32)) mod PP of its patch
+        // (PP is 16 or 64), so a lane needs two window values, read once (a constant-memory read
+        // indexed by lane is serialised across the warp). FIXED_ONE is a power of two, so the
+        // product equals weight * window * value * FIXED_ONE bit for bit.
+        const float scale_lo = weight * BM3D_KAISER[lane % PP] * BM3D_FIXED_ONE;
+        const float scale_hi = weight * BM3D_KAISER[(lane + 32) % PP] * BM3D_FIXED_ONE;
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
             const int ss = FRAMES ? members[4 * m + 3] : (members[4 * m] == BM3D_CODE_BIAS ? 0 : -1);
             if (ss < 0) continue;
             const int y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
-            const long long v = __float2ll_rn(weight * BM3D_KAISER[p] * g[gidx(m, p)] * BM3D_FIXED_ONE);
+            const long long v = __float2ll_rn(((e & 32) ? scale_hi : scale_lo) * g[gidx(m, p)]);
             long long* num = a.num + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent;
             atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
         }
@@ -435,9 +465,16 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     }
 }
 
+// Blocks per SM the group kernels leave registers for (__launch_bounds__): 8 blocks of 4 warps,
+// 64 registers a thread (ptxas's own choice without a minimum); Wiener groups of 32 hold 4 blocks
+// at most by their shared memory (56 KB a block), so they may use 128 (fewer spills: +2-4% on
+// the rows that run them, runs 152-153).
+#define GROUP_MIN_BLOCKS_HARD 8
+#define GROUP_MIN_BLOCKS_WIENER (NMAX_WIENER >= 32 ? 4 : 8)
+
 // Planes at least a patch wide and high (nearly always) take the path without border reads.
 #define BM3D_GROUP_KERNEL(name, wiener, frames)                                  \
-    extern "C" __global__ void __launch_bounds__(WARPS * 32) name(const Bm3dArgs a) \
+    extern "C" __global__ void __launch_bounds__(WARPS * 32, wiener ? GROUP_MIN_BLOCKS_WIENER : GROUP_MIN_BLOCKS_HARD) name(const Bm3dArgs a) \
     {                                                                            \
         if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames>(a);   \
         else bm3d_step<wiener, true, frames>(a);                                 \

@@ -4,6 +4,7 @@
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
 //!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
 //!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N] [--frame-groups]
+//!       [--digest]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
@@ -12,7 +13,7 @@
 use clap::Parser;
 use nlmdenoise::BackendOptions;
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Params, PixelFormat, VideoInfo};
-use nlmdenoise_bench::bench_frames::engine_fps;
+use nlmdenoise_bench::bench_frames::{engine_digest, engine_fps};
 
 #[derive(Parser)]
 struct Args {
@@ -46,6 +47,10 @@ struct Args {
     /// Per-frame groups on every profile row (`bm3d-frame-groups`; rows labelled `fg`).
     #[arg(long)]
     frame_groups: bool,
+    /// Also print a digest of each profile row's first 12 outputs (untimed, a separate run): two
+    /// builds meant to compute the same output print the same digest.
+    #[arg(long)]
+    digest: bool,
 }
 
 fn window(name: &str) -> Option<(u32, u32, u32)> {
@@ -124,6 +129,12 @@ fn main() {
                 Ok((f, d)) => {
                     println!("| {p}{overrides} | {w} | {past} | {future} | {steps} | {}x{} | {f:.1} | {:.3} |", args.width, args.height, 1e3 / f);
                     described.get_or_insert(d);
+                    if args.digest {
+                        match engine_digest(info, params, &options, 12) {
+                            Ok(h) => println!("digest {p}{overrides} {w}: {h:016x}"),
+                            Err(e) => println!("digest {p}{overrides} {w}: error: {e}"),
+                        }
+                    }
                 }
                 Err(e) => println!("| {p}{overrides} | {w} | {past} | {future} | {steps} | {}x{} | error: {e} | |", args.width, args.height),
             }
