@@ -412,7 +412,10 @@ __device__ void bm3d_step(const Bm3dArgs& a)
                 haar_column(g, n, t, false);
                 for (int m = 0; m < n; ++m) {
                     const float bv = g[gidx(m, t)];
-                    const float omega = sigma == 0.0f ? 1.0f : bv * bv / (bv * bv + sigma * sigma);
+                    // The fast division (within 2 ulp): an IEEE division brings a range check and a
+                    // branch per coefficient (FCHK, run 151's profile); the agreement rule with the
+                    // f64 reference does not see the difference.
+                    const float omega = sigma == 0.0f ? 1.0f : __fdividef(bv * bv, bv * bv + sigma * sigma);
                     omega16[m * PP + t] = f32_to_f16(omega);  // read back by this lane only (same t)
                     weight_part += omega * omega;
                 }
@@ -465,21 +468,24 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     }
 }
 
-// Blocks per SM the group kernels leave registers for (__launch_bounds__): 8 blocks of 4 warps,
-// 64 registers a thread (ptxas's own choice without a minimum); Wiener groups of 32 hold 4 blocks
-// at most by their shared memory (56 KB a block), so they may use 128 (fewer spills: +2-4% on
-// the rows that run them, runs 152-153).
-#define GROUP_MIN_BLOCKS_HARD 8
-#define GROUP_MIN_BLOCKS_WIENER (NMAX_WIENER >= 32 ? 4 : 8)
+// Registers of the group kernels: ptxas's own choice (64 a thread, 8 blocks of 4 warps), but
+// Wiener groups of 32, which their shared memory holds to 4 blocks (56 KB a block) anyway, may use
+// 128 (fewer spills: +2-4% on the rows that run them, runs 152-153).
+#define GROUP_BOUNDS_HARD __launch_bounds__(WARPS * 32)
+#if NMAX_WIENER >= 32
+#define GROUP_BOUNDS_WIENER __launch_bounds__(WARPS * 32, 4)
+#else
+#define GROUP_BOUNDS_WIENER __launch_bounds__(WARPS * 32)
+#endif
 
 // Planes at least a patch wide and high (nearly always) take the path without border reads.
-#define BM3D_GROUP_KERNEL(name, wiener, frames)                                  \
-    extern "C" __global__ void __launch_bounds__(WARPS * 32, wiener ? GROUP_MIN_BLOCKS_WIENER : GROUP_MIN_BLOCKS_HARD) name(const Bm3dArgs a) \
+#define BM3D_GROUP_KERNEL(name, bounds, wiener, frames)                                \
+    extern "C" __global__ void bounds name(const Bm3dArgs a)                    \
     {                                                                            \
         if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames>(a);   \
         else bm3d_step<wiener, true, frames>(a);                                 \
     }
-BM3D_GROUP_KERNEL(bm3d_hard, false, false)
-BM3D_GROUP_KERNEL(bm3d_wiener, true, false)
-BM3D_GROUP_KERNEL(bm3d_hard_frames, false, true)
-BM3D_GROUP_KERNEL(bm3d_wiener_frames, true, true)
+BM3D_GROUP_KERNEL(bm3d_hard, GROUP_BOUNDS_HARD, false, false)
+BM3D_GROUP_KERNEL(bm3d_wiener, GROUP_BOUNDS_WIENER, true, false)
+BM3D_GROUP_KERNEL(bm3d_hard_frames, GROUP_BOUNDS_HARD, false, true)
+BM3D_GROUP_KERNEL(bm3d_wiener_frames, GROUP_BOUNDS_WIENER, true, true)
