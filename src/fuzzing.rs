@@ -97,6 +97,7 @@ fn params_and_info(b: &mut Bytes<'_>) -> (Params, Option<VideoInfo>) {
         patch_size: b.maybe(|b| b.small(10)),
         search_radius: b.maybe(|b| b.small(30)),
         block_step: b.maybe(|b| b.small(10)),
+        hard_block_step: b.maybe(|b| b.small(10)),
         group_size: b.maybe(|b| b.small(40)),
         wiener_group_size: b.maybe(|b| b.small(40)),
         threshold: b.maybe(|b| b.float()),

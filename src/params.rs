@@ -179,6 +179,10 @@ pub struct Bm3dParams {
     pub search_radius: Option<u32>,
     /// Pixels between reference patches, horizontally and vertically (1..=k).
     pub block_step: Option<u32>,
+    /// The same for the hard-thresholding step alone (the first; in one-step runs the only one);
+    /// None: `block_step`. Its groups only make the basic estimate that the Wiener step matches
+    /// on and weighs with, so they can be sparser than the Wiener step's (docs/tuning.md).
+    pub hard_block_step: Option<u32>,
     /// Most patches in a group of the hard-thresholding step (power of 2, 1..=32).
     pub group_size: Option<u32>,
     /// Most patches in a group of the Wiener step (power of 2, 1..=32).
@@ -222,6 +226,8 @@ pub struct Bm3dSettings {
     pub patch_size: u32,
     pub search_radius: u32,
     pub block_step: u32,
+    /// Block step of the hard-thresholding step ([`Bm3dParams::hard_block_step`]).
+    pub hard_block_step: u32,
     pub group_size: u32,
     pub wiener_group_size: u32,
     pub threshold: f32,
@@ -231,6 +237,18 @@ pub struct Bm3dSettings {
     pub seed_radius: u32,
     pub window_references: bool,
     pub frame_groups: bool,
+}
+
+impl Bm3dSettings {
+    /// Pixels between reference patches in the Wiener step (`wiener`) or the hard-thresholding
+    /// step.
+    pub fn block_step_of(&self, wiener: bool) -> u32 {
+        if wiener {
+            self.block_step
+        } else {
+            self.hard_block_step
+        }
+    }
 }
 
 pub const BM3D_MAX_GROUP: u32 = 32;
@@ -260,6 +278,7 @@ impl Bm3dProfile {
             patch_size: 8,
             search_radius: 8,
             block_step: 6,
+            hard_block_step: 6,
             group_size: 16,
             wiener_group_size: 16,
             threshold: 2500.0,
@@ -273,7 +292,7 @@ impl Bm3dProfile {
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
             Bm3dProfile::Normal => base,
-            Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, window_references: true, ..base },
+            Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, hard_block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, window_references: true, ..base },
         }
     }
 
@@ -309,6 +328,7 @@ impl Bm3dParams {
             patch_size: self.patch_size.unwrap_or(p.patch_size),
             search_radius: self.search_radius.unwrap_or(p.search_radius),
             block_step: self.block_step.unwrap_or(p.block_step),
+            hard_block_step: 0, // below: block_step's unless set
             group_size: self.group_size.unwrap_or(p.group_size),
             wiener_group_size: self.wiener_group_size.unwrap_or(p.wiener_group_size),
             threshold: self.threshold.unwrap_or(p.threshold),
@@ -321,6 +341,7 @@ impl Bm3dParams {
         };
         // An explicit patch size smaller than the profile's step brings the step down with it.
         let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };
+        let s = Bm3dSettings { hard_block_step: self.hard_block_step.unwrap_or(s.block_step), ..s };
         let bad = |m: String| Err(Error::InvalidParameter(m));
         if !(1..=2).contains(&s.steps) {
             return bad(format!("bm3d steps {} out of range 1..=2", s.steps));
@@ -331,8 +352,10 @@ impl Bm3dParams {
         if s.search_radius > BM3D_MAX_SEARCH_RADIUS {
             return bad(format!("bm3d search radius {} out of range 0..={BM3D_MAX_SEARCH_RADIUS}", s.search_radius));
         }
-        if s.block_step < 1 || s.block_step > s.patch_size {
-            return bad(format!("bm3d block step {} out of range 1..={} (the patch size)", s.block_step, s.patch_size));
+        for (name, step) in [("block step", s.block_step), ("hard block step", s.hard_block_step)] {
+            if step < 1 || step > s.patch_size {
+                return bad(format!("bm3d {name} {step} out of range 1..={} (the patch size)", s.patch_size));
+            }
         }
         for (name, n) in [("group size", s.group_size), ("wiener group size", s.wiener_group_size)] {
             if !(1..=BM3D_MAX_GROUP).contains(&n) || !n.is_power_of_two() {
@@ -677,6 +700,21 @@ mod tests {
         assert!(Params { wref: -1.0, ..p }.validate().is_err());
         assert!(Params { sigma: Some(-2.0), ..p }.validate().is_err());
         Params { search_radius: 0, patch_radius: 0, temporal_past: 0, ..p }.validate().unwrap();
+    }
+
+    #[test]
+    fn bm3d_hard_block_step_follows_the_block_step_unless_set() {
+        let resolve = |b: Bm3dParams| b.resolve_for(None).unwrap();
+        let high = resolve(Bm3dParams { profile: Bm3dProfile::High, ..Default::default() });
+        assert_eq!((high.block_step_of(false), high.block_step_of(true)), (3, 3));
+        let s = resolve(Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), ..Default::default() });
+        assert_eq!((s.block_step_of(false), s.block_step_of(true)), (4, 4));
+        let s = resolve(Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), hard_block_step: Some(5), ..Default::default() });
+        assert_eq!((s.block_step_of(false), s.block_step_of(true)), (5, 4));
+        // A patch size below the profile's step brings the step down, and the hard step with it.
+        let s = resolve(Bm3dParams { patch_size: Some(4), ..Default::default() });
+        assert_eq!((s.block_step_of(false), s.block_step_of(true)), (4, 4));
+        assert!(Bm3dParams { patch_size: Some(4), hard_block_step: Some(5), ..Default::default() }.resolve_for(None).is_err());
     }
 
     #[test]

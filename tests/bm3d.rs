@@ -83,6 +83,36 @@ fn cpu_matches_reference_gray_and_i420() {
     }
 }
 
+/// A sparser hard-thresholding step (`hard_block_step`, here 5 against the Wiener step's 3): the
+/// CPU implementation agrees with the reference (each output's own groups, window references,
+/// per-frame groups, one step alone), and the setting reaches the step it names: the output
+/// changes with it, and with one step it is the block step.
+#[test]
+fn hard_block_step_matches_the_reference_and_sets_the_first_step() {
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let cases = [
+        (PixelFormat::I420, 34, 26, 3, 1, 1, 2, false, false),
+        (PixelFormat::I420, 30, 22, 4, 1, 1, 2, true, false),
+        (PixelFormat::I420, 30, 22, 4, 1, 1, 2, false, true),
+        (PixelFormat::GRAY8, 37, 29, 1, 0, 0, 1, false, false),
+    ];
+    for (format, w, h, frames, past, future, steps, refs, frame_groups) in cases {
+        let c = clip(format, w, h, frames, 15.0, &mut rng);
+        let b = Bm3dParams { window_references: Some(refs), frame_groups: Some(frame_groups), ..small(steps) };
+        let sparse = bm3d(15.0, Bm3dParams { hard_block_step: Some(5), ..b }, past, future);
+        let r = run(BackendKind::Reference, BackendOptions::default(), sparse, &c.noisy);
+        let o = run(BackendKind::Cpu, BackendOptions { threads: 3, ..Default::default() }, sparse, &c.noisy);
+        let what = format!("hard block step 5 {format:?} {w}x{h} past {past} future {future} steps {steps} refs {refs} fg {frame_groups}");
+        agree(&what, &c, &r, &o);
+        let dense = run(BackendKind::Cpu, BackendOptions::default(), bm3d(15.0, b, past, future), &c.noisy);
+        assert!(dense.iter().zip(&o).any(|(a, b)| a.planes != b.planes), "{what}: the output does not depend on the hard block step");
+        if steps == 1 {
+            let as_block_step = run(BackendKind::Cpu, BackendOptions::default(), bm3d(15.0, Bm3dParams { block_step: Some(5), ..b }, past, future), &c.noisy);
+            assert!(as_block_step.iter().zip(&o).all(|(a, b)| a.planes == b.planes), "{what}: one step, the hard block step is the block step");
+        }
+    }
+}
+
 /// Reference patches in every frame of the window (`window_references`, the high profile's):
 /// the CPU implementation agrees with the reference, and on moving content the estimates of the
 /// neighbours' groups make the target cleaner than its own groups alone.
@@ -230,6 +260,7 @@ fn bad_settings_are_clear_errors() {
         (Bm3dParams { group_size: Some(12), ..Default::default() }, "power of two"),
         (Bm3dParams { steps: Some(3), ..Default::default() }, "steps"),
         (Bm3dParams { block_step: Some(9), ..Default::default() }, "block step"),
+        (Bm3dParams { hard_block_step: Some(0), ..Default::default() }, "hard block step"),
     ] {
         let e = Denoiser::<usize>::new(info, bm3d(10.0, b, 0, 0), &opts).err().unwrap().to_string();
         assert!(e.contains(needle), "{needle}: {e}");

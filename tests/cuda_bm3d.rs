@@ -80,6 +80,18 @@ fn spatial_and_temporal_gray_i420() {
         let p = bm3d(15.0, Bm3dParams { window_references: Some(true), frame_groups: Some(false), ..small(steps) }, past, future);
         check(&format!("window references {format:?} {w}x{h} past {past} future {future} steps {steps} depth {depth}"), &c, p, depth);
     }
+    // A sparser hard-thresholding step (`hard_block_step`): each output's own groups, window
+    // references (the search cache sized per step) and per-frame groups; one step alone.
+    for (format, w, h, frames, past, future, steps, depth, refs, frame_groups) in [
+        (PixelFormat::I420, 34, 26, 4, 1, 1, 2, 1, false, false),
+        (PixelFormat::I420, 30, 22, 5, 1, 1, 2, 0, true, false),
+        (PixelFormat::I420, 30, 22, 5, 1, 1, 2, 2, false, true),
+        (PixelFormat::GRAY8, 37, 29, 2, 0, 0, 1, 0, false, false),
+    ] {
+        let c = clip(format, w, h, frames, 15.0, &mut rng);
+        let b = Bm3dParams { hard_block_step: Some(5), window_references: Some(refs), frame_groups: Some(frame_groups), ..small(steps) };
+        check(&format!("hard block step 5 {format:?} {w}x{h} past {past} future {future} steps {steps} depth {depth} refs {refs} fg {frame_groups}"), &c, bm3d(15.0, b, past, future), depth);
+    }
 }
 
 #[test]

@@ -208,6 +208,11 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, value_name = "P")]
     bm3d_block_step: Option<u32>,
 
+    /// BM3D pixels between reference patches in the hard-thresholding step alone (1..=patch
+    /// size; with --bm3d-steps 1 the only step). Default: --bm3d-block-step's.
+    #[arg(allow_negative_numbers = true, long, value_name = "P")]
+    bm3d_hard_block_step: Option<u32>,
+
     /// BM3D most patches per group, hard-thresholding step (power of two <= 32).
     #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_group_size: Option<u32>,
@@ -520,6 +525,7 @@ impl Cli {
                 patch_size: self.bm3d_patch_size,
                 search_radius: self.bm3d_search_radius,
                 block_step: self.bm3d_block_step,
+                hard_block_step: self.bm3d_hard_block_step,
                 group_size: self.bm3d_group_size,
                 wiener_group_size: self.bm3d_wiener_group_size,
                 threshold: self.bm3d_threshold,
@@ -736,6 +742,7 @@ const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
         ("bm3d_patch_size", Bm3d),
         ("bm3d_search_radius", Bm3d),
         ("bm3d_block_step", Bm3d),
+        ("bm3d_hard_block_step", Bm3d),
         ("bm3d_group_size", Bm3d),
         ("bm3d_wiener_group_size", Bm3d),
         ("bm3d_threshold", Bm3d),

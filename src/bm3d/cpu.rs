@@ -269,8 +269,9 @@ fn group_and_aggregate(
     let k = s.patch_size as usize;
     let (ew, eh) = (noisy[0].1[0].w, noisy[0].1[0].h);
     let tr = Transforms::new(k, wiener);
-    let xs = reference_corners(ew, k, s.block_step as usize);
-    let ys = reference_corners(eh, k, s.block_step as usize);
+    let step = s.block_step_of(wiener) as usize;
+    let xs = reference_corners(ew, k, step);
+    let ys = reference_corners(eh, k, step);
     let lambda = if wiener { 0.0 } else { s.lambda };
     pool.install(|| {
         ys.par_iter().for_each(|&y0| {

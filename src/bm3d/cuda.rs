@@ -210,8 +210,9 @@ pub fn search_cache_layout(plan: &Bm3dPlan, plane_sizes: &[(usize, usize)]) -> (
     for g in &plan.groups {
         let (w, h) = plane_sizes[g.planes[0]];
         let (ew, eh) = extent(w, h, k);
-        let refs = reference_corners(ew, k, s.block_step as usize).len() * reference_corners(eh, k, s.block_step as usize).len();
-        for (nmax, used) in [(s.group_size, true), (s.wiener_group_size, plan.two_step())] {
+        for (wiener, nmax, used) in [(false, s.group_size, true), (true, s.wiener_group_size, plan.two_step())] {
+            let step = s.block_step_of(wiener) as usize;
+            let refs = reference_corners(ew, k, step).len() * reference_corners(eh, k, step).len();
             offsets.push(slot_keys);
             slot_keys += if used { refs * (nmax + s.seeds) as usize } else { 0 };
         }
@@ -351,9 +352,9 @@ impl CudaBm3d {
             h: h as i32,
             ew: ew as i32,
             eh: eh as i32,
-            refs_x: reference_corners(ew, patch, s.block_step as usize).len() as i32,
-            refs_y: reference_corners(eh, patch, s.block_step as usize).len() as i32,
-            block_step: s.block_step as i32,
+            refs_x: reference_corners(ew, patch, s.block_step_of(wiener) as usize).len() as i32,
+            refs_y: reference_corners(eh, patch, s.block_step_of(wiener) as usize).len() as i32,
+            block_step: s.block_step_of(wiener) as i32,
             radius: s.search_radius as i32,
             n_seeds: s.seeds as i32,
             seed_radius: s.seed_radius as i32,

@@ -163,7 +163,8 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
         set.iter().find(|f| f.0 == dt).expect("window frame").1[j]
     }
     let dts: Vec<i32> = matching.iter().map(|f| f.0).collect();
-    let (ys, xs) = (reference_corners(eh, k, s.block_step as usize), reference_corners(ew, k, s.block_step as usize));
+    let step = s.block_step_of(wiener) as usize;
+    let (ys, xs) = (reference_corners(eh, k, step), reference_corners(ew, k, step));
     let corners: Vec<(usize, usize)> = ys.iter().flat_map(|&y| xs.iter().map(move |&x| (y, x))).collect();
     for (rdt, frames) in reference_dts(&dts, plan) {
         let matching: Vec<(i32, Vec<&Image>)> = matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect();

@@ -78,6 +78,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("bm3d-patch-size", profile_value(p.bm3d.patch_size));
     den.set_property("bm3d-search-radius", profile_value(p.bm3d.search_radius));
     den.set_property("bm3d-block-step", profile_value(p.bm3d.block_step));
+    den.set_property("bm3d-hard-block-step", profile_value(p.bm3d.hard_block_step));
     den.set_property("bm3d-group-size", profile_value(p.bm3d.group_size));
     den.set_property("bm3d-wiener-group-size", profile_value(p.bm3d.wiener_group_size));
     den.set_property("bm3d-seeds", profile_value(p.bm3d.seeds));

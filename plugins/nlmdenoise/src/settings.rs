@@ -16,6 +16,7 @@ pub const ALGORITHM_PROPERTIES: &[(&str, SettingUse)] = &[
     ("bm3d-patch-size", SettingUse::Bm3d),
     ("bm3d-search-radius", SettingUse::Bm3d),
     ("bm3d-block-step", SettingUse::Bm3d),
+    ("bm3d-hard-block-step", SettingUse::Bm3d),
     ("bm3d-group-size", SettingUse::Bm3d),
     ("bm3d-wiener-group-size", SettingUse::Bm3d),
     ("bm3d-seeds", SettingUse::Bm3d),

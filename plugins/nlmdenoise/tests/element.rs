@@ -952,7 +952,8 @@ fn bm3d_without_a_noise_level_says_why_once() {
 fn bm3d_values_outside_their_sets_are_refused_when_set() {
     init();
     let e = gst::ElementFactory::make("nlmdenoise").build().unwrap();
-    for (name, bad, good) in [("bm3d-steps", 0, 1), ("bm3d-patch-size", 5, 4), ("bm3d-block-step", 0, 3), ("bm3d-group-size", 12, 16), ("bm3d-wiener-group-size", 0, 8)] {
+    for (name, bad, good) in [("bm3d-steps", 0, 1), ("bm3d-patch-size", 5, 4), ("bm3d-block-step", 0, 3), ("bm3d-hard-block-step", 0, 5), ("bm3d-group-size", 12, 16), ("bm3d-wiener-group-size", 0, 8)]
+    {
         e.set_property(name, bad);
         assert_eq!(e.property::<i32>(name), -1, "{name}={bad} refused");
         e.set_property(name, good);

@@ -49,6 +49,7 @@ fn bm3d_value_refused(name: &str, value: &glib::Value) -> Option<&'static str> {
         "bm3d-steps" if v == 0 => Some("1 or 2 (-1: the profile's)"),
         "bm3d-patch-size" if v >= 0 && v != 4 && v != 8 => Some("4 or 8 (-1: the profile's)"),
         "bm3d-block-step" if v == 0 => Some("1 to the patch size (-1: the profile's)"),
+        "bm3d-hard-block-step" if v == 0 => Some("1 to the patch size (-1: bm3d-block-step's)"),
         "bm3d-group-size" | "bm3d-wiener-group-size" if v >= 0 && !(v as u32).is_power_of_two() => Some("a power of two up to 32 (-1: the profile's)"),
         _ => None,
     }
@@ -125,6 +126,14 @@ impl ObjectImpl for NlmDenoise {
             glib::ParamSpecInt::builder("bm3d-block-step")
                 .nick("BM3D block step")
                 .blurb("Pixels between reference patches (1..patch size; smaller = better and slower); -1: the profile's")
+                .minimum(-1)
+                .maximum(8)
+                .default_value(-1)
+                .mutable_playing()
+                .build(),
+            glib::ParamSpecInt::builder("bm3d-hard-block-step")
+                .nick("BM3D hard-thresholding block step")
+                .blurb("Pixels between reference patches in the hard-thresholding step alone (the basic estimate; 1..patch size); -1: bm3d-block-step's")
                 .minimum(-1)
                 .maximum(8)
                 .default_value(-1)
@@ -291,6 +300,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-patch-size" => p.bm3d.patch_size = profile_value(value),
                 "bm3d-search-radius" => p.bm3d.search_radius = profile_value(value),
                 "bm3d-block-step" => p.bm3d.block_step = profile_value(value),
+                "bm3d-hard-block-step" => p.bm3d.hard_block_step = profile_value(value),
                 "bm3d-group-size" => p.bm3d.group_size = profile_value(value),
                 "bm3d-wiener-group-size" => p.bm3d.wiener_group_size = profile_value(value),
                 "bm3d-seeds" => p.bm3d.seeds = profile_value(value),
@@ -337,6 +347,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-patch-size" => profile_property(p.bm3d.patch_size),
                 "bm3d-search-radius" => profile_property(p.bm3d.search_radius),
                 "bm3d-block-step" => profile_property(p.bm3d.block_step),
+                "bm3d-hard-block-step" => profile_property(p.bm3d.hard_block_step),
                 "bm3d-group-size" => profile_property(p.bm3d.group_size),
                 "bm3d-wiener-group-size" => profile_property(p.bm3d.wiener_group_size),
                 "bm3d-seeds" => profile_property(p.bm3d.seeds),
