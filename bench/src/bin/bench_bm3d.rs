@@ -4,7 +4,7 @@
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
 //!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
 //!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N] [--frame-groups]
-//!       [--digest]
+//!       [--hard-block-step N] [--seeds N] [--digest]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
@@ -44,6 +44,12 @@ struct Args {
     /// Search radius on every profile row instead of the profile's (rows labelled `rN`).
     #[arg(long)]
     search_radius: Option<u32>,
+    /// Block step of the hard-thresholding step on every profile row (rows labelled `hN`).
+    #[arg(long)]
+    hard_block_step: Option<u32>,
+    /// Seeds of the predictive search on every profile row (rows labelled `seedsN`).
+    #[arg(long)]
+    seeds: Option<u32>,
     /// Per-frame groups on every profile row (`bm3d-frame-groups`; rows labelled `fg`).
     #[arg(long)]
     frame_groups: bool,
@@ -101,6 +107,12 @@ fn main() {
     if let Some(v) = args.search_radius {
         overrides.push_str(&format!(" r{v}"));
     }
+    if let Some(v) = args.hard_block_step {
+        overrides.push_str(&format!(" h{v}"));
+    }
+    if let Some(v) = args.seeds {
+        overrides.push_str(&format!(" seeds{v}"));
+    }
     if args.frame_groups {
         overrides.push_str(" fg");
     }
@@ -122,7 +134,16 @@ fn main() {
                 sigma: Some(args.sigma),
                 temporal_past: past,
                 temporal_future: future,
-                bm3d: Bm3dParams { profile, steps: Some(steps), block_step: args.block_step, search_radius: args.search_radius, frame_groups: args.frame_groups.then_some(true), ..Default::default() },
+                bm3d: Bm3dParams {
+                    profile,
+                    steps: Some(steps),
+                    block_step: args.block_step,
+                    search_radius: args.search_radius,
+                    hard_block_step: args.hard_block_step,
+                    seeds: args.seeds,
+                    frame_groups: args.frame_groups.then_some(true),
+                    ..Default::default()
+                },
                 ..Params::default()
             };
             match engine_fps(info, params, &options, args.frames) {
