@@ -55,8 +55,8 @@
 #              (examples/fault_pipeline.rs: frames received = out + reported lost); device
 #              memory taken between two caps, the second needing a new engine (OOM at
 #              reconfiguration)
-#   bm3d       BM3D frames/s at 1080p through the engine (bench_bm3d: profiles x windows) and
-#              through GStreamer
+#   bm3d       BM3D frames/s at 1080p through the engine (bench_bm3d: profiles x windows; the
+#              candidate default profile and its cheaper neighbours) and through GStreamer
 #   peers      bm3d-triton (PyPI, carried wheel) on the harness clips and at 1080p
 #              (scripts/peers/run_bm3d_triton.py)
 #   bench      the speed suite (scripts/bench: resolutions, sweeps, GStreamer, CPU, FFmpeg rows)
@@ -441,6 +441,12 @@ time.sleep(float(sys.argv[1]))'
   bm3d)
     timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} ${BM3D_PROFILES:+--profiles $BM3D_PROFILES} > "$S/bm3d.md" 2>&1
     note "bench_bm3d: rc=$?"; grep -E '^\|' "$S/bm3d.md"
+    # The candidate default profile (`high` step 4 radius 8, per-frame groups) and its cheaper
+    # neighbours that keep the picture (docs/tuning.md, "cheaper neighbours").
+    for extra in "" "--hard-block-step 5" "--seeds 2"; do
+      timeout "$(tmo 120)" $B/bench_bm3d --frames 30 --profiles high --windows vbm3d,live2,offline2 --block-step 4 --search-radius 8 --frame-groups $extra 2>&1 | grep -E '^\| high' >> "$S/bm3d_candidates.md"
+    done
+    note "bench_bm3d candidates: rc=$?"; cat "$S/bm3d_candidates.md"
     if [ -n "${BM3D_SWEEP:-}" ]; then
       timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} --windows ${BM3D_SWEEP_WINDOWS:-spatial} --sweep "$BM3D_SWEEP" > "$S/bm3d_sweep.md" 2>&1
       note "bench_bm3d sweep: rc=$?"; grep -E '^\|' "$S/bm3d_sweep.md"
