@@ -443,7 +443,7 @@ time.sleep(float(sys.argv[1]))'
     note "bench_bm3d: rc=$?"; grep -E '^\|' "$S/bm3d.md"
     # The candidate default profile (`high` step 4 radius 8, per-frame groups) and its cheaper
     # neighbours that keep the picture (docs/tuning.md, "cheaper neighbours").
-    for extra in "" "--hard-block-step 5" "--seeds 2"; do
+    for extra in "" "--hard-block-step 5" "--seeds 2" "--wiener-seeds 2" "--hard-block-step 5 --wiener-seeds 2"; do
       timeout "$(tmo 120)" $B/bench_bm3d --frames 30 --profiles high --windows vbm3d,live2,offline2 --block-step 4 --search-radius 8 --frame-groups $extra 2>&1 | grep -E '^\| high' >> "$S/bm3d_candidates.md"
     done
     note "bench_bm3d candidates: rc=$?"; cat "$S/bm3d_candidates.md"

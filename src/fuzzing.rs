@@ -104,6 +104,7 @@ fn params_and_info(b: &mut Bytes<'_>) -> (Params, Option<VideoInfo>) {
         wiener_threshold: b.maybe(|b| b.float()),
         lambda: b.maybe(|b| b.float()),
         seeds: b.maybe(|b| b.small(10)),
+        wiener_seeds: b.maybe(|b| b.small(10)),
         seed_radius: b.maybe(|b| b.small(10)),
         window_references: b.maybe(|b| b.byte() & 1 == 1),
         frame_groups: b.maybe(|b| b.byte() & 1 == 1),

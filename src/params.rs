@@ -196,6 +196,9 @@ pub struct Bm3dParams {
     /// Other frames: patches around the best `seeds` matches of the neighbouring frame are
     /// searched (predictive search)...
     pub seeds: Option<u32>,
+    /// The Wiener step's `seeds` alone; None: `seeds`. Its search runs on the basic estimate,
+    /// where fewer seeds find the same matches more often (docs/tuning.md).
+    pub wiener_seeds: Option<u32>,
     /// ... within this radius of each.
     pub seed_radius: Option<u32>,
     /// V-BM3D: reference patches in every frame of the window, not only the target, each
@@ -234,6 +237,8 @@ pub struct Bm3dSettings {
     pub wiener_threshold: f32,
     pub lambda: f32,
     pub seeds: u32,
+    /// Seeds of the Wiener step's predictive search ([`Bm3dParams::wiener_seeds`]).
+    pub wiener_seeds: u32,
     pub seed_radius: u32,
     pub window_references: bool,
     pub frame_groups: bool,
@@ -248,6 +253,21 @@ impl Bm3dSettings {
         } else {
             self.hard_block_step
         }
+    }
+
+    /// Seeds of the predictive search in the Wiener step (`wiener`) or the hard-thresholding
+    /// step.
+    pub fn seeds_of(&self, wiener: bool) -> u32 {
+        if wiener {
+            self.wiener_seeds
+        } else {
+            self.seeds
+        }
+    }
+
+    /// The most seeds either step uses (what a kernel's seed lists and a search cache entry hold).
+    pub fn most_seeds(&self) -> u32 {
+        self.seeds.max(self.wiener_seeds)
     }
 }
 
@@ -285,6 +305,7 @@ impl Bm3dProfile {
             wiener_threshold: 400.0,
             lambda: 2.7,
             seeds: 2,
+            wiener_seeds: 2,
             seed_radius: 3,
             window_references: false,
             frame_groups: false,
@@ -292,7 +313,9 @@ impl Bm3dProfile {
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
             Bm3dProfile::Normal => base,
-            Bm3dProfile::High => Bm3dSettings { search_radius: 20, block_step: 3, hard_block_step: 3, wiener_group_size: 32, seeds: 3, seed_radius: 4, window_references: true, ..base },
+            Bm3dProfile::High => {
+                Bm3dSettings { search_radius: 20, block_step: 3, hard_block_step: 3, wiener_group_size: 32, seeds: 3, wiener_seeds: 3, seed_radius: 4, window_references: true, ..base }
+            }
         }
     }
 
@@ -335,13 +358,14 @@ impl Bm3dParams {
             wiener_threshold: self.wiener_threshold.unwrap_or(p.wiener_threshold),
             lambda: self.lambda.unwrap_or(p.lambda),
             seeds: self.seeds.unwrap_or(p.seeds),
+            wiener_seeds: 0, // below: seeds' unless set
             seed_radius: self.seed_radius.unwrap_or(p.seed_radius),
             window_references: self.window_references.unwrap_or(p.window_references),
             frame_groups: self.frame_groups.unwrap_or(p.frame_groups),
         };
         // An explicit patch size smaller than the profile's step brings the step down with it.
         let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };
-        let s = Bm3dSettings { hard_block_step: self.hard_block_step.unwrap_or(s.block_step), ..s };
+        let s = Bm3dSettings { hard_block_step: self.hard_block_step.unwrap_or(s.block_step), wiener_seeds: self.wiener_seeds.unwrap_or(s.seeds), ..s };
         let bad = |m: String| Err(Error::InvalidParameter(m));
         if !(1..=2).contains(&s.steps) {
             return bad(format!("bm3d steps {} out of range 1..=2", s.steps));
@@ -370,8 +394,10 @@ impl Bm3dParams {
         if !(s.lambda.is_finite() && (0.0..=20.0).contains(&s.lambda)) {
             return bad(format!("bm3d lambda {} out of range [0, 20]", s.lambda));
         }
-        if !(1..=BM3D_MAX_SEEDS).contains(&s.seeds) {
-            return bad(format!("bm3d seeds {} out of range 1..={BM3D_MAX_SEEDS}", s.seeds));
+        for (name, n) in [("seeds", s.seeds), ("wiener seeds", s.wiener_seeds)] {
+            if !(1..=BM3D_MAX_SEEDS).contains(&n) {
+                return bad(format!("bm3d {name} {n} out of range 1..={BM3D_MAX_SEEDS}"));
+            }
         }
         if s.seed_radius > BM3D_MAX_SEED_RADIUS {
             return bad(format!("bm3d seed radius {} out of range 0..={BM3D_MAX_SEED_RADIUS}", s.seed_radius));
@@ -715,6 +741,17 @@ mod tests {
         let s = resolve(Bm3dParams { patch_size: Some(4), ..Default::default() });
         assert_eq!((s.block_step_of(false), s.block_step_of(true)), (4, 4));
         assert!(Bm3dParams { patch_size: Some(4), hard_block_step: Some(5), ..Default::default() }.resolve_for(None).is_err());
+    }
+
+    #[test]
+    fn bm3d_wiener_seeds_follow_the_seeds_unless_set() {
+        let resolve = |b: Bm3dParams| b.resolve_for(None).unwrap();
+        let seeds = |s: Bm3dSettings| (s.seeds_of(false), s.seeds_of(true), s.most_seeds());
+        assert_eq!(seeds(resolve(Bm3dParams { profile: Bm3dProfile::High, ..Default::default() })), (3, 3, 3));
+        assert_eq!(seeds(resolve(Bm3dParams { profile: Bm3dProfile::High, seeds: Some(2), ..Default::default() })), (2, 2, 2));
+        assert_eq!(seeds(resolve(Bm3dParams { profile: Bm3dProfile::High, wiener_seeds: Some(2), ..Default::default() })), (3, 2, 3));
+        assert_eq!(seeds(resolve(Bm3dParams { seeds: Some(1), wiener_seeds: Some(4), ..Default::default() })), (1, 4, 4));
+        assert!(Bm3dParams { wiener_seeds: Some(0), ..Default::default() }.resolve_for(None).is_err());
     }
 
     #[test]

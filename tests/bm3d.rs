@@ -113,6 +113,32 @@ fn hard_block_step_matches_the_reference_and_sets_the_first_step() {
     }
 }
 
+/// The Wiener step's own number of seeds (`wiener_seeds`, fewer and more than the hard step's):
+/// the CPU implementation agrees with the reference (own groups, window references, per-frame
+/// groups), and the output depends on it.
+#[test]
+fn wiener_seeds_match_the_reference() {
+    let mut rng = SmallRng::seed_from_u64(seed());
+    for (format, w, h, frames, past, future, refs, frame_groups, seeds, wiener_seeds) in
+        [(PixelFormat::I420, 34, 26, 3, 1, 1, false, false, 3, 1), (PixelFormat::I420, 30, 22, 4, 2, 0, true, false, 2, 4), (PixelFormat::GRAY8, 30, 22, 4, 1, 1, false, true, 3, 2)]
+    {
+        let c = clip(format, w, h, frames, 15.0, &mut rng);
+        let b = Bm3dParams { window_references: Some(refs), frame_groups: Some(frame_groups), seeds: Some(seeds), ..small(2) };
+        let p = bm3d(15.0, Bm3dParams { wiener_seeds: Some(wiener_seeds), ..b }, past, future);
+        let r = run(BackendKind::Reference, BackendOptions::default(), p, &c.noisy);
+        let o = run(BackendKind::Cpu, BackendOptions { threads: 3, ..Default::default() }, p, &c.noisy);
+        let what = format!("wiener seeds {wiener_seeds} (seeds {seeds}) {format:?} {w}x{h} past {past} future {future} refs {refs} fg {frame_groups}");
+        agree(&what, &c, &r, &o);
+    }
+    // On a frame large enough for the seeds to reach different places, the output depends on
+    // them (on the tiny frames above the groups often fill from the same candidates).
+    let c = clip(PixelFormat::I420, 64, 48, 4, 20.0, &mut rng);
+    let b = Bm3dParams { seeds: Some(3), ..small(2) };
+    let with = |wiener_seeds| run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, Bm3dParams { wiener_seeds, ..b }, 1, 1), &c.noisy);
+    let (three, one) = (with(None), with(Some(1)));
+    assert!(three.iter().zip(&one).any(|(a, b)| a.planes != b.planes), "the output does not depend on the Wiener step's seeds");
+}
+
 /// Reference patches in every frame of the window (`window_references`, the high profile's):
 /// the CPU implementation agrees with the reference, and on moving content the estimates of the
 /// neighbours' groups make the target cleaner than its own groups alone.
@@ -261,6 +287,7 @@ fn bad_settings_are_clear_errors() {
         (Bm3dParams { steps: Some(3), ..Default::default() }, "steps"),
         (Bm3dParams { block_step: Some(9), ..Default::default() }, "block step"),
         (Bm3dParams { hard_block_step: Some(0), ..Default::default() }, "hard block step"),
+        (Bm3dParams { wiener_seeds: Some(9), ..Default::default() }, "wiener seeds"),
     ] {
         let e = Denoiser::<usize>::new(info, bm3d(10.0, b, 0, 0), &opts).err().unwrap().to_string();
         assert!(e.contains(needle), "{needle}: {e}");

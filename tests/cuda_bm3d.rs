@@ -92,6 +92,13 @@ fn spatial_and_temporal_gray_i420() {
         let b = Bm3dParams { hard_block_step: Some(5), window_references: Some(refs), frame_groups: Some(frame_groups), ..small(steps) };
         check(&format!("hard block step 5 {format:?} {w}x{h} past {past} future {future} steps {steps} depth {depth} refs {refs} fg {frame_groups}"), &c, bm3d(15.0, b, past, future), depth);
     }
+    // The Wiener step's own seeds, fewer and more than the hard step's (the kernels' seed lists
+    // and the search cache sized for the larger).
+    for (past, future, depth, refs, frame_groups, seeds, wiener_seeds) in [(1, 1, 1, false, false, 3, 1), (2, 0, 0, true, false, 2, 4), (1, 1, 2, false, true, 3, 2)] {
+        let c = clip(PixelFormat::I420, 30, 22, 5, 15.0, &mut rng);
+        let b = Bm3dParams { window_references: Some(refs), frame_groups: Some(frame_groups), seeds: Some(seeds), wiener_seeds: Some(wiener_seeds), ..small(2) };
+        check(&format!("wiener seeds {wiener_seeds} (seeds {seeds}) past {past} future {future} depth {depth} refs {refs} fg {frame_groups}"), &c, bm3d(15.0, b, past, future), depth);
+    }
 }
 
 #[test]

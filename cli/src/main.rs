@@ -241,6 +241,11 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_seeds: Option<u32>,
 
+    /// BM3D predictive search of the Wiener step alone (on the basic estimate). Default:
+    /// --bm3d-seeds'.
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
+    bm3d_wiener_seeds: Option<u32>,
+
     /// BM3D predictive search radius around each seed. Default: the profile's.
     #[arg(allow_negative_numbers = true, long, value_name = "R")]
     bm3d_seed_radius: Option<u32>,
@@ -532,6 +537,7 @@ impl Cli {
                 wiener_threshold: self.bm3d_wiener_threshold,
                 lambda: self.bm3d_lambda,
                 seeds: self.bm3d_seeds,
+                wiener_seeds: self.bm3d_wiener_seeds,
                 seed_radius: self.bm3d_seed_radius,
                 window_references: self.bm3d_window_references,
                 frame_groups: self.bm3d_frame_groups,
@@ -749,6 +755,7 @@ const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
         ("bm3d_wiener_threshold", Bm3d),
         ("bm3d_lambda", Bm3d),
         ("bm3d_seeds", Bm3d),
+        ("bm3d_wiener_seeds", Bm3d),
         ("bm3d_seed_radius", Bm3d),
         ("bm3d_window_references", Bm3d),
         ("bm3d_frame_groups", Bm3d),

@@ -104,7 +104,7 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     let tau_ssd = tau * norm;
     let frame0 = &matching.iter().find(|f| f.0 == rdt).expect("target frame").1;
     let mut group = TopList::new(cap - 1);
-    let seeds_n = s.seeds as usize;
+    let seeds_n = s.seeds_of(wiener) as usize;
     // The reference's frame: exhaustive; seeds: R, then the best others.
     let (r, sr) = (s.search_radius as usize, s.seed_radius as usize);
     let mut seeds0 = TopList::new(seeds_n.saturating_sub(1));

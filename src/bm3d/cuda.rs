@@ -121,7 +121,7 @@ pub struct Bm3dVariant {
 impl Bm3dVariant {
     pub fn for_plan(plan: &Bm3dPlan, sample_bytes: usize) -> Self {
         let s = &plan.settings;
-        Bm3dVariant { patch: s.patch_size, nmax_hard: s.group_size, nmax_wiener: s.wiener_group_size, seeds: s.seeds, sample_bytes: sample_bytes as u32 }
+        Bm3dVariant { patch: s.patch_size, nmax_hard: s.group_size, nmax_wiener: s.wiener_group_size, seeds: s.most_seeds(), sample_bytes: sample_bytes as u32 }
     }
 
     pub fn defines(&self) -> Vec<String> {
@@ -214,7 +214,7 @@ pub fn search_cache_layout(plan: &Bm3dPlan, plane_sizes: &[(usize, usize)]) -> (
             let step = s.block_step_of(wiener) as usize;
             let refs = reference_corners(ew, k, step).len() * reference_corners(eh, k, step).len();
             offsets.push(slot_keys);
-            slot_keys += if used { refs * (nmax + s.seeds) as usize } else { 0 };
+            slot_keys += if used { refs * (nmax + s.most_seeds()) as usize } else { 0 };
         }
     }
     (slot_keys, offsets)
@@ -356,7 +356,7 @@ impl CudaBm3d {
             refs_y: reference_corners(eh, patch, s.block_step_of(wiener) as usize).len() as i32,
             block_step: s.block_step_of(wiener) as i32,
             radius: s.search_radius as i32,
-            n_seeds: s.seeds as i32,
+            n_seeds: s.seeds_of(wiener) as i32,
             seed_radius: s.seed_radius as i32,
             tau_ssd: (if wiener { s.wiener_threshold } else { s.threshold }) * (m * patch * patch) as f32,
             lambda: s.lambda,

@@ -169,7 +169,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
     for (rdt, frames) in reference_dts(&dts, plan) {
         let matching: Vec<(i32, Vec<&Image>)> = matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect();
         for &(y0, x0) in &corners {
-            let cands = candidates(&matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds as usize, s.seed_radius as usize);
+            let cands = candidates(&matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds_of(wiener) as usize, s.seed_radius as usize);
             let members = group(Candidate { d: 0.0, dt: rdt, y: y0, x: x0 }, &cands, tau, max);
             let n = members.len();
             for (j, sj) in sums.iter_mut().enumerate() {

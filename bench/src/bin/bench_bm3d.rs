@@ -4,7 +4,7 @@
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
 //!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
 //!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N] [--frame-groups]
-//!       [--hard-block-step N] [--seeds N] [--digest]
+//!       [--hard-block-step N] [--seeds N] [--wiener-seeds N] [--digest]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
@@ -50,6 +50,9 @@ struct Args {
     /// Seeds of the predictive search on every profile row (rows labelled `seedsN`).
     #[arg(long)]
     seeds: Option<u32>,
+    /// Seeds of the Wiener step's predictive search on every profile row (rows labelled `wsN`).
+    #[arg(long)]
+    wiener_seeds: Option<u32>,
     /// Per-frame groups on every profile row (`bm3d-frame-groups`; rows labelled `fg`).
     #[arg(long)]
     frame_groups: bool,
@@ -113,6 +116,9 @@ fn main() {
     if let Some(v) = args.seeds {
         overrides.push_str(&format!(" seeds{v}"));
     }
+    if let Some(v) = args.wiener_seeds {
+        overrides.push_str(&format!(" ws{v}"));
+    }
     if args.frame_groups {
         overrides.push_str(" fg");
     }
@@ -141,6 +147,7 @@ fn main() {
                     search_radius: args.search_radius,
                     hard_block_step: args.hard_block_step,
                     seeds: args.seeds,
+                    wiener_seeds: args.wiener_seeds,
                     frame_groups: args.frame_groups.then_some(true),
                     ..Default::default()
                 },

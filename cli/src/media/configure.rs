@@ -82,6 +82,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("bm3d-group-size", profile_value(p.bm3d.group_size));
     den.set_property("bm3d-wiener-group-size", profile_value(p.bm3d.wiener_group_size));
     den.set_property("bm3d-seeds", profile_value(p.bm3d.seeds));
+    den.set_property("bm3d-wiener-seeds", profile_value(p.bm3d.wiener_seeds));
     den.set_property("bm3d-seed-radius", profile_value(p.bm3d.seed_radius));
     den.set_property("bm3d-window-references", profile_value(p.bm3d.window_references.map(u32::from)));
     den.set_property("bm3d-frame-groups", profile_value(p.bm3d.frame_groups.map(u32::from)));

@@ -20,6 +20,7 @@ pub const ALGORITHM_PROPERTIES: &[(&str, SettingUse)] = &[
     ("bm3d-group-size", SettingUse::Bm3d),
     ("bm3d-wiener-group-size", SettingUse::Bm3d),
     ("bm3d-seeds", SettingUse::Bm3d),
+    ("bm3d-wiener-seeds", SettingUse::Bm3d),
     ("bm3d-seed-radius", SettingUse::Bm3d),
     ("bm3d-window-references", SettingUse::Bm3d),
     ("bm3d-frame-groups", SettingUse::Bm3d),

@@ -155,6 +155,14 @@ impl ObjectImpl for NlmDenoise {
                 .default_value(-1)
                 .mutable_playing()
                 .build(),
+            glib::ParamSpecInt::builder("bm3d-wiener-seeds")
+                .nick("BM3D Wiener seeds")
+                .blurb("bm3d-seeds for the Wiener step alone (its search runs on the basic estimate); -1: bm3d-seeds'")
+                .minimum(-1)
+                .maximum(BM3D_MAX_SEEDS as i32)
+                .default_value(-1)
+                .mutable_playing()
+                .build(),
             glib::ParamSpecInt::builder("bm3d-seeds")
                 .nick("BM3D seeds")
                 .blurb("Other frames of the window: patches around this many best matches of the neighbouring frame are searched (predictive search); -1: the profile's")
@@ -304,6 +312,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-group-size" => p.bm3d.group_size = profile_value(value),
                 "bm3d-wiener-group-size" => p.bm3d.wiener_group_size = profile_value(value),
                 "bm3d-seeds" => p.bm3d.seeds = profile_value(value),
+                "bm3d-wiener-seeds" => p.bm3d.wiener_seeds = profile_value(value),
                 "bm3d-seed-radius" => p.bm3d.seed_radius = profile_value(value),
                 "bm3d-window-references" => p.bm3d.window_references = profile_value(value).map(|v| v == 1),
                 "bm3d-frame-groups" => p.bm3d.frame_groups = profile_value(value).map(|v| v == 1),
@@ -351,6 +360,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-group-size" => profile_property(p.bm3d.group_size),
                 "bm3d-wiener-group-size" => profile_property(p.bm3d.wiener_group_size),
                 "bm3d-seeds" => profile_property(p.bm3d.seeds),
+                "bm3d-wiener-seeds" => profile_property(p.bm3d.wiener_seeds),
                 "bm3d-seed-radius" => profile_property(p.bm3d.seed_radius),
                 "bm3d-window-references" => profile_property(p.bm3d.window_references.map(u32::from)),
                 "bm3d-frame-groups" => profile_property(p.bm3d.frame_groups.map(u32::from)),
