@@ -470,7 +470,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 
 // Registers of the group kernels: ptxas's own choice (64 a thread, 8 blocks of 4 warps), but
 // Wiener groups of 32, which their shared memory holds to 4 blocks (56 KB a block) anyway, may use
-// 128 (fewer spills: +2-4% on the rows that run them, runs 152-153).
+// 128 (fewer spills: +3-6% on the rows that run them, runs 152-153).
 #define GROUP_BOUNDS_HARD __launch_bounds__(WARPS * 32)
 #if NMAX_WIENER >= 32
 #define GROUP_BOUNDS_WIENER __launch_bounds__(WARPS * 32, 4)
@@ -479,11 +479,11 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 #endif
 
 // Planes at least a patch wide and high (nearly always) take the path without border reads.
-#define BM3D_GROUP_KERNEL(name, bounds, wiener, frames)                                \
-    extern "C" __global__ void bounds name(const Bm3dArgs a)                    \
-    {                                                                            \
-        if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames>(a);   \
-        else bm3d_step<wiener, true, frames>(a);                                 \
+#define BM3D_GROUP_KERNEL(name, bounds, wiener, frames)                        \
+    extern "C" __global__ void bounds name(const Bm3dArgs a)                   \
+    {                                                                          \
+        if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames>(a); \
+        else bm3d_step<wiener, true, frames>(a);                               \
     }
 BM3D_GROUP_KERNEL(bm3d_hard, GROUP_BOUNDS_HARD, false, false)
 BM3D_GROUP_KERNEL(bm3d_wiener, GROUP_BOUNDS_WIENER, true, false)
