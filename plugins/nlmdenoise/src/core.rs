@@ -17,6 +17,7 @@ use gst_base::prelude::*;
 use nlmdenoise::device::BackendKind;
 use nlmdenoise::BackendOptions;
 use nlmdenoise::Denoiser;
+use nlmdenoise::Params;
 
 use crate::allocation::Downstream;
 use crate::caps::engine_info_from_caps;
@@ -181,9 +182,14 @@ impl Core {
                 gst::debug!(self.cat(), obj = &obj, "pushing drained frames before renegotiating: {e:?}");
             }
         }
+        // The parameters the running engine uses: a new engine for new caps keeps them where the
+        // settings changed since are refused, as a change while playing does (flow.rs,
+        // `apply_settings`), instead of ending the stream.
+        let mut running = None;
         {
             let mut guard = lock(&self.state);
             if let Some(state) = guard.as_mut() {
+                running = Some(*state.denoiser.user_params());
                 if state.engine_info == engine_info && fits(&state.denoiser) {
                     gst::debug!(self.cat(), obj = &obj, "caps changed without a new frame layout: keeping the engine");
                     state.info = info;
@@ -205,15 +211,25 @@ impl Core {
             // Frames in CUDA memory: the engine computes in the pipeline's context.
             settings.options.cuda_context = self.engine_cuda_context();
         }
-        let create = |options: &BackendOptions| with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, settings.params, options));
-        let mut created = create(&settings.options);
+        let create = |options: &BackendOptions, params: Params| with_engine_logs(self.dispatch(), || Denoiser::new(engine_info, params, options));
+        let mut params = settings.params;
+        let mut created = create(&settings.options, params);
+        if let (Err(nlmdenoise::Error::InvalidParameter(msg) | nlmdenoise::Error::Unsupported(msg)), Some(running)) = (&created, running) {
+            if running != params {
+                let text = format!("Ignoring the new parameters: {msg}");
+                gst::warning!(self.cat(), obj = &obj, "{text}");
+                self.defer(gst::message::Warning::builder(gst::LibraryError::Settings, &text).src(&obj).build());
+                params = running;
+                created = create(&settings.options, params);
+            }
+        }
         let gpu_error = created.as_ref().err().filter(|e| crate::errors::gpu_failed(e)).map(|e| e.to_string());
         if let Some(e) = gpu_error {
             if settings.options.kind == BackendKind::Auto {
                 // `auto` already falls back when CUDA is absent; this covers a GPU that is present
                 // but cannot take this stream (e.g. out of memory). Nothing was processed yet.
                 gst::element_warning!(obj, gst::LibraryError::Init, ("GPU backend failed ({e}); falling back to the CPU backend"));
-                created = create(&BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() });
+                created = create(&BackendOptions { kind: BackendKind::Cpu, ..settings.options.clone() }, params);
             }
         }
         let mut denoiser = match created {
@@ -265,6 +281,7 @@ impl Core {
             cuda_out,
         });
         drop(guard);
+        self.post_deferred();
         if delayed {
             // A latency query answered before the caps were known reported no delay.
             let _ = obj.post_message(gst::message::Latency::builder().src(&obj).build());

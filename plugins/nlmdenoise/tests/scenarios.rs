@@ -178,6 +178,74 @@ fn caps_renegotiated_every_few_frames() {
     assert_eq!(*outs.lock().unwrap(), sent, "every frame out, with its own caps, in order");
 }
 
+/// Settings refused while playing (a warning; the running parameters stay) are not taken up by
+/// the engine made for the next input caps either: the stream goes on with the running
+/// parameters instead of ending in an error.
+#[test]
+fn refused_settings_stay_refused_across_a_caps_change() {
+    let p = launch("appsrc name=src format=time ! nlmdenoise name=d backend=cpu search-radius=1 patch-radius=1 ! appsink name=sink sync=false");
+    let src = p.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
+    let sink = p.by_name("sink").unwrap().downcast::<gst_app::AppSink>().unwrap();
+    let d = p.by_name("d").unwrap();
+    let outs = Arc::new(Mutex::new(Vec::new()));
+    let o = outs.clone();
+    sink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |s| {
+                let sample = s.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let info = gst_video::VideoInfo::from_caps(sample.caps().unwrap()).unwrap();
+                o.lock().unwrap().push((info.width(), info.height()));
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    // Counted as posted (wait_eos drops the messages it is not waiting for).
+    let refusals = Arc::new(AtomicU64::new(0));
+    let r = refusals.clone();
+    p.bus().unwrap().set_sync_handler(move |_, msg| {
+        if let gst::MessageView::Warning(w) = msg.view() {
+            r.fetch_add(u64::from(w.error().to_string().contains("needs the noise level")), Ordering::SeqCst);
+        }
+        gst::BusSyncReply::Pass
+    });
+    p.set_state(gst::State::Playing).unwrap();
+    let push = |i: u64, w: u32, h: u32| {
+        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, w, h).fps(gst::Fraction::new(30, 1)).build().unwrap();
+        src.set_caps(Some(&info.to_caps().unwrap()));
+        let mut buf = gst::Buffer::with_size(info.size()).unwrap();
+        {
+            let b = buf.get_mut().unwrap();
+            b.set_pts(gst::ClockTime::SECOND.mul_div_floor(i, 30).unwrap());
+            b.map_writable().unwrap().iter_mut().enumerate().for_each(|(j, v)| *v = ((j as u64 * 7 + i * 13) % 251) as u8);
+        }
+        src.push_buffer(buf).unwrap();
+    };
+    let wait_for = |n: usize| {
+        let t = Instant::now();
+        while outs.lock().unwrap().len() < n {
+            assert!(t.elapsed() < Duration::from_secs(30), "{n} frames out in time");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    for i in 0..3 {
+        push(i, 32, 24);
+    }
+    wait_for(1);
+    // BM3D with a strength (no noise estimate) and no sigma: refused.
+    d.set_property_from_str("algorithm", "bm3d");
+    d.set_property("strength", 5.0f32);
+    push(3, 32, 24);
+    for i in 4..7 {
+        push(i, 48, 32);
+    }
+    src.end_of_stream().unwrap();
+    wait_eos(&p, Duration::from_secs(60));
+    p.set_state(gst::State::Null).unwrap();
+    let refusals = refusals.load(Ordering::SeqCst);
+    assert_eq!(*outs.lock().unwrap(), [(32, 24); 4].into_iter().chain([(48, 32); 3]).collect::<Vec<_>>(), "every frame out, at its own size");
+    assert!(refusals >= 1, "the refused settings warned ({refusals} warnings)");
+}
+
 /// Every `mutable_playing` property set to random in-range values from another thread while
 /// frames flow: every frame still comes out (invalid combinations warn and keep the old values).
 #[test]
@@ -188,9 +256,25 @@ fn properties_changed_from_another_thread_while_playing() {
     );
     let d = p.by_name("d").unwrap();
     let out = record(&p.by_name("sink").unwrap().static_pad("sink").unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let (d2, stop2) = (d.clone(), stop.clone());
+    // Stops the changer however the test ends: a thread left setting properties keeps the
+    // pipeline alive past the test.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    // An application sets a bad combination before the first frame at its own risk: with no
+    // running parameters to keep, the stream ends with an error. The changes start once frames
+    // flow (an engine runs).
+    let first = out.clone();
+    let (d2, stop2) = (d.clone(), stop.0.clone());
     let changer = std::thread::spawn(move || {
+        let started = Instant::now();
+        while first.lock().unwrap().0.iter().all(|s| s.is_empty()) && !stop2.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let props: Vec<glib::ParamSpec> =
             d2.list_properties().iter().filter(|p| p.flags().contains(gst::PARAM_FLAG_MUTABLE_PLAYING) && p.flags().contains(glib::ParamFlags::WRITABLE)).cloned().collect();
         assert!(props.len() >= 10, "{} mutable properties", props.len());
@@ -240,7 +324,7 @@ fn properties_changed_from_another_thread_while_playing() {
     });
     p.set_state(gst::State::Playing).unwrap();
     wait_eos(&p, Duration::from_secs(120));
-    stop.store(true, Ordering::SeqCst);
+    drop(stop);
     let changes = changer.join().unwrap();
     p.set_state(gst::State::Null).unwrap();
     let n: usize = out.lock().unwrap().0.iter().map(|s| s.len()).sum();

@@ -25,6 +25,14 @@ pub fn init() {
             }
             static LEAKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
             extern "C" fn deinit() {
+                // A failed test can leave a pipeline running (its streaming thread blocked), and
+                // gst_deinit then waits for it forever: a watchdog ends the process instead.
+                std::thread::spawn(|| {
+                    std::thread::sleep(std::time::Duration::from_secs(60));
+                    eprintln!("gst::deinit did not return within 60 s: a pipeline is still running (after a failed test?)");
+                    // SAFETY: ends the process at once; the exit handlers are running already.
+                    unsafe { _exit(1) };
+                });
                 gst::glib::log_set_handler(None, gst::glib::LogLevels::LEVEL_WARNING, false, false, |_, _, message| {
                     if message.contains("Leaks detected") {
                         LEAKED.store(true, std::sync::atomic::Ordering::SeqCst);
