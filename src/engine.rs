@@ -22,18 +22,20 @@ use crate::noise::{NoiseEstimate, NoiseEstimator, FALLBACK_SIGMA};
 use crate::params::Params;
 use crate::plan::Plan;
 use crate::planar::{exchange_layout, Geometry, PlanarFrame};
+use crate::scene::CutDetector;
 use crate::window::TemporalWindow;
 
 /// Caller-thread time in the engine's own per-frame host work, summed over the process
-/// (nanoseconds: unpacking input frames, noise estimates, packing output frames; and frames
-/// pushed): the benchmarks print it per frame beside the backends' counters
+/// (nanoseconds: unpacking input frames, noise estimates, packing output frames, scene-cut tests;
+/// and frames pushed): the benchmarks print it per frame beside the backends' counters
 /// (`device::cuda::HOST_NS`), to show where each microsecond of a frame goes.
-pub static ENGINE_NS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+pub static ENGINE_NS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 /// Indices of [`ENGINE_NS`].
 pub const UNPACK: usize = 0;
 pub const ESTIMATE: usize = 1;
 pub const PACK: usize = 2;
 pub const PUSHED: usize = 3;
+pub const SCENE: usize = 4;
 
 fn count_ns(i: usize, since: Instant) {
     ENGINE_NS[i].fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -83,6 +85,12 @@ pub struct Denoiser<T> {
     /// (`Params::sigma_auto`).
     params: Params,
     noise: NoiseState,
+    /// Scene cuts of the stream (`Params::scene_cut`).
+    cuts: CutDetector,
+    /// Scene cuts found since the engine was made.
+    scene_cuts: u64,
+    /// Frames pushed since the engine was made.
+    pushed: u64,
     /// The newest smoothed estimate (kept across the estimator's resets, for reports).
     last_noise: Option<NoiseEstimate>,
     plan: Plan,
@@ -139,6 +147,9 @@ impl<T> Denoiser<T> {
             user_params,
             params,
             noise: NoiseState::default(),
+            cuts: CutDetector::default(),
+            scene_cuts: 0,
+            pushed: 0,
             last_noise: None,
             plan,
             backend,
@@ -321,6 +332,7 @@ impl<T> Denoiser<T> {
     /// output goes back into ([`Pending::target`]).
     fn push_filled(&mut self, frame: Frame, target: Option<Frame>, tag: T) -> Result<()> {
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
+        self.pushed += 1;
         let update = self.noise.update(&self.user_params, &self.geometry, self.info, self.stored_on_backend, &frame);
         if let Err(e) = update.map(|u| self.apply_noise_update(u)) {
             self.recycle(frame);
@@ -329,7 +341,8 @@ impl<T> Denoiser<T> {
             }
             return Err(e);
         }
-        let slot = self.window.push();
+        let cut = self.detect_cut(&frame);
+        let slot = self.window.push(cut);
         if let Err(e) = self.backend.submit(slot, Arc::new(frame)) {
             // The window counted a frame the ring does not hold: start over from the next frame.
             if let Some(t) = target {
@@ -345,6 +358,29 @@ impl<T> Denoiser<T> {
             self.recover_from_backend_error();
         }
         r
+    }
+
+    /// Whether `frame` (the input, in the backend's form) starts a new shot (`crate::scene`).
+    /// Only tested where the window holds other frames.
+    fn detect_cut(&mut self, frame: &PlanarFrame) -> bool {
+        let (past, future) = self.params.frames_needed();
+        if self.params.scene_cut == 0.0 || past + future == 0 {
+            self.cuts.reset();
+            return false;
+        }
+        let t = Instant::now();
+        let cut = self.cuts.observe_frame(frame, &self.info, &self.geometry, self.stored_on_backend, self.params.scene_cut);
+        count_ns(SCENE, t);
+        if cut {
+            self.scene_cuts += 1;
+            tracing::info!("scene cut before input frame {} (counted from 0): no frame borrows across it", self.pushed - 1);
+        }
+        cut
+    }
+
+    /// Scene cuts found since the engine was made (`Params::scene_cut`).
+    pub fn scene_cuts(&self) -> u64 {
+        self.scene_cuts
     }
 
     /// After a backend error the window, the pending frames and the backend's queue of launched
@@ -494,6 +530,7 @@ impl<T> Denoiser<T> {
             return Err(Error::Unsupported(format!("{} does not take frames in device memory", self.backend.describe())));
         }
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
+        self.pushed += 1;
         if self.user_params.sigma_auto {
             // Only the frames the estimator looks at come to the host (`NoiseState::update`
             // counts the estimate; the copy is counted here).
@@ -512,7 +549,9 @@ impl<T> Denoiser<T> {
             };
             self.apply_noise_update(update?);
         }
-        let slot = self.window.push();
+        // Frames in device memory are not read on the host for the test: no cut is detected.
+        self.cuts.reset();
+        let slot = self.window.push(false);
         let device_output = output.is_some();
         if let Err(e) = self.backend.submit_device(slot, input, output) {
             self.recover_from_backend_error();
@@ -565,6 +604,7 @@ impl<T> Denoiser<T> {
     /// `sigma_auto`, a new noise estimate).
     pub fn finish_stream(&mut self) -> Result<()> {
         self.noise.estimator.reset();
+        self.cuts.reset();
         self.window.drain();
         let r = self.run_ready_jobs().and_then(|_| {
             while self.launched > 0 {
@@ -583,6 +623,7 @@ impl<T> Denoiser<T> {
     /// estimate).
     pub fn reset(&mut self) {
         self.noise.estimator.reset();
+        self.cuts.reset();
         while self.launched > 0 {
             // Completing in-flight work keeps an asynchronous backend's queue consistent.
             if self.finish_oldest().is_err() {

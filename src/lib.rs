@@ -28,6 +28,7 @@ pub mod noise;
 pub mod params;
 pub mod plan;
 pub mod planar;
+pub mod scene;
 pub mod sr;
 pub mod window;
 pub mod y4m;

@@ -505,6 +505,9 @@ pub struct Params {
     pub sigma_auto: bool,
     /// With `sigma_auto`: keep `strength` and `chroma_strength` as given.
     pub strength_fixed: bool,
+    /// Scene cuts ([`crate::scene`]): the fraction of the picture (0..=1) that must change from
+    /// one frame to the next for a cut, across which no temporal window reaches; 0: no detection.
+    pub scene_cut: f32,
 }
 
 impl Default for Params {
@@ -526,6 +529,7 @@ impl Default for Params {
             sr: SrParams::default(),
             sigma_auto: false,
             strength_fixed: false,
+            scene_cut: crate::scene::DEFAULT_SCENE_CUT,
         }
     }
 }
@@ -597,6 +601,9 @@ impl Params {
     /// Checks every range; formats are checked by [`crate::plan::Plan::new`].
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidParameter(m));
+        if !(self.scene_cut.is_finite() && (0.0..=1.0).contains(&self.scene_cut)) {
+            return bad(format!("scene cut {} out of range [0, 1] (0: no detection)", self.scene_cut));
+        }
         if self.search_radius > MAX_SEARCH_RADIUS {
             return bad(format!("search radius {} out of range 0..={MAX_SEARCH_RADIUS}", self.search_radius));
         }

@@ -275,7 +275,7 @@ fn batched_launch_equals_single_launches() {
         let mut window = TemporalWindow::new(c.params.temporal_past, c.params.temporal_future, slots - c.params.window_frames() as usize);
         let mut jobs = Vec::new();
         for _ in 0..slots {
-            window.push();
+            window.push(false);
             while let Some(j) = window.next_job() {
                 jobs.push(j);
             }

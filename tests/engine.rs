@@ -521,3 +521,60 @@ fn push_planar_matches_push() {
         assert!(matches!(d.push_planar(other, 0), Err(Error::InvalidFrame(_))));
     }
 }
+
+/// A scene cut: the frames after it take nothing from the frames before it, nor those before from
+/// those after. Each shot comes out as it does on its own, on both host backends, for NLM and for
+/// two-step V-BM3D (its basic estimates kept per frame); with the detection off (`scene_cut` 0)
+/// the frames next to the cut differ from their shot's own output.
+#[test]
+fn no_frame_borrows_across_a_scene_cut() {
+    let info = VideoInfo::new(PixelFormat::I420, 64, 64).unwrap();
+    let mut rng = SmallRng::seed_from_u64(7);
+    // Two scenes of different content and brightness below a flat grey band they share (where
+    // patches match across the cut), each moving a sample per frame, noisy.
+    let mut shot = |scene: usize, frames: usize| -> Vec<OwnedFrame> {
+        (0..frames)
+            .map(|t| {
+                frame_from(info, |p, x, y| {
+                    let band = if p == 0 { 16 } else { 8 };
+                    let (x, y) = ((x + t) as f64, y as f64);
+                    let clean = match (y < band as f64, scene) {
+                        (true, _) => 128.0,
+                        (false, 0) => 150.0 + 70.0 * (0.21 * x + p as f64).sin() * (0.13 * y).cos(),
+                        (false, _) => 60.0 + 40.0 * (0.5 * x + 0.3 * y).sin() + 0.4 * y,
+                    };
+                    (clean + 10.0 * gaussian(&mut rng)).round().clamp(0.0, 255.0) as u32
+                })
+            })
+            .collect()
+    };
+    let (a, b) = (shot(0, 4), shot(1, 4));
+    let stream: Vec<OwnedFrame> = a.iter().chain(&b).cloned().collect();
+    let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 2, temporal_future: 2, ..Params::default() };
+    let bm3d = Params {
+        algorithm: nlmdenoise::Algorithm::Bm3d,
+        sigma: Some(10.0),
+        temporal_past: 1,
+        temporal_future: 1,
+        bm3d: nlmdenoise::Bm3dParams { profile: nlmdenoise::Bm3dProfile::Fast, search_radius: Some(4), seed_radius: Some(2), ..Default::default() },
+        ..Params::default()
+    };
+    for (kind, params) in [(BackendKind::Reference, nlm), (BackendKind::Cpu, nlm), (BackendKind::Cpu, bm3d)] {
+        let what = format!("{kind:?} {:?}", params.algorithm);
+        let mut d = Denoiser::new(info, params, &options(kind)).unwrap();
+        for (i, f) in stream.iter().enumerate() {
+            d.push(&f.as_ref(), i).unwrap();
+        }
+        d.finish_stream().unwrap();
+        assert_eq!(d.scene_cuts(), 1, "{what}: one cut found");
+        let together = denoise_all(kind, params, &stream);
+        let alone: Vec<OwnedFrame> = denoise_all(kind, params, &a).into_iter().chain(denoise_all(kind, params, &b)).collect();
+        for (i, (t, s)) in together.iter().zip(&alone).enumerate() {
+            assert!(t.planes == s.planes, "{what}: frame {i} as in its own shot");
+        }
+        let blind = denoise_all(kind, Params { scene_cut: 0.0, ..params }, &stream);
+        for i in [3, 4] {
+            assert!(blind[i].planes != alone[i].planes, "{what}: without the detection frame {i} borrows across the cut");
+        }
+    }
+}

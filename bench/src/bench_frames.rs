@@ -94,7 +94,7 @@ pub fn uploaded_jobs(b: &mut dyn nlmdenoise::device::Backend, info: VideoInfo, p
     for n in 0..slots + params.temporal_future as usize + 2 {
         let mut planar = b.pool().take(&geometry);
         nlmdenoise::convert::unpack(&frame(info, n, 7).as_ref(), &mut planar)?;
-        let slot = window.push();
+        let slot = window.push(false);
         b.submit(slot, std::sync::Arc::new(planar))?;
         while let Some(j) = window.next_job() {
             if j.references.len() == (params.window_frames() - 1) as usize {

@@ -311,6 +311,11 @@ pub struct Cli {
     #[arg(allow_negative_numbers = true, long, default_value_t = OFFLINE_TEMPORAL_FUTURE)]
     temporal_future: u32,
 
+    /// Scene cuts: the fraction of the picture (0..=1) that must change from one frame to the
+    /// next for a cut, across which no frame borrows from another; 0 turns the test off.
+    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().scene_cut)]
+    scene_cut: f32,
+
     /// Filtering strength h for luma (and RGB, joint and luma-guided weights), 8-bit units.
     /// Default: see `strength_help` (the text --help shows is made from the engine's factors).
     #[arg(allow_negative_numbers = true, long)]
@@ -520,6 +525,7 @@ impl Cli {
             patch_radius: self.patch_radius.unwrap_or(radii.patch_radius),
             temporal_past: self.temporal_past,
             temporal_future: self.temporal_future,
+            scene_cut: self.scene_cut,
             weighting: self.weighting,
             wref: self.wref,
             chroma_mode: self.chroma_mode,

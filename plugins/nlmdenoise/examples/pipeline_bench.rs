@@ -288,6 +288,7 @@ fn per_frame_breakdown(frames: usize, fps: f64) -> String {
         ("engine unpack", us(e[0].load(Relaxed))),
         ("noise estimate", us(e[1].load(Relaxed))),
         ("engine pack", us(e[2].load(Relaxed))),
+        ("scene-cut test", us(e[4].load(Relaxed))),
         ("backend upload", us(h[0].load(Relaxed))),
         ("backend launch", us(h[1].load(Relaxed))),
         ("backend finish (waits for the GPU)", us(h[2].load(Relaxed))),

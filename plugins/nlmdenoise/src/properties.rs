@@ -59,6 +59,14 @@ pub fn common_properties(words: &Words<'_>, defaults: &Settings) -> Vec<glib::Pa
         glib::ParamSpecUInt::builder("pipeline-depth").nick("Pipeline depth").blurb(words.pipeline_depth).maximum(MAX_PIPELINE_DEPTH).default_value(o.pipeline_depth as u32).mutable_ready().build(),
         glib::ParamSpecUInt::builder("temporal-past").nick("Past frames").blurb(words.temporal_past).maximum(MAX_TEMPORAL_PAST).default_value(p.temporal_past).mutable_playing().build(),
         glib::ParamSpecUInt::builder("temporal-future").nick("Future frames").blurb(words.temporal_future).maximum(MAX_TEMPORAL_FUTURE).default_value(p.temporal_future).mutable_playing().build(),
+        glib::ParamSpecFloat::builder("scene-cut")
+            .nick("Scene-cut fraction")
+            .blurb("Fraction of the picture that must change from one frame to the next for a scene cut: no frame borrows from a frame across a cut (0 = no detection; frames in CUDA memory are not tested)")
+            .minimum(0.0)
+            .maximum(1.0)
+            .default_value(p.scene_cut)
+            .mutable_playing()
+            .build(),
         glib::ParamSpecUInt::builder("search-radius").nick("Search radius").blurb(words.search_radius).maximum(MAX_SEARCH_RADIUS).default_value(p.search_radius).mutable_playing().build(),
         glib::ParamSpecUInt::builder("patch-radius").nick("Patch radius").blurb(words.patch_radius).maximum(MAX_PATCH_RADIUS).default_value(p.patch_radius).mutable_playing().build(),
         glib::ParamSpecFloat::builder("strength").nick("Strength").blurb(words.strength).minimum(0.0).maximum(MAX_STRENGTH).default_value(p.strength).mutable_playing().controllable().build(),
@@ -100,6 +108,7 @@ pub fn set_common_property(s: &mut Settings, name: &str, value: &glib::Value) ->
             match name {
                 "temporal-past" => p.temporal_past = value.get().unwrap_or(p.temporal_past),
                 "temporal-future" => p.temporal_future = value.get().unwrap_or(p.temporal_future),
+                "scene-cut" => p.scene_cut = value.get().unwrap_or(p.scene_cut),
                 "search-radius" => p.search_radius = value.get().unwrap_or(p.search_radius),
                 "patch-radius" => p.patch_radius = value.get().unwrap_or(p.patch_radius),
                 // An explicit strength turns the automatic ones (from sigma or the estimate) off.
@@ -145,6 +154,7 @@ pub fn common_property(s: &Settings, name: &str) -> Option<glib::Value> {
         "zero-copy" => s.zero_copy.to_value(),
         "temporal-past" => p.temporal_past.to_value(),
         "temporal-future" => p.temporal_future.to_value(),
+        "scene-cut" => p.scene_cut.to_value(),
         "search-radius" => p.search_radius.to_value(),
         "patch-radius" => p.patch_radius.to_value(),
         "strength" => (if s.zero_strength { 0.0 } else { p.strength }).to_value(),
