@@ -42,6 +42,25 @@ fn record(pad: &gst::Pad) -> Arc<Mutex<Segments>> {
     seen
 }
 
+/// What the appsink named `sink` of `p` receives: per sample its PTS, format and size.
+type SampleRecord = (Option<gst::ClockTime>, gst_video::VideoFormat, u32, u32);
+fn samples_out(p: &gst::Pipeline) -> Arc<Mutex<Vec<SampleRecord>>> {
+    let sink = p.by_name("sink").unwrap().downcast::<gst_app::AppSink>().unwrap();
+    let outs = Arc::new(Mutex::new(Vec::new()));
+    let o = outs.clone();
+    sink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |s| {
+                let sample = s.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let info = gst_video::VideoInfo::from_caps(sample.caps().unwrap()).unwrap();
+                o.lock().unwrap().push((sample.buffer().unwrap().pts(), info.format(), info.width(), info.height()));
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    outs
+}
+
 /// Waits for EOS; panics on an error or after `timeout` (a deadlock).
 fn wait_eos(pipeline: &gst::Pipeline, timeout: Duration) {
     let bus = pipeline.bus().unwrap();
@@ -138,19 +157,7 @@ fn caps_renegotiated_every_few_frames() {
     common::init();
     let p = launch("appsrc name=src format=time ! nlmdenoise backend=cpu temporal-future=2 search-radius=1 patch-radius=1 ! appsink name=sink sync=false");
     let src = p.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
-    let sink = p.by_name("sink").unwrap().downcast::<gst_app::AppSink>().unwrap();
-    let outs = Arc::new(Mutex::new(Vec::new()));
-    let o = outs.clone();
-    sink.set_callbacks(
-        gst_app::AppSinkCallbacks::builder()
-            .new_sample(move |s| {
-                let sample = s.pull_sample().map_err(|_| gst::FlowError::Eos)?;
-                let info = gst_video::VideoInfo::from_caps(sample.caps().unwrap()).unwrap();
-                o.lock().unwrap().push((sample.buffer().unwrap().pts(), info.format(), info.width(), info.height()));
-                Ok(gst::FlowSuccess::Ok)
-            })
-            .build(),
-    );
+    let outs = samples_out(&p);
     p.set_state(gst::State::Playing).unwrap();
     let formats = ["I420", "NV12", "Y444", "GRAY8", "RGBA", "I420_10LE"];
     let sizes = [(32, 24), (17, 9), (48, 32), (8, 8)];
@@ -185,20 +192,8 @@ fn caps_renegotiated_every_few_frames() {
 fn refused_settings_stay_refused_across_a_caps_change() {
     let p = launch("appsrc name=src format=time ! nlmdenoise name=d backend=cpu search-radius=1 patch-radius=1 ! appsink name=sink sync=false");
     let src = p.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
-    let sink = p.by_name("sink").unwrap().downcast::<gst_app::AppSink>().unwrap();
     let d = p.by_name("d").unwrap();
-    let outs = Arc::new(Mutex::new(Vec::new()));
-    let o = outs.clone();
-    sink.set_callbacks(
-        gst_app::AppSinkCallbacks::builder()
-            .new_sample(move |s| {
-                let sample = s.pull_sample().map_err(|_| gst::FlowError::Eos)?;
-                let info = gst_video::VideoInfo::from_caps(sample.caps().unwrap()).unwrap();
-                o.lock().unwrap().push((info.width(), info.height()));
-                Ok(gst::FlowSuccess::Ok)
-            })
-            .build(),
-    );
+    let outs = samples_out(&p);
     // Counted as posted (wait_eos drops the messages it is not waiting for).
     let refusals = Arc::new(AtomicU64::new(0));
     let r = refusals.clone();
@@ -242,7 +237,8 @@ fn refused_settings_stay_refused_across_a_caps_change() {
     wait_eos(&p, Duration::from_secs(60));
     p.set_state(gst::State::Null).unwrap();
     let refusals = refusals.load(Ordering::SeqCst);
-    assert_eq!(*outs.lock().unwrap(), [(32, 24); 4].into_iter().chain([(48, 32); 3]).collect::<Vec<_>>(), "every frame out, at its own size");
+    let sizes: Vec<(u32, u32)> = outs.lock().unwrap().iter().map(|o| (o.2, o.3)).collect();
+    assert_eq!(sizes, [(32, 24); 4].into_iter().chain([(48, 32); 3]).collect::<Vec<_>>(), "every frame out, at its own size");
     assert!(refusals >= 1, "the refused settings warned ({refusals} warnings)");
 }
 
