@@ -218,6 +218,11 @@ pub struct Bm3dParams {
     /// past + future is at most [`MAX_TEMPORAL_PAST`]), off for live windows
     /// ([`Params::bm3d_settings`]).
     pub frame_groups: Option<bool>,
+    /// Motion seeds: the predictive search into the next frame also starts where the coarse
+    /// motion between the two frames moves its best match ([`crate::bm3d`], "Motion seeds"), so
+    /// that groups follow motion faster than the seed radius a frame. None: off (every profile
+    /// for now). The reference and CPU paths; the CUDA path refuses it until ported.
+    pub motion: Option<bool>,
     /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
     pub chroma_sigma: Option<f32>,
 }
@@ -242,6 +247,7 @@ pub struct Bm3dSettings {
     pub seed_radius: u32,
     pub window_references: bool,
     pub frame_groups: bool,
+    pub motion: bool,
 }
 
 impl Bm3dSettings {
@@ -309,6 +315,7 @@ impl Bm3dProfile {
             seed_radius: 3,
             window_references: false,
             frame_groups: false,
+            motion: false,
         };
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
@@ -362,6 +369,7 @@ impl Bm3dParams {
             seed_radius: self.seed_radius.unwrap_or(p.seed_radius),
             window_references: self.window_references.unwrap_or(p.window_references),
             frame_groups: self.frame_groups.unwrap_or(p.frame_groups),
+            motion: self.motion.unwrap_or(p.motion),
         };
         // An explicit patch size smaller than the profile's step brings the step down with it.
         let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };

@@ -264,6 +264,12 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL")]
     bm3d_frame_groups: Option<bool>,
 
+    /// BM3D motion seeds: the predictive search into each next frame also starts where the
+    /// coarse motion of the frame pair moves its best match, so groups follow motion faster than
+    /// the seed radius a frame. Default: off. CPU backend only for now.
+    #[arg(long, value_name = "BOOL")]
+    bm3d_motion: Option<bool>,
+
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
@@ -547,6 +553,7 @@ impl Cli {
                 seed_radius: self.bm3d_seed_radius,
                 window_references: self.bm3d_window_references,
                 frame_groups: self.bm3d_frame_groups,
+                motion: self.bm3d_motion,
                 chroma_sigma: self.chroma_sigma,
             },
             ..Params::default()
@@ -765,6 +772,7 @@ const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
         ("bm3d_seed_radius", Bm3d),
         ("bm3d_window_references", Bm3d),
         ("bm3d_frame_groups", Bm3d),
+        ("bm3d_motion", Bm3d),
         ("chroma_sigma", Bm3d),
         ("sr_iterations", SuperResolution),
         ("deblur", SuperResolution),

@@ -31,9 +31,13 @@ ROWS = {
     "BM3D normal spatial": ["--algorithm", "bm3d", "--bm3d-profile", "normal", "--temporal-past", "0", "--temporal-future", "0"],
     "BM3D normal 2 + 2": ["--algorithm", "bm3d", "--bm3d-profile", "normal", "--temporal-past", "2", "--temporal-future", "2"],
     "BM3D normal 2 + 2, seed radius 8": ["--algorithm", "bm3d", "--bm3d-profile", "normal", "--temporal-past", "2", "--temporal-future", "2", "--bm3d-seed-radius", "8"],
+    "BM3D normal 2 + 2, motion seeds": ["--algorithm", "bm3d", "--bm3d-profile", "normal", "--temporal-past", "2", "--temporal-future", "2", "--bm3d-motion", "true"],
     "candidate default (high, step 4, radius 8, per-frame groups) 2 + 2": [
         "--algorithm", "bm3d", "--bm3d-profile", "high", "--bm3d-block-step", "4", "--bm3d-search-radius", "8", "--bm3d-frame-groups", "true",
         "--temporal-past", "2", "--temporal-future", "2"],
+    "candidate default, motion seeds": [
+        "--algorithm", "bm3d", "--bm3d-profile", "high", "--bm3d-block-step", "4", "--bm3d-search-radius", "8", "--bm3d-frame-groups", "true",
+        "--temporal-past", "2", "--temporal-future", "2", "--bm3d-motion", "true"],
 }
 
 

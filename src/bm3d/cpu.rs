@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rayon::prelude::*;
 
 use super::{
-    basics_to_compute, extent, frame_group_order, frame_id, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameGroupOp,
-    FrameId, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
+    basics_to_compute, extent, frame_group_order, frame_id, haar, job_dts, kaiser_window, motion_fields, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan,
+    FrameGroupOp, FrameId, MotionFields, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
@@ -94,7 +94,7 @@ fn ssd(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, 
 
 /// The group of the reference patch at (`x0`, `y0`) of frame 0 (keys, R's first): `matching`
 /// holds the matching planes of the step's frames, dt ascending.
-fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool, x0: usize, y0: usize, rdt: i32) -> Vec<u64> {
+fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool, x0: usize, y0: usize, rdt: i32, motion: &MotionFields) -> Vec<u64> {
     let s = &plan.settings;
     let k = s.patch_size as usize;
     let m = matching[0].1.len();
@@ -130,6 +130,11 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
         let mut seeds = first.clone();
         let mut dt = rdt + dir;
         while let Some(f) = matching.iter().find(|f| f.0 == dt) {
+            if let (Some(&(sy, sx)), Some(field)) = (seeds.first(), motion.get(&(dt - dir, dt))) {
+                if let Some(c) = field.companion(sy, sx, max_y, max_x) {
+                    seeds.insert(0, c);
+                }
+            }
             let mut next = TopList::new(seeds_n);
             for (si, &(sy, sx)) in seeds.iter().enumerate() {
                 for y in sy.saturating_sub(sr)..=(sy + sr).min(max_y) {
@@ -273,6 +278,8 @@ fn group_and_aggregate(
     let xs = reference_corners(ew, k, step);
     let ys = reference_corners(eh, k, step);
     let lambda = if wiener { 0.0 } else { s.lambda };
+    let motion = if s.motion { motion_fields(&noisy.iter().map(|f| (f.0, &f.1[0].data[..])).collect::<Vec<_>>(), ew, eh) } else { MotionFields::new() };
+    let motion = &motion;
     pool.install(|| {
         ys.par_iter().for_each(|&y0| {
             let cap = if wiener { s.wiener_group_size } else { s.group_size } as usize;
@@ -283,7 +290,7 @@ fn group_and_aggregate(
             let mut bcol = vec![0.0f32; cap];
             // Every reference frame's patches of this row (the target's alone by default).
             for ((rdt, over), &x0) in refs.iter().flat_map(|r| xs.iter().map(move |x| (r, x))) {
-                let members = select_group(plan, over, wiener, x0, y0, *rdt);
+                let members = select_group(plan, over, wiener, x0, y0, *rdt, motion);
                 let n = members.len();
                 for j in 0..g.planes.len() {
                     let sigma = g.sigmas[j];

@@ -606,6 +606,9 @@ impl CudaAlgorithm for CudaBm3d {
 
     fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, ring_slots: usize) -> Result<()> {
         let plan = plan.bm3d("the CUDA BM3D implementation")?;
+        if plan.settings.motion {
+            return Err(Error::Unsupported("bm3d motion seeds run on the CPU backend only for now (backend=cpu)".into()));
+        }
         let v = Bm3dVariant::for_plan(plan, geometry.bytes_per_sample);
         self.kernels(&v)?;
         for (g, wiener) in plan.groups.iter().flat_map(|g| [(g, false), (g, true)]) {

@@ -29,6 +29,12 @@
 //!   radius of each *seed*, each corner once (claimed by the first seed whose square holds it), where
 //!   the seeds of a frame are the `S` best candidates of the frame one step closer to t (for t's
 //!   neighbours: R and the best of frame t), best = smallest (distance, row, column), R first.
+//! * **Motion seeds** (`motion`): before the corners of a frame u (t's neighbours and on) are
+//!   searched, the first of its seeds, `s` (a corner of the frame one step closer to t), gets a
+//!   companion placed before it: `s + 8 v` clamped to the corners, where `v` is the coarse motion
+//!   of `s`'s 32x32 block from `s`'s frame to u ([`MotionField`], on the noisy frames of the
+//!   group's first plane), unless the companion is `s` itself. Groups then follow motion faster
+//!   than the seed radius a frame.
 //! * **Group**: R first, then the other candidates with distance `<= tau`, ascending by
 //!   (distance, frame code = dt + 7, row, column), at most `N`; its size `n` is the largest power
 //!   of two not above the count.
@@ -363,6 +369,107 @@ pub fn invert(m: &[f64], k: usize) -> Vec<f64> {
         }
     }
     inv
+}
+
+/// Side of the cells of a [`MotionField`], in samples.
+pub const MOTION_CELL: usize = 8;
+/// Side of a [`MotionField`]'s blocks, in cells.
+pub const MOTION_BLOCK: usize = 4;
+/// How far a [`MotionField`] looks, in cells either way.
+pub const MOTION_REACH: usize = 2;
+
+/// The coarse motion from one frame to another ("Motion seeds" in the module doc): the frame's
+/// plane (its extent) in cells of [`MOTION_CELL`] x [`MOTION_CELL`] samples, summed; for each
+/// block of [`MOTION_BLOCK`] x [`MOTION_BLOCK`] cells (on a grid from the origin, the remainder
+/// left out), the shift in cells within [`MOTION_REACH`] of the block of the other frame with the
+/// smallest sum of squared cell-sum differences (the unshifted block first, then row by row; a
+/// later one only when strictly smaller). Values are 8-bit units as stored (integers over
+/// `scale`): every sum and square is exact in f64, so every implementation finds the same shifts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MotionField {
+    bw: usize,
+    bh: usize,
+    shifts: Vec<(i32, i32)>,
+}
+
+impl MotionField {
+    /// The motion from `from` to `to` (`w x h` values each, row-major); None when the plane holds
+    /// fewer than one block in either direction.
+    pub fn between<T: Copy + Into<f64>>(from: &[T], to: &[T], w: usize, h: usize) -> Option<MotionField> {
+        let (cw, ch) = (w / MOTION_CELL, h / MOTION_CELL);
+        let (bw, bh) = (cw / MOTION_BLOCK, ch / MOTION_BLOCK);
+        if bw == 0 || bh == 0 {
+            return None;
+        }
+        let cells = |v: &[T]| -> Vec<f64> {
+            let mut c = vec![0.0; cw * ch];
+            for y in 0..ch * MOTION_CELL {
+                for x in 0..cw * MOTION_CELL {
+                    c[(y / MOTION_CELL) * cw + x / MOTION_CELL] += v[y * w + x].into();
+                }
+            }
+            c
+        };
+        let (a, b) = (cells(from), cells(to));
+        let mut shifts = Vec::with_capacity(bw * bh);
+        for by in 0..bh {
+            for bx in 0..bw {
+                let (y0, x0) = (by * MOTION_BLOCK, bx * MOTION_BLOCK);
+                let ssd = |sy: usize, sx: usize| -> f64 {
+                    let mut s = 0.0;
+                    for i in 0..MOTION_BLOCK {
+                        for j in 0..MOTION_BLOCK {
+                            let d = a[(y0 + i) * cw + x0 + j] - b[(sy + i) * cw + sx + j];
+                            s += d * d;
+                        }
+                    }
+                    s
+                };
+                let mut best = (ssd(y0, x0), (0, 0));
+                for sy in y0.saturating_sub(MOTION_REACH)..=(y0 + MOTION_REACH).min(ch - MOTION_BLOCK) {
+                    for sx in x0.saturating_sub(MOTION_REACH)..=(x0 + MOTION_REACH).min(cw - MOTION_BLOCK) {
+                        let d = ssd(sy, sx);
+                        if d < best.0 {
+                            best = (d, (sy as i32 - y0 as i32, sx as i32 - x0 as i32));
+                        }
+                    }
+                }
+                shifts.push(best.1);
+            }
+        }
+        Some(MotionField { bw, bh, shifts })
+    }
+
+    /// The companion of the seed at (`y`, `x`) (see the module doc), corners up to (`max_y`,
+    /// `max_x`); None where it would be the seed itself.
+    pub fn companion(&self, y: usize, x: usize, max_y: usize, max_x: usize) -> Option<(usize, usize)> {
+        let span = MOTION_CELL * MOTION_BLOCK;
+        let (by, bx) = ((y / span).min(self.bh - 1), (x / span).min(self.bw - 1));
+        let (vy, vx) = self.shifts[by * self.bw + bx];
+        let my = (y as i64 + (MOTION_CELL as i64) * vy as i64).clamp(0, max_y as i64) as usize;
+        let mx = (x as i64 + (MOTION_CELL as i64) * vx as i64).clamp(0, max_x as i64) as usize;
+        ((my, mx) != (y, x)).then_some((my, mx))
+    }
+}
+
+/// The motion fields of a step's frames: from each frame to each neighbour (dt one apart), keyed
+/// by (from, to); empty without `motion`.
+pub type MotionFields = std::collections::HashMap<(i32, i32), MotionField>;
+
+/// [`MotionFields`] of `frames` ((dt, the group's first plane as `w x h` values), dt ascending).
+pub fn motion_fields<T: Copy + Into<f64>>(frames: &[(i32, &[T])], w: usize, h: usize) -> MotionFields {
+    let mut fields = MotionFields::new();
+    for pair in frames.windows(2) {
+        let ((a, va), (b, vb)) = (pair[0], pair[1]);
+        if b - a != 1 {
+            continue;
+        }
+        if let (Some(f), Some(g)) = (MotionField::between(va, vb, w, h), MotionField::between(vb, va, w, h)) {
+            fields.insert((a, b), f);
+            fields.insert((b, a), g);
+        }
+    }
+    fields
 }
 
 /// The largest power of two not above `n` (n >= 1).

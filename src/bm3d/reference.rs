@@ -2,8 +2,8 @@
 //! patch at a time. Slow on purpose; the CPU and CUDA implementations are tested against it.
 
 use super::{
-    basics_to_compute, extent, frame_id, haar, job_dts, kaiser_window, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameId, PatchTransform,
-    FRAME_CODE_BIAS, KAISER_BETA,
+    basics_to_compute, extent, frame_id, haar, job_dts, kaiser_window, motion_fields, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan, FrameId, MotionFields,
+    PatchTransform, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::device::host::HostAlgorithm;
 use crate::error::{Error, Result};
@@ -66,7 +66,7 @@ fn distance(images: &[(i32, Vec<&Image>)], k: usize, a: (i32, usize, usize), b: 
 /// The candidates of the reference patch at (`x0`, `y0`) of frame `rdt` (see the module doc of
 /// [`crate::bm3d`]): `matching` holds the matching images of the window's frames (dt ascending).
 #[allow(clippy::too_many_arguments)]
-pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, rdt: i32, x0: usize, y0: usize, radius: usize, seeds: usize, seed_radius: usize) -> Vec<Candidate> {
+pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, rdt: i32, x0: usize, y0: usize, radius: usize, seeds: usize, seed_radius: usize, motion: &MotionFields) -> Vec<Candidate> {
     let (ew, eh) = (matching[0].1[0].w, matching[0].1[0].h);
     let (max_x, max_y) = (ew - k, eh - k);
     let mut out = Vec::new();
@@ -91,6 +91,11 @@ pub fn candidates(matching: &[(i32, Vec<&Image>)], k: usize, rdt: i32, x0: usize
         let mut seed_list = first_seeds.clone();
         let mut dt = rdt + dir;
         while matching.iter().any(|f| f.0 == dt) {
+            if let (Some(&(sy, sx)), Some(field)) = (seed_list.first(), motion.get(&(dt - dir, dt))) {
+                if let Some(c) = field.companion(sy, sx, max_y, max_x) {
+                    seed_list.insert(0, c);
+                }
+            }
             let mut here = Vec::new();
             for (si, &(sy, sx)) in seed_list.iter().enumerate() {
                 for y in sy.saturating_sub(seed_radius)..=(sy + seed_radius).min(max_y) {
@@ -166,10 +171,11 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
     let step = s.block_step_of(wiener) as usize;
     let (ys, xs) = (reference_corners(eh, k, step), reference_corners(ew, k, step));
     let corners: Vec<(usize, usize)> = ys.iter().flat_map(|&y| xs.iter().map(move |&x| (y, x))).collect();
+    let motion = if s.motion { motion_fields(&noisy.iter().map(|f| (f.0, &f.1[0].data[..])).collect::<Vec<_>>(), ew, eh) } else { MotionFields::new() };
     for (rdt, frames) in reference_dts(&dts, plan) {
         let matching: Vec<(i32, Vec<&Image>)> = matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect();
         for &(y0, x0) in &corners {
-            let cands = candidates(&matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds_of(wiener) as usize, s.seed_radius as usize);
+            let cands = candidates(&matching, k, rdt, x0, y0, s.search_radius as usize, s.seeds_of(wiener) as usize, s.seed_radius as usize, &motion);
             let members = group(Candidate { d: 0.0, dt: rdt, y: y0, x: x0 }, &cands, tau, max);
             let n = members.len();
             for (j, sj) in sums.iter_mut().enumerate() {

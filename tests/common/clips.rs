@@ -90,6 +90,15 @@ pub fn clip(format: PixelFormat, w: usize, h: usize, frames: usize, sigma: f64, 
     Clip { clean, noisy }
 }
 
+/// [`clip`] with the content moving `speed` samples a frame.
+pub fn moving_clip(format: PixelFormat, w: usize, h: usize, frames: usize, sigma: f64, speed: usize, rng: &mut SmallRng) -> Clip {
+    let info = VideoInfo::new(format, w, h).unwrap();
+    let phase: f64 = rng.random_range(0.0..6.0);
+    let clean: Vec<OwnedFrame> = (0..frames).map(|t| clean_frame(info, t * speed, phase)).collect();
+    let noisy = clean.iter().map(|c| noisy(c, sigma, rng)).collect();
+    Clip { clean, noisy }
+}
+
 /// The agreement rule of this file's doc: an implementation agrees with the reference when few
 /// samples move by more than one code value (decisions flipped by rounding move whole groups, but
 /// only a few), few move at all (more than half a code value: a systematic error moves most

@@ -86,6 +86,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("bm3d-seed-radius", profile_value(p.bm3d.seed_radius));
     den.set_property("bm3d-window-references", profile_value(p.bm3d.window_references.map(u32::from)));
     den.set_property("bm3d-frame-groups", profile_value(p.bm3d.frame_groups.map(u32::from)));
+    den.set_property("bm3d-motion", profile_value(p.bm3d.motion.map(u32::from)));
     den.set_property("bm3d-threshold", p.bm3d.threshold.unwrap_or(-1.0));
     den.set_property("bm3d-wiener-threshold", p.bm3d.wiener_threshold.unwrap_or(-1.0));
     den.set_property("bm3d-lambda", p.bm3d.lambda.unwrap_or(-1.0));
@@ -94,6 +95,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("patch-radius", p.patch_radius);
     den.set_property("temporal-past", p.temporal_past);
     den.set_property("temporal-future", p.temporal_future);
+    den.set_property("scene-cut", p.scene_cut);
     den.set_property_from_str("weighting", p.weighting.as_str());
     den.set_property("wref", p.wref);
     den.set_property_from_str("chroma-mode", p.chroma_mode.as_str());
@@ -130,6 +132,7 @@ fn configure_upscaler(up: &gst::Element, cli: &Cli) -> Result<()> {
     up.set_property("patch-radius", p.patch_radius);
     up.set_property("temporal-past", p.temporal_past);
     up.set_property("temporal-future", p.temporal_future);
+    up.set_property("scene-cut", p.scene_cut);
     // sigma first (strengths follow it), then the strengths the command line resolved.
     up.set_property("sigma", p.sigma.filter(|s| *s > 0.0).unwrap_or(-1.0));
     set_f32(up, "strength", p.strength)?;

@@ -24,6 +24,7 @@ pub const ALGORITHM_PROPERTIES: &[(&str, SettingUse)] = &[
     ("bm3d-seed-radius", SettingUse::Bm3d),
     ("bm3d-window-references", SettingUse::Bm3d),
     ("bm3d-frame-groups", SettingUse::Bm3d),
+    ("bm3d-motion", SettingUse::Bm3d),
     ("bm3d-threshold", SettingUse::Bm3d),
     ("bm3d-wiener-threshold", SettingUse::Bm3d),
     ("bm3d-lambda", SettingUse::Bm3d),

@@ -195,6 +195,14 @@ impl ObjectImpl for NlmDenoise {
                 .default_value(-1)
                 .mutable_playing()
                 .build(),
+            glib::ParamSpecInt::builder("bm3d-motion")
+                .nick("BM3D motion seeds")
+                .blurb("1 = the predictive search into each next frame also starts where the coarse motion of the frame pair (8-sample cells, 32-sample blocks, up to 16 samples) moves its best match, so groups follow motion faster than the seed radius a frame; 0 or -1 = off (every profile for now). CPU backend only for now (the CUDA backend refuses it)")
+                .minimum(-1)
+                .maximum(1)
+                .default_value(-1)
+                .mutable_playing()
+                .build(),
             glib::ParamSpecFloat::builder("bm3d-threshold")
                 .nick("BM3D grouping threshold")
                 .blurb("Hard-thresholding step: largest mean squared distance (8-bit units squared) of a grouped patch; -1: the profile's (2500, or 3 sigma^2 where larger)")
@@ -316,6 +324,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-seed-radius" => p.bm3d.seed_radius = profile_value(value),
                 "bm3d-window-references" => p.bm3d.window_references = profile_value(value).map(|v| v == 1),
                 "bm3d-frame-groups" => p.bm3d.frame_groups = profile_value(value).map(|v| v == 1),
+                "bm3d-motion" => p.bm3d.motion = profile_value(value).map(|v| v == 1),
                 "bm3d-threshold" => p.bm3d.threshold = profile_float(value),
                 "bm3d-wiener-threshold" => p.bm3d.wiener_threshold = profile_float(value),
                 "bm3d-lambda" => p.bm3d.lambda = profile_float(value),
@@ -364,6 +373,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-seed-radius" => profile_property(p.bm3d.seed_radius),
                 "bm3d-window-references" => profile_property(p.bm3d.window_references.map(u32::from)),
                 "bm3d-frame-groups" => profile_property(p.bm3d.frame_groups.map(u32::from)),
+                "bm3d-motion" => profile_property(p.bm3d.motion.map(u32::from)),
                 "bm3d-threshold" => p.bm3d.threshold.unwrap_or(-1.0).to_value(),
                 "bm3d-wiener-threshold" => p.bm3d.wiener_threshold.unwrap_or(-1.0).to_value(),
                 "bm3d-lambda" => p.bm3d.lambda.unwrap_or(-1.0).to_value(),
