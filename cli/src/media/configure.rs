@@ -164,3 +164,29 @@ pub fn working_caps(decoded: &gst::CapsRef) -> gst::Caps {
     let formats: Vec<&str> = nlmdenoise::PixelFormat::ALL.into_iter().filter(|f| (f.info().bytes_per_sample > 1) == deep).map(|f| format_to_gst(f).to_str()).map(|s| s.as_str()).collect();
     gst::Caps::builder("video/x-raw").field("format", gst::List::new(formats)).build()
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn element_for(args: &[&str]) -> gst::Element {
+        gst::init().unwrap();
+        gstnlmdenoise::plugin_register_static().unwrap();
+        let cli = Cli::try_parse_from([&["nlmdenoise", "-i", "in.mp4", "-o", "out.mp4"], args].concat()).unwrap();
+        make_element(&cli).unwrap()
+    }
+
+    /// Settings the y4m path gives the engine reach the element on the GStreamer path too (before
+    /// 2026-11-28 `--scene-cut` did not: the element kept its default).
+    #[test]
+    fn scene_cut_and_motion_seeds_reach_the_element() {
+        let den = element_for(&["--scene-cut", "0.25", "--algorithm", "bm3d", "--bm3d-motion", "true"]);
+        assert_eq!(den.property::<f32>("scene-cut"), 0.25);
+        assert_eq!(den.property::<i32>("bm3d-motion"), 1);
+        let up = element_for(&["--scale", "2", "--scene-cut", "0"]);
+        assert_eq!(up.property::<u32>("scale"), 2, "the upscaler");
+        assert_eq!(up.property::<f32>("scene-cut"), 0.0);
+    }
+}
