@@ -4,12 +4,14 @@
 //! backend.
 //!
 //! The test is cheap and tolerant of noise and motion. Each frame is summarised by a thumbnail: the
-//! means of its luma (or, for RGB, colour) in [`CELL`]x[`CELL`] cells, read on every other row and
-//! column. The thumbnail is cut into patches of [`PATCH`]x[`PATCH`] cells; a patch has changed when
-//! no patch of the previous frame's thumbnail within [`REACH`] cells of it (motion up to
-//! `REACH * CELL` samples a frame) is closer than [`MIN_CHANGE`] code values plus what the noise
-//! adds to the mean absolute difference of the cells. A cut is a frame on which at least the
-//! `scene_cut` fraction of the patches changed.
+//! means of its luma (or, for RGB, colour) in [`CELL`]x[`CELL`] cells, from every column of one row
+//! in `SUBSAMPLE`. The thumbnail is cut into patches of [`PATCH`]x[`PATCH`] cells; a patch has
+//! changed when no patch of the previous frame's thumbnail within [`REACH`] cells of it (motion up
+//! to `REACH * CELL` samples a frame) has a mean squared cell difference below [`MIN_CHANGE`]^2
+//! plus the noise of both frames' cell means. That noise is measured on each frame (the rows of a
+//! cell read into two halves; the median over the cells of their squared difference), not taken
+//! from the stream's sigma, which a set strength leaves at a guess. A cut is a frame on which at
+//! least the `scene_cut` fraction of the patches changed.
 
 use rayon::prelude::*;
 
@@ -19,7 +21,7 @@ use crate::planar::{Geometry, PlanarFrame, Samples};
 
 /// Side of the thumbnail's cells, in samples of the plane read.
 pub const CELL: usize = 8;
-/// Rows and columns read: one in `SUBSAMPLE` of each, in both directions.
+/// Rows read: one in `SUBSAMPLE` (every column of them).
 const SUBSAMPLE: usize = 4;
 /// The noise of a frame is measured on one cell in `MEDIAN_STEP`.
 const MEDIAN_STEP: usize = 3;
@@ -27,8 +29,8 @@ const MEDIAN_STEP: usize = 3;
 pub const PATCH: usize = 4;
 /// How far the match of a patch is looked for in the previous thumbnail, in cells either way.
 pub const REACH: usize = 2;
-/// The smallest mean difference of a patch's cells, 8-bit code values, that counts as a change at
-/// any noise level: lighting flicker and coding noise stay below it.
+/// The smallest root-mean-square difference of a patch's cells, 8-bit code values, that counts as
+/// a change at any noise level: lighting flicker and coding noise stay below it.
 pub const MIN_CHANGE: f64 = 12.0;
 /// The default fraction of changed patches that makes a cut (`Params::scene_cut`).
 pub const DEFAULT_SCENE_CUT: f32 = 0.5;
