@@ -5,6 +5,9 @@ and the candidate default, each without and with --bm3d-motion (docs/tuning.md, 
 
   target/quality/venv/bin/python docs/experiments/bikes-motion.py   (from the repository root)
 """
+import subprocess
+import sys
+
 sys.path.insert(0, "scripts")
 import numpy as np
 from quality_lib import clips, y4m, metrics
