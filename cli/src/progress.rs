@@ -65,3 +65,10 @@ pub fn count(n: u64, noun: &str) -> String {
 pub fn backend_words(description: &str) -> String {
     description.replace("(1 threads)", "(1 thread)")
 }
+
+/// The summary's line on scene cuts, the same on both paths: none where no cut was found.
+pub fn report_scene_cuts(cuts: u64) {
+    if cuts > 0 {
+        eprintln!("  scene cuts: {cuts} (no frame takes anything from a frame across one; --scene-cut)");
+    }
+}

@@ -548,6 +548,7 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
                 None => eprintln!("  noise sigma: no estimate (frames too small); sigma {} used", nlmdenoise::noise::FALLBACK_SIGMA),
             }
         }
+        crate::progress::report_scene_cuts(denoiser.scene_cuts());
         let show = |p: &str| if p == "-" { "standard stream".to_string() } else { format!("'{p}'") };
         eprintln!("  input:  {} (y4m C{})\n  output: {}", show(input_path), header.colorspace, output.map_or("discarded".to_string(), |o| format!("{} (y4m)", show(o))));
     }

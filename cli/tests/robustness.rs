@@ -912,3 +912,40 @@ fn an_interrupt_before_the_first_frame_leaves_no_output() {
     assert!(err.contains("nothing usable"), "{err}");
     assert!(!out.exists(), "an output of no frame was left");
 }
+
+/// A cut in the input (testsrc2, then mandelbrot): the summary counts it on both paths, and says
+/// nothing of cuts with the test off (`--scene-cut 0`) or where there is none.
+#[test]
+fn the_summary_counts_scene_cuts_on_both_paths() {
+    let (y4m, mp4) = (tmp("cut2s.y4m"), tmp("cut2s.mp4"));
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=160x120:rate=25:duration=1",
+        "-f",
+        "lavfi",
+        "-i",
+        "mandelbrot=size=160x120:rate=25",
+        "-filter_complex",
+        "[1]trim=duration=1,setpts=PTS-STARTPTS[m];[0][m]concat=n=2:v=1",
+        "-pix_fmt",
+        "yuv420p",
+        "-f",
+        "yuv4mpegpipe",
+        y4m.to_str().unwrap(),
+    ]);
+    ffmpeg(&["-i", y4m.to_str().unwrap(), "-c:v", "libx264", "-crf", "8", "-pix_fmt", "yuv420p", mp4.to_str().unwrap()]);
+    for input in [&y4m, &mp4] {
+        let stderr_of = |extra: &[&str]| {
+            let r = run(&[&[input.to_str().unwrap(), "-o", "/dev/null", "--backend", "cpu", "--temporal-future", "0"][..], extra].concat());
+            let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+            assert!(r.status.success(), "{stderr}");
+            stderr
+        };
+        let on = stderr_of(&[]);
+        assert!(on.contains("\n  scene cuts: 1 (no frame takes anything from a frame across one; --scene-cut)\n"), "{}: {on}", input.display());
+        let off = stderr_of(&["--scene-cut", "0"]);
+        assert!(!off.contains("scene cuts"), "{}: {off}", input.display());
+    }
+}

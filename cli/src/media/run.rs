@@ -29,6 +29,8 @@ pub struct Outcome {
     /// The first estimate the element reported (sigma auto) and the last.
     first_noise: Option<NoiseEstimate>,
     noise: Option<NoiseEstimate>,
+    /// Scene cuts the element found (its `scene-cuts`).
+    scene_cuts: u64,
     caps: Option<gst::Caps>,
     out_caps: Option<gst::Caps>,
 }
@@ -159,6 +161,7 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         None => (-1.0, -1.0),
     };
     let noise = (luma >= 0.0).then(|| NoiseEstimate { luma, chroma: (chroma >= 0.0).then_some(chroma) });
+    let scene_cuts = den.property::<u64>("scene-cuts");
     let caps = den.static_pad("sink").and_then(|p| p.current_caps());
     let out_caps = den.static_pad("src").and_then(|p| p.current_caps());
     stop(pipeline);
@@ -166,14 +169,14 @@ pub fn play(pipeline: &gst::Pipeline, den: &gst::Element, cli: &Cli, input: &str
         let _ = t.join();
     }
     bar.finish_and_clear();
-    Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, caps, out_caps }
+    Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, scene_cuts, caps, out_caps }
 }
 
 /// The summary of a run (unless `--quiet`) and its result: the pipeline's error, or none for
 /// a complete run, or the exit status's reason (interrupted, damaged or truncated input).
 /// `input_desc` names the input where its caps do not (y4m).
 pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<String>, output: Option<&str>, container: Option<Container>, shared: &Shared) -> Result<()> {
-    let Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, caps, out_caps } = outcome;
+    let Outcome { result, seconds, interrupted, total_expected, duration, backend, first_noise, noise, scene_cuts, caps, out_caps } = outcome;
     result?;
 
     let frames = shared.frames_out.load(Ordering::Relaxed);
@@ -264,6 +267,7 @@ pub fn finish(outcome: Outcome, cli: &Cli, input: &str, input_desc: Option<Strin
             }
             None => {}
         }
+        crate::progress::report_scene_cuts(scene_cuts);
         let extra = shared.extra_audio.load(Ordering::SeqCst);
         let audio = lock(&shared.audio).clone().map(|a| match extra {
             0 => a,

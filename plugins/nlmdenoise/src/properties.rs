@@ -73,6 +73,7 @@ pub fn common_properties(words: &Words<'_>, defaults: &Settings) -> Vec<glib::Pa
         glib::ParamSpecFloat::builder("chroma-strength").nick("Chroma strength").blurb(words.chroma_strength).minimum(0.01).maximum(MAX_STRENGTH).default_value(p.chroma_strength).mutable_playing().controllable().build(),
         glib::ParamSpecFloat::builder("sigma").nick("Noise sigma").blurb(words.sigma).minimum(SIGMA_UNSET).maximum(MAX_SIGMA).default_value(p.sigma.unwrap_or(SIGMA_UNSET)).mutable_playing().controllable().build(),
         glib::ParamSpecString::builder("backend-in-use").nick("Backend in use").blurb(words.backend_in_use).read_only().build(),
+        glib::ParamSpecUInt64::builder("scene-cuts").nick("Scene cuts found").blurb("Scene cuts found in the stream so far (see scene-cut); 0 before caps").read_only().build(),
     ]
 }
 
@@ -205,6 +206,9 @@ impl Core {
     /// else the element's own through `own`.
     pub fn property(&self, obj: &gst::Element, pspec: &glib::ParamSpec, own: impl FnOnce(&Settings, &str) -> Option<glib::Value>) -> glib::Value {
         let name = pspec.name();
+        if name == "scene-cuts" {
+            return lock(&self.state).as_ref().map_or(0, |st| st.denoiser.scene_cuts()).to_value();
+        }
         if name == "backend-in-use" {
             // Empty (not NULL) before caps, as documented: applications read it as a string.
             return lock(&self.state).as_ref().map(|st| st.denoiser.backend_description()).unwrap_or_default().to_value();
