@@ -209,7 +209,9 @@ pub struct CutDetector {
 }
 
 impl CutDetector {
-    /// [`Self::observe`] of `frame` ([`measure`]).
+    /// Takes the next frame (`frame` of `info`, as [`measure`] reads it; not measurable: never a
+    /// cut); true when it starts a new shot: at least `fraction` of its patches changed
+    /// (`fraction` 0: never).
     pub fn observe_frame(&mut self, frame: &PlanarFrame, info: &VideoInfo, geometry: &Geometry, stored: bool, fraction: f32) -> bool {
         if !measure(frame, info, geometry, stored, &mut self.spare, &mut self.scratch) {
             self.previous = None;
@@ -224,17 +226,6 @@ impl CutDetector {
         if let Some(before) = self.previous.replace(next) {
             self.spare = before;
         }
-        cut
-    }
-
-    /// Takes the next frame's signature (None: not measurable, never a cut); true when the frame
-    /// starts a new shot: at least `fraction` of its blocks changed (`fraction` 0: never).
-    pub fn observe(&mut self, next: Option<Signature>, fraction: f32) -> bool {
-        let cut = match (&self.previous, &next) {
-            (Some(p), Some(n)) if fraction > 0.0 => changed_fraction(p, n) >= fraction as f64,
-            _ => false,
-        };
-        self.previous = next;
         cut
     }
 
@@ -322,17 +313,22 @@ mod tests {
     #[test]
     fn the_detector_reports_the_first_frame_of_each_shot_only() {
         let info = VideoInfo::new(PixelFormat::I420, 160, 96).unwrap();
-        let mut d = CutDetector::default();
+        let g = Geometry::from_video_info(&info);
         let scenes = [1, 1, 1, 4, 4, 2, 2];
-        let cuts: Vec<bool> = scenes.iter().enumerate().map(|(i, &s)| d.observe(Some(sig(&info, &frame(&info, s, i, 0.0, 10.0, i as u64))), DEFAULT_SCENE_CUT)).collect();
+        let frames: Vec<PlanarFrame> = scenes.iter().enumerate().map(|(i, &s)| frame(&info, s, i, 0.0, 10.0, i as u64)).collect();
+        let mut d = CutDetector::default();
+        let cuts: Vec<bool> = frames.iter().map(|f| d.observe_frame(f, &info, &g, false, DEFAULT_SCENE_CUT)).collect();
         assert_eq!(cuts, [false, false, false, true, false, true, false]);
         // Off: never a cut.
         let mut off = CutDetector::default();
-        let none: Vec<bool> = scenes.iter().enumerate().map(|(i, &s)| off.observe(Some(sig(&info, &frame(&info, s, i, 0.0, 10.0, i as u64))), 0.0)).collect();
-        assert!(none.iter().all(|c| !c));
+        assert!(frames.iter().all(|f| !off.observe_frame(f, &info, &g, false, 0.0)));
         // After a reset the next frame has nothing before it.
         d.reset();
-        assert!(!d.observe(Some(sig(&info, &frame(&info, 3, 0, 0.0, 10.0, 9))), DEFAULT_SCENE_CUT));
+        assert!(!d.observe_frame(&frame(&info, 3, 0, 0.0, 10.0, 9), &info, &g, false, DEFAULT_SCENE_CUT));
+        // A frame too small to measure is never a cut, and the one after it has nothing before it.
+        let tiny = VideoInfo::new(PixelFormat::I420, 16, 16).unwrap();
+        assert!(!d.observe_frame(&frame(&tiny, 1, 0, 0.0, 0.0, 1), &tiny, &Geometry::from_video_info(&tiny), false, DEFAULT_SCENE_CUT));
+        assert!(!d.observe_frame(&frames[5], &info, &g, false, DEFAULT_SCENE_CUT));
     }
 
     #[test]
