@@ -223,12 +223,12 @@ fn frame_groups_keep_nothing_across_a_reset() {
 
 /// Motion seeds (`motion`) on content moving 6 samples a frame, three times the seed radius: the
 /// CPU implementation agrees with the reference (each output's own groups, per-frame groups, I420
-/// with its chroma group), the output depends on them, and groups that follow the motion clean
+/// with its chroma group, 10-bit samples), the output depends on them, and groups that follow the motion clean
 /// more than the predictive search alone (which loses the content between frames).
 #[test]
 fn motion_seeds_match_the_reference_and_follow_fast_motion() {
     let mut rng = SmallRng::seed_from_u64(seed());
-    for (format, w, h, frames, frame_groups) in [(PixelFormat::GRAY8, 64, 40, 4, false), (PixelFormat::I420, 64, 48, 4, true)] {
+    for (format, w, h, frames, frame_groups) in [(PixelFormat::GRAY8, 64, 40, 4, false), (PixelFormat::I420, 64, 48, 4, true), (PixelFormat::I420_10LE, 64, 48, 4, true)] {
         let c = moving_clip(format, w, h, frames, 15.0, 6, &mut rng);
         let b = Bm3dParams { frame_groups: Some(frame_groups), ..small(2) };
         let with = bm3d(15.0, Bm3dParams { motion: Some(true), ..b }, 1, 1);

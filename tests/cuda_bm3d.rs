@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::clips::{agree, clip, psnr, Clip};
+use common::clips::{agree, clip, moving_clip, psnr, Clip};
 use common::{gpu_or_skip, samples, seed};
 use nlmdenoise::device::ChunkFrames;
 use nlmdenoise::BackendOptions;
@@ -282,6 +282,47 @@ fn frame_groups_match_the_reference() {
     check("high step 4 radius 8 frame groups 2 past", &c, bm3d(20.0, high, 2, 0), 1);
 }
 
+/// Motion seeds (the coarse motion of kernels/bm3d/motion.cu, the first seed's companion in the
+/// group kernels' predictive search) on content moving 6 samples a frame, three times the seed
+/// radius: the device agrees with the f64 reference on 8-bit, 10-bit (the fields are of the
+/// stored integers) and I420 with its chroma group, for each output's own groups, window
+/// references and per-frame groups; the output depends on them; a stream reusing the fields kept
+/// for the ring's frames gives the bits of a shallow pipeline and of chunks; and the groups that
+/// follow the motion clean more than the predictive search alone.
+#[test]
+fn motion_seeds_match_the_reference_and_follow_fast_motion() {
+    if !gpu_or_skip("motion_seeds_match_the_reference_and_follow_fast_motion") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let high = Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), search_radius: Some(8), ..Default::default() };
+    for (format, w, h, frames, b, past, future) in [
+        (PixelFormat::GRAY8, 64, 40, 4, Bm3dParams { frame_groups: Some(false), ..small(2) }, 1, 1),
+        (PixelFormat::I420, 64, 48, 4, Bm3dParams { frame_groups: Some(true), ..small(2) }, 1, 1),
+        (PixelFormat::I420_10LE, 64, 48, 4, Bm3dParams { frame_groups: Some(true), ..small(2) }, 1, 1),
+        (PixelFormat::I420, 72, 48, 4, Bm3dParams { frame_groups: Some(false), window_references: Some(true), ..high }, 2, 0),
+        (PixelFormat::GRAY8, 72, 48, 5, Bm3dParams { frame_groups: Some(true), ..high }, 2, 2),
+    ] {
+        let c = moving_clip(format, w, h, frames, 15.0, 6, &mut rng);
+        let with = bm3d(15.0, Bm3dParams { motion: Some(true), ..b }, past, future);
+        let what = format!("motion seeds {format:?} {w}x{h} {past} + {future} fg {:?} wr {:?}", b.frame_groups, b.window_references);
+        let g = cuda(with, &c.noisy, 2);
+        agree(&format!("cuda {what}"), &c, &reference(with, &c.noisy), &g);
+        let without = cuda(bm3d(15.0, b, past, future), &c.noisy, 2);
+        assert!(without.iter().zip(&g).any(|(a, b)| samples(a) != samples(b)), "{what}: the output does not depend on the motion seeds");
+    }
+    let c = moving_clip(PixelFormat::I420, 96, 64, 8, 20.0, 5, &mut rng);
+    let p = bm3d(20.0, Bm3dParams { motion: Some(true), frame_groups: Some(true), ..small(2) }, 1, 1);
+    let stream = cuda(p, &c.noisy, 2);
+    same_frames(&stream, &cuda(p, &c.noisy, 0), "motion seeds, depth 0");
+    same_frames(&stream, &chunked(p, &c.noisy, 3), "motion seeds, chunk 3");
+    let c = moving_clip(PixelFormat::GRAY8, 128, 96, 6, 20.0, 7, &mut rng);
+    let psnr_of = |motion: bool| psnr(&c.clean, &cuda(bm3d(20.0, Bm3dParams { motion: Some(motion), ..small(2) }, 2, 2), &c.noisy, 2));
+    let (off, on) = (psnr_of(false), psnr_of(true));
+    eprintln!("cuda, 7 samples a frame, 2 + 2: motion seeds off {off:.2} dB, on {on:.2} dB");
+    assert!(on > off + 0.3, "motion seeds {on:.2} dB against {off:.2} dB without");
+}
+
 /// A reset mid-stream (a flush) with per-frame groups on the device, after the old stream left
 /// sums and grouped frames behind: the new stream's output is a fresh stream's.
 #[test]
@@ -323,4 +364,9 @@ fn sanitizer_smoke_bm3d() {
     // Per-frame groups: members added to the sums of several frames.
     let f = cuda(bm3d(15.0, Bm3dParams { frame_groups: Some(true), ..high }, 1, 1), &c.noisy, 1);
     assert!(psnr(&c.clean, &f) > psnr(&c.clean, &c.noisy) + 2.0);
+    // Motion seeds: the motion kernels and the companion seeds (a plane of two blocks of 32 x 32
+    // across and one down: 64 x 32).
+    let m = moving_clip(PixelFormat::I420, 64, 32, 3, 15.0, 6, &mut rng);
+    let g = cuda(bm3d(15.0, Bm3dParams { motion: Some(true), frame_groups: Some(true), ..small(2) }, 1, 1), &m.noisy, 1);
+    assert!(psnr(&m.clean, &g) > psnr(&m.clean, &m.noisy) + 2.0);
 }

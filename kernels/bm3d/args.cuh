@@ -5,7 +5,9 @@
 //   PATCH        patch side K (4 or 8)
 //   NMAX_HARD    most patches of a hard-thresholding group (power of two <= 32)
 //   NMAX_WIENER  most patches of a Wiener group (power of two <= 32)
-//   SEEDS        seeds per frame of the predictive search
+//   SEEDS        seeds per frame of the predictive search (a companion of the first one besides,
+//                with motion seeds)
+//   MOTION_CELL, MOTION_BLOCK, MOTION_REACH: the coarse motion's cells and blocks (motion.cu)
 //   SAMPLE_BYTES 1 or 2 (stored samples of the ring frames)
 //   WARPS        warps per block (one reference patch per warp)
 #pragma once
@@ -54,4 +56,12 @@ struct Bm3dArgs {
     // other group kernels add the target's members (code 7) to num / wimg.
     int sum_slot[BM3D_FRAME_CODES];
     unsigned long long sum_stride;   // bm3d_*_frames: elements from one frame's sums to the next
+    // Motion seeds (motion.cu): the coarse motion fields of this plane group, per ring slot the
+    // field from the slot's frame to the frame before it, then to the frame after it, each
+    // [motion_bh][motion_bw] x (vy, vx) ints; null: no motion seeds.
+    const int* motion;
+    unsigned long long motion_stride;  // ints from one ring slot's fields to the next
+    int motion_dir;                    // ints from a slot's field backwards to its field forwards
+    int motion_bw, motion_bh;          // blocks of a field across and down
+    int motion_pad;
 };

@@ -9,7 +9,8 @@
 //      frames in step 1 and from the basic estimates in step 2): the reference's frame
 //      exhaustively (own_frame_search) or its result kept by bm3d_search (search.cu), then the
 //      other frames of the window around the seeds taken from the frame one step closer to it
-//      (predictive search), each position once, a candidate per lane at a time. Those within tau
+//      (predictive search; with motion seeds the first seed's companion, moved along the coarse
+//      motion of motion.cu, goes first), each position once, a candidate per lane at a time. Those within tau
 //      go to the warp's running selection of the best NMAX - 1 (WarpBest, select.cuh), every one
 //      to its lane's seed list of the frame.
 //   3. The group: the reference patch and the best NMAX - 1 in key order, cut to a power of two.
@@ -36,7 +37,9 @@ struct Step {
 // Per-warp shared memory layout, in floats (the host computes the same total).
 #define REF_FLOATS (BM3D_MAX_PLANES * PP)
 #define QUEUE_FLOATS 128  // 64 keys
-#define SEED_INTS ((2 * SEEDS + 3) & ~3)  // a multiple of 4: the group buffer stays 16-byte aligned
+// The seeds and, with motion seeds, the first one's companion; a multiple of 4: the group buffer
+// stays 16-byte aligned.
+#define SEED_INTS ((2 * (SEEDS + 1) + 3) & ~3)
 
 // f32 <-> f16, round to nearest (no cuda_fp16.h: NVRTC may lack it).
 __device__ __forceinline__ unsigned short f32_to_f16(float v)
@@ -267,7 +270,7 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     // 16-byte aligned and reads its rows as vectors.
     float* ref = smem + warp * ((a.group_floats >> 2) << 2);
     u64* queue = (u64*)(ref + REF_FLOATS);      // 64 keys (WarpBest)
-    int* seeds = (int*)(queue + 64);            // SEEDS x (y, x)
+    int* seeds = (int*)(queue + 64);            // (SEEDS + 1) x (y, x)
     int* members = seeds + SEED_INTS;           // NMAX x (code, y, x, with FRAMES the sum slot or -1)
     float* g = (float*)(members + 4 * NMAX);    // NMAX x PP (noisy group, `gidx`), 16-byte aligned
     unsigned short* omega16 = (unsigned short*)(g + NMAX * PP);  // NMAX x PP f16 Wiener weights (step 2)
@@ -336,8 +339,29 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             __syncwarp();
         }
         for (int code = a.ref_code + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
+            int squares = a.n_seeds;
+            if (a.motion != nullptr) {
+                // Motion seeds: the first seed's companion, moved along the coarse motion from
+                // the frame one step closer (code - dir) to this one, goes first.
+                int moved = 0;
+                __syncwarp();  // every lane has read the seeds (`first` included)
+                if (lane == 0 && seeds[0] >= 0) {
+                    const int sy = seeds[0], sx = seeds[1];
+                    const int span = MOTION_CELL * MOTION_BLOCK;
+                    const int by = min(sy / span, a.motion_bh - 1), bx = min(sx / span, a.motion_bw - 1);
+                    const int* v = a.motion + (u64)a.slot[code - dir] * a.motion_stride + (dir > 0 ? a.motion_dir : 0) + 2 * (by * a.motion_bw + bx);
+                    const int my = min(max(sy + MOTION_CELL * v[0], 0), max_y), mx = min(max(sx + MOTION_CELL * v[1], 0), max_x);
+                    if (my != sy || mx != sx) {
+                        for (int s = a.n_seeds; s > 0; --s) { seeds[2 * s] = seeds[2 * s - 2]; seeds[2 * s + 1] = seeds[2 * s - 1]; }
+                        seeds[0] = my; seeds[1] = mx;
+                        moved = 1;
+                    }
+                }
+                squares += __shfl_sync(0xFFFFFFFFu, moved, 0);
+                __syncwarp();
+            }
             list_clear(seed_list);
-            for (int si = 0; si < a.n_seeds; ++si) {
+            for (int si = 0; si < squares; ++si) {
                 const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
                 if (sy < 0) continue;  // warp-uniform
                 // Corners [xa, xb] x [ya, yb]; the staged samples [xa, xb + PATCH) x [ya, yb + PATCH).

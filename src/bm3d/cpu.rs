@@ -278,7 +278,7 @@ fn group_and_aggregate(
     let xs = reference_corners(ew, k, step);
     let ys = reference_corners(eh, k, step);
     let lambda = if wiener { 0.0 } else { s.lambda };
-    let motion = if s.motion { motion_fields(&noisy.iter().map(|f| (f.0, &f.1[0].data[..])).collect::<Vec<_>>(), ew, eh) } else { MotionFields::new() };
+    let motion = if s.motion { motion_fields(&noisy.iter().map(|f| (f.0, &f.1[0].data[..])).collect::<Vec<_>>(), ew, eh, plan.scale_to_8bit as f64) } else { MotionFields::new() };
     let motion = &motion;
     pool.install(|| {
         ys.par_iter().for_each(|&y0| {

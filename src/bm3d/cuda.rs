@@ -40,7 +40,7 @@ use cudarc::driver::CudaFunction;
 
 use super::{
     basics_to_compute, extent, frame_group_order, frame_id, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, FrameGroupOp, FrameId, PatchTransform,
-    FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
+    FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA, MOTION_BLOCK, MOTION_CELL, MOTION_REACH,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::Context as _;
@@ -52,7 +52,8 @@ use crate::planar::Geometry;
 use crate::window::Job;
 
 /// The kernel sources, in the order they are concatenated (after the generated constants).
-pub const SOURCES: &[(&str, &str)] = crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/search.cu", "bm3d/finish.cu"];
+pub const SOURCES: &[(&str, &str)] =
+    crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/search.cu", "bm3d/finish.cu", "bm3d/motion.cu"];
 
 pub const PROGRAM_NAME: &str = "bm3d.cu";
 
@@ -61,6 +62,8 @@ pub const WARPS: u32 = 4;
 /// Samples per block of the finish kernel, across and down (kernels/bm3d/finish.cu).
 pub const FINISH_W: u32 = 32;
 pub const FINISH_H: u32 = 8;
+/// Threads per block of the motion kernels (kernels/bm3d/motion.cu: one cell or block each).
+pub const MOTION_THREADS: u32 = 256;
 /// Planes matched together at most (kernels/bm3d/args.cuh, BM3D_MAX_PLANES).
 pub const MAX_PLANES: usize = 3;
 /// Frame codes of a step's window (dt -7..=7).
@@ -104,6 +107,29 @@ pub struct Bm3dArgs {
     pub group_floats: i32,
     pub sum_slot: [i32; FRAME_CODES],
     pub sum_stride: u64,
+    pub motion: u64,
+    pub motion_stride: u64,
+    pub motion_dir: i32,
+    pub motion_bw: i32,
+    pub motion_bh: i32,
+    pub motion_pad: i32,
+}
+
+/// The by-value argument of the motion kernels (kernels/bm3d/motion.cu, MotionArgs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MotionArgs {
+    pub plane: u64,
+    pub cells: u64,
+    pub from: u64,
+    pub to: u64,
+    pub field: u64,
+    pub w: i32,
+    pub h: i32,
+    pub cw: i32,
+    pub ch: i32,
+    pub bw: i32,
+    pub bh: i32,
 }
 
 pub const BM3D_ARGS_BYTES: usize = std::mem::size_of::<Bm3dArgs>();
@@ -133,6 +159,11 @@ impl Bm3dVariant {
             ("SAMPLE_BYTES", self.sample_bytes),
             ("WARPS", WARPS),
             ("BM3D_ARGS_BYTES", BM3D_ARGS_BYTES as u32),
+            ("MOTION_CELL", MOTION_CELL as u32),
+            ("MOTION_BLOCK", MOTION_BLOCK as u32),
+            ("MOTION_REACH", MOTION_REACH as u32),
+            ("MOTION_ARGS_BYTES", std::mem::size_of::<MotionArgs>() as u32),
+            ("MOTION_THREADS", MOTION_THREADS),
         ])
     }
 
@@ -144,7 +175,9 @@ impl Bm3dVariant {
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
         let group = n * pp + if wiener { n * pp / 2 } else { 0 };
         let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
-        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + (2 * self.seeds as usize).next_multiple_of(4) + 4 * n + group.max(square)).next_multiple_of(4)
+        // The seeds and the first one's companion (motion seeds).
+        let seed_ints = (2 * (self.seeds as usize + 1)).next_multiple_of(4);
+        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * n + group.max(square)).next_multiple_of(4)
     }
 
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
@@ -168,6 +201,7 @@ impl Bm3dVariant {
         s.push_str(&format!("#define BM3D_FIXED_ONE {FIXED_ONE:e}f\n"));
         s.push_str(&module::program_source(SOURCES));
         s.push_str("\nstatic_assert(sizeof(Bm3dArgs) == BM3D_ARGS_BYTES, \"Bm3dArgs differs from the host's\");\n");
+        s.push_str("static_assert(sizeof(MotionArgs) == MOTION_ARGS_BYTES, \"MotionArgs differs from the host's\");\n");
         s
     }
 }
@@ -187,6 +221,8 @@ struct Kernels {
     search_hard: CudaFunction,
     search_wiener: CudaFunction,
     finish: CudaFunction,
+    motion_cells: CudaFunction,
+    motion_field: CudaFunction,
 }
 
 /// Shared floats per warp of the selection queue (kernels/bm3d/select.cuh `WarpBest`: 64 keys).
@@ -263,6 +299,56 @@ impl FrameSums {
     }
 }
 
+/// Motion seeds' coarse motion on the device (kernels/bm3d/motion.cu), kept while the frames stay
+/// in the ring: per ring slot and plane group the cell sums of the frame's first plane, and the
+/// fields from that frame to the frames one before and one after it. Shapes: `cells`
+/// [slots][groups][cells_per] u32, `fields` [slots][groups][2][blocks_per][2] i32 (backwards,
+/// then forwards; `Bm3dArgs::motion`). 1080p I420: 0.2 MB a ring slot.
+struct MotionCache {
+    cells: DeviceBuffer,
+    fields: DeviceBuffer,
+    /// Per plane group: its cells (across, down) and blocks (across, down); a group without a
+    /// block gets no companions (as the definition: no field).
+    dims: Vec<((usize, usize), (usize, usize))>,
+    cells_per: usize,
+    blocks_per: usize,
+    /// Per (slot, group): the frame whose cells the entry holds.
+    cell_frames: Vec<Option<FrameId>>,
+    /// Per (slot, group, direction): the frames (from, to) whose field the entry holds.
+    field_frames: Vec<Option<(FrameId, FrameId)>>,
+}
+
+impl MotionCache {
+    fn new(ctx: &Arc<cudarc::driver::CudaContext>, plan: &Bm3dPlan, plane_sizes: &[(usize, usize)], slots: usize) -> Result<Self> {
+        let k = plan.settings.patch_size as usize;
+        let dims: Vec<_> = plan
+            .groups
+            .iter()
+            .map(|g| {
+                let (w, h) = plane_sizes[g.planes[0]];
+                let (ew, eh) = extent(w, h, k);
+                let (cw, ch) = (ew / MOTION_CELL, eh / MOTION_CELL);
+                ((cw, ch), (cw / MOTION_BLOCK, ch / MOTION_BLOCK))
+            })
+            .collect();
+        let cells_per = dims.iter().map(|d| d.0 .0 * d.0 .1).max().unwrap_or(0);
+        let blocks_per = dims.iter().map(|d| d.1 .0 * d.1 .1).max().unwrap_or(0);
+        let groups = dims.len();
+        let cells = DeviceBuffer::new(ctx, 4 * slots * groups * cells_per).map_err(backend_err)?;
+        let fields = DeviceBuffer::new(ctx, 4 * slots * groups * 2 * blocks_per * 2).map_err(backend_err)?;
+        Ok(MotionCache { cells, fields, dims, cells_per, blocks_per, cell_frames: vec![None; slots * groups], field_frames: vec![None; slots * groups * 2] })
+    }
+
+    fn cells_at(&self, slot: usize, gi: usize) -> u64 {
+        self.cells.ptr + 4 * ((slot * self.dims.len() + gi) * self.cells_per) as u64
+    }
+
+    /// Ints from one ring slot's fields to the next's.
+    fn slot_ints(&self) -> usize {
+        self.dims.len() * 2 * self.blocks_per * 2
+    }
+}
+
 /// BM3D as a CUDA algorithm.
 pub struct CudaBm3d {
     device: DeviceInfo,
@@ -284,6 +370,8 @@ pub struct CudaBm3d {
     search: Option<SearchCache>,
     /// With per-frame groups: every frame's sums while groups are added to them.
     frame_sums: Option<FrameSums>,
+    /// With motion seeds: the coarse motion between the ring's frames.
+    motion: Option<MotionCache>,
 }
 
 impl CudaBm3d {
@@ -302,6 +390,7 @@ impl CudaBm3d {
             plane_sizes: Vec::new(),
             search: None,
             frame_sums: None,
+            motion: None,
         })
     }
 
@@ -319,6 +408,8 @@ impl CudaBm3d {
             search_hard: load("bm3d_search_hard")?,
             search_wiener: load("bm3d_search_wiener")?,
             finish: load("bm3d_finish")?,
+            motion_cells: load("bm3d_motion_cells")?,
+            motion_field: load("bm3d_motion_field")?,
         };
         // The group kernels' shared memory depends on the launch (plane group, seed radius), and
         // engines of other settings share these functions: allow the device's limit once.
@@ -395,6 +486,58 @@ impl CudaBm3d {
         unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx(format!("bm3d {}", if wiener { "wiener" } else { "hard" }))))
     }
 
+    /// Motion seeds: queues the coarse motion of plane group `gi` between each two neighbouring
+    /// frames of `window` (the job's dt, ascending) that the cache does not hold yet (cells once
+    /// per frame, fields once per pair and direction), and points `args` at the fields; without
+    /// motion seeds, or for a plane smaller than a block, leaves `args.motion` null.
+    fn prepare_motion(&mut self, launch: &Launch<'_>, plan: &Bm3dPlan, gi: usize, job: &Job, window: &[i32], args: &mut Bm3dArgs) -> Result<()> {
+        let Some(dims) = self.motion.as_ref().map(|m| m.dims[gi]) else { return Ok(()) };
+        let ((cw, ch), (bw, bh)) = dims;
+        if bw == 0 || bh == 0 {
+            return Ok(());
+        }
+        let v = self.variant.ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
+        let k = self.kernels(&v)?;
+        let layout = self.layout.as_ref().ok_or_else(|| Error::State("bm3d launch before configure".into()))?;
+        let plane = self.plane_sizes[plan.groups[gi].planes[0]];
+        let (plane_offset, frame_bytes) = (layout.offsets[plan.groups[gi].planes[0]] as u64, layout.frame_bytes as u64);
+        let m = self.motion.as_mut().expect("checked above");
+        let groups = m.dims.len();
+        let base = MotionArgs { w: plane.0 as i32, h: plane.1 as i32, cw: cw as i32, ch: ch as i32, bw: bw as i32, bh: bh as i32, ..Default::default() };
+        for pair in window.windows(2).filter(|p| p[1] - p[0] == 1) {
+            for &d in pair {
+                let (slot, id) = (slot_of(job, d), frame_id(job, d));
+                if m.cell_frames[slot * groups + gi] == Some(id) {
+                    continue;
+                }
+                let mut a = MotionArgs { plane: launch.ring.frames.ptr + slot as u64 * frame_bytes + plane_offset, cells: m.cells_at(slot, gi), ..base };
+                // SAFETY: `plane` is the group's first plane of a ring frame (h x w samples of the
+                // variant's sample size); `cells` is this slot's entry, cw x ch u32 <= cells_per.
+                unsafe { raw::launch(&k.motion_cells, (((cw * ch) as u32).div_ceil(MOTION_THREADS), 1, 1), MOTION_THREADS, 0, launch.compute, &mut a) }
+                    .map_err(|e| Error::Backend(e.ctx("bm3d motion cells")))?;
+                m.cell_frames[slot * groups + gi] = Some(id);
+            }
+            for (from, to, forward) in [(pair[0], pair[1], true), (pair[1], pair[0], false)] {
+                let (slot, ids) = (slot_of(job, from), (frame_id(job, from), frame_id(job, to)));
+                let entry = (slot * groups + gi) * 2 + forward as usize;
+                if m.field_frames[entry] == Some(ids) {
+                    continue;
+                }
+                let mut a = MotionArgs { from: m.cells_at(slot, gi), to: m.cells_at(slot_of(job, to), gi), field: m.fields.ptr + 4 * (entry * m.blocks_per * 2) as u64, ..base };
+                // SAFETY: both cell entries were written above (same stream, ordered before); the
+                // field entry holds bw x bh x 2 ints <= blocks_per x 2.
+                unsafe { raw::launch(&k.motion_field, (((bw * bh) as u32).div_ceil(MOTION_THREADS), 1, 1), MOTION_THREADS, 0, launch.compute, &mut a) }
+                    .map_err(|e| Error::Backend(e.ctx("bm3d motion field")))?;
+                m.field_frames[entry] = Some(ids);
+            }
+        }
+        args.motion = m.fields.ptr + 4 * (gi * 2 * m.blocks_per * 2) as u64;
+        args.motion_stride = m.slot_ints() as u64;
+        args.motion_dir = (m.blocks_per * 2) as i32;
+        (args.motion_bw, args.motion_bh) = (bw as i32, bh as i32);
+        Ok(())
+    }
+
     /// Queues the finish kernel of `args`: the sums at `num` / `wimg` into `basic_out` or `out`.
     fn launch_finish(&mut self, launch: &Launch<'_>, v: &Bm3dVariant, args: &mut Bm3dArgs) -> Result<()> {
         let k = self.kernels(v)?;
@@ -462,6 +605,7 @@ impl CudaBm3d {
             raw::memset(args.num, 0, sum_bytes, stream).map_err(backend_err)?;
             raw::memset(args.wimg, 0, sum_bytes, stream).map_err(backend_err)?;
         }
+        self.prepare_motion(launch, plan, gi, job, &window, &mut args)?;
         let relative: Vec<i32> = window.iter().map(|&dt| dt - center).collect();
         // Every reference frame is grouped over the whole window here (per-frame groups take
         // `group_frame`).
@@ -560,6 +704,7 @@ impl CudaBm3d {
             }
             let at = 8 * offset as u64;
             (args.num, args.wimg, args.sum_stride) = (num + at, wimg + at, stride as u64);
+            self.prepare_motion(launch, plan, gi, job, &window, &mut args)?;
             if let Some(cache) = self.search.as_ref().filter(|_| window.len() > 1) {
                 // The own-frame search into the scratch entry, read by the group launch that
                 // follows on the same stream.
@@ -606,9 +751,6 @@ impl CudaAlgorithm for CudaBm3d {
 
     fn configure(&mut self, device: &DeviceInfo, geometry: &Geometry, layout: &FrameLayout, plan: &Plan, ring_slots: usize) -> Result<()> {
         let plan = plan.bm3d("the CUDA BM3D implementation")?;
-        if plan.settings.motion {
-            return Err(Error::Unsupported("bm3d motion seeds run on the CPU backend only for now (backend=cpu)".into()));
-        }
         let v = Bm3dVariant::for_plan(plan, geometry.bytes_per_sample);
         self.kernels(&v)?;
         for (g, wiener) in plan.groups.iter().flat_map(|g| [(g, false), (g, true)]) {
@@ -648,6 +790,7 @@ impl CudaAlgorithm for CudaBm3d {
         self.basic = if plan.two_step() { Some(DeviceBuffer::new(ctx, 4 * self.basic_floats * ring_slots).map_err(backend_err)?) } else { None };
         self.basic_keys = vec![None; ring_slots];
         (self.num, self.wimg, self.search, self.frame_sums) = (None, None, None, None);
+        self.motion = if plan.settings.motion { Some(MotionCache::new(ctx, plan, &self.plane_sizes, ring_slots)?) } else { None };
         if plan.settings.frame_groups {
             // Every frame's sums while groups are added to them; the own-frame search of each
             // group launch goes to one scratch entry (each frame is grouped once per step).

@@ -383,8 +383,9 @@ pub const MOTION_REACH: usize = 2;
 /// block of [`MOTION_BLOCK`] x [`MOTION_BLOCK`] cells (on a grid from the origin, the remainder
 /// left out), the shift in cells within [`MOTION_REACH`] of the block of the other frame with the
 /// smallest sum of squared cell-sum differences (the unshifted block first, then row by row; a
-/// later one only when strictly smaller). Values are 8-bit units as stored (integers over
-/// `scale`): every sum and square is exact in f64, so every implementation finds the same shifts.
+/// later one only when strictly smaller). The sums are of the stored samples (integers), in
+/// integer arithmetic: every implementation (f64 reference, CPU, kernels/bm3d/motion.cu) finds the
+/// same shifts at every bit depth.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MotionField {
     bw: usize,
@@ -393,19 +394,22 @@ pub struct MotionField {
 }
 
 impl MotionField {
-    /// The motion from `from` to `to` (`w x h` values each, row-major); None when the plane holds
+    /// The motion from `from` to `to` (`w x h` values each, row-major, in 8-bit units: stored
+    /// samples over `scale`, which gives the stored integers back); None when the plane holds
     /// fewer than one block in either direction.
-    pub fn between<T: Copy + Into<f64>>(from: &[T], to: &[T], w: usize, h: usize) -> Option<MotionField> {
+    pub fn between<T: Copy + Into<f64>>(from: &[T], to: &[T], w: usize, h: usize, scale: f64) -> Option<MotionField> {
         let (cw, ch) = (w / MOTION_CELL, h / MOTION_CELL);
         let (bw, bh) = (cw / MOTION_BLOCK, ch / MOTION_BLOCK);
         if bw == 0 || bh == 0 {
             return None;
         }
-        let cells = |v: &[T]| -> Vec<f64> {
-            let mut c = vec![0.0; cw * ch];
+        // Stored samples are below 2^16: a cell's sum is below 2^22, a block's sum of squared
+        // differences below 2^48.
+        let cells = |v: &[T]| -> Vec<i64> {
+            let mut c = vec![0i64; cw * ch];
             for y in 0..ch * MOTION_CELL {
                 for x in 0..cw * MOTION_CELL {
-                    c[(y / MOTION_CELL) * cw + x / MOTION_CELL] += v[y * w + x].into();
+                    c[(y / MOTION_CELL) * cw + x / MOTION_CELL] += (v[y * w + x].into() * scale).round() as i64;
                 }
             }
             c
@@ -415,8 +419,8 @@ impl MotionField {
         for by in 0..bh {
             for bx in 0..bw {
                 let (y0, x0) = (by * MOTION_BLOCK, bx * MOTION_BLOCK);
-                let ssd = |sy: usize, sx: usize| -> f64 {
-                    let mut s = 0.0;
+                let ssd = |sy: usize, sx: usize| -> i64 {
+                    let mut s = 0;
                     for i in 0..MOTION_BLOCK {
                         for j in 0..MOTION_BLOCK {
                             let d = a[(y0 + i) * cw + x0 + j] - b[(sy + i) * cw + sx + j];
@@ -456,15 +460,16 @@ impl MotionField {
 /// by (from, to); empty without `motion`.
 pub type MotionFields = std::collections::HashMap<(i32, i32), MotionField>;
 
-/// [`MotionFields`] of `frames` ((dt, the group's first plane as `w x h` values), dt ascending).
-pub fn motion_fields<T: Copy + Into<f64>>(frames: &[(i32, &[T])], w: usize, h: usize) -> MotionFields {
+/// [`MotionFields`] of `frames` ((dt, the group's first plane as `w x h` values in 8-bit units),
+/// dt ascending); `scale`: stored units per 8-bit unit.
+pub fn motion_fields<T: Copy + Into<f64>>(frames: &[(i32, &[T])], w: usize, h: usize, scale: f64) -> MotionFields {
     let mut fields = MotionFields::new();
     for pair in frames.windows(2) {
         let ((a, va), (b, vb)) = (pair[0], pair[1]);
         if b - a != 1 {
             continue;
         }
-        if let (Some(f), Some(g)) = (MotionField::between(va, vb, w, h), MotionField::between(vb, va, w, h)) {
+        if let (Some(f), Some(g)) = (MotionField::between(va, vb, w, h, scale), MotionField::between(vb, va, w, h, scale)) {
             fields.insert((a, b), f);
             fields.insert((b, a), g);
         }

@@ -171,7 +171,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
     let step = s.block_step_of(wiener) as usize;
     let (ys, xs) = (reference_corners(eh, k, step), reference_corners(ew, k, step));
     let corners: Vec<(usize, usize)> = ys.iter().flat_map(|&y| xs.iter().map(move |&x| (y, x))).collect();
-    let motion = if s.motion { motion_fields(&noisy.iter().map(|f| (f.0, &f.1[0].data[..])).collect::<Vec<_>>(), ew, eh) } else { MotionFields::new() };
+    let motion = if s.motion { motion_fields(&noisy.iter().map(|f| (f.0, &f.1[0].data[..])).collect::<Vec<_>>(), ew, eh, plan.scale_to_8bit as f64) } else { MotionFields::new() };
     for (rdt, frames) in reference_dts(&dts, plan) {
         let matching: Vec<(i32, Vec<&Image>)> = matching.iter().filter(|f| frames.contains(&f.0)).cloned().collect();
         for &(y0, x0) in &corners {
