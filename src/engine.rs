@@ -341,7 +341,7 @@ impl<T> Denoiser<T> {
             }
             return Err(e);
         }
-        let cut = self.detect_cut(&frame);
+        let cut = self.detect_cut(&frame, self.stored_on_backend);
         let slot = self.window.push(cut);
         if let Err(e) = self.backend.submit(slot, Arc::new(frame)) {
             // The window counted a frame the ring does not hold: start over from the next frame.
@@ -360,16 +360,21 @@ impl<T> Denoiser<T> {
         r
     }
 
-    /// Whether `frame` (the input, in the backend's form) starts a new shot (`crate::scene`).
-    /// Only tested where the window holds other frames.
-    fn detect_cut(&mut self, frame: &PlanarFrame) -> bool {
+    /// Whether the scene-cut test runs: the window holds other frames and `scene_cut` is set.
+    fn tests_cuts(&self) -> bool {
         let (past, future) = self.params.frames_needed();
-        if self.params.scene_cut == 0.0 || past + future == 0 {
+        self.params.scene_cut > 0.0 && past + future > 0
+    }
+
+    /// Whether `frame` (the input, as stored with `stored`, or as planes) starts a new shot
+    /// (`crate::scene`). Only tested where the window holds other frames.
+    fn detect_cut(&mut self, frame: &PlanarFrame, stored: bool) -> bool {
+        if !self.tests_cuts() {
             self.cuts.reset();
             return false;
         }
         let t = Instant::now();
-        let cut = self.cuts.observe_frame(frame, &self.info, &self.geometry, self.stored_on_backend, self.params.scene_cut);
+        let cut = self.cuts.observe_frame(frame, &self.info, &self.geometry, stored, self.params.scene_cut);
         count_ns(SCENE, t);
         if cut {
             self.scene_cuts += 1;
@@ -524,34 +529,47 @@ impl<T> Denoiser<T> {
     /// format's stored layout) and comes back by [`Self::pop_device`], the copy complete; without,
     /// it comes back on the host ([`Self::pop`], [`Self::pop_planar`]). With the noise estimated
     /// (`sigma_auto`), the frames the estimator looks at (one in `noise::INTERVAL`) are copied to
-    /// the host for it.
+    /// the host for it; with the scene-cut test, the rows it reads (one in `scene::SUBSAMPLE`) of
+    /// every frame.
     pub fn push_device(&mut self, input: DeviceFrame, output: Option<DeviceFrame>, tag: T) -> Result<()> {
         if !self.takes_device_frames() {
             return Err(Error::Unsupported(format!("{} does not take frames in device memory", self.backend.describe())));
         }
         ENGINE_NS[PUSHED].fetch_add(1, Ordering::Relaxed);
         self.pushed += 1;
-        if self.user_params.sigma_auto {
-            // Only the frames the estimator looks at come to the host (`NoiseState::update`
-            // counts the estimate; the copy is counted here).
-            let update = if self.noise.estimator.due() {
-                let g = self.lent_in.clone();
-                let mut host = self.backend.pool().take(&g);
-                let t = Instant::now();
-                let read = self.backend.read_device(&input, &mut host);
-                count_ns(ESTIMATE, t);
-                let r = read.and_then(|_| self.noise.update(&self.user_params, &self.geometry, self.info, !self.lent_in.eq(&self.geometry), &host));
-                self.recycle(host);
-                r
-            } else {
-                self.noise.estimator.skip();
-                Ok(None)
-            };
-            self.apply_noise_update(update?);
+        let estimate = self.user_params.sigma_auto && self.noise.estimator.due();
+        if self.user_params.sigma_auto && !estimate {
+            self.noise.estimator.skip();
         }
-        // Frames in device memory are not read on the host for the test: no cut is detected.
-        self.cuts.reset();
-        let slot = self.window.push(false);
+        let mut cut = false;
+        if estimate || self.tests_cuts() {
+            // The frame on the host in its stored layout: whole for the estimator, or the rows
+            // the cut test reads (`NoiseState::update` counts the estimate, the cut test its own
+            // time; the copy is counted here).
+            let g = self.lent_in.clone();
+            let stored = !g.eq(&self.geometry);
+            let mut host = self.backend.pool().take(&g);
+            let t = Instant::now();
+            let read = self.backend.read_device(&input, &mut host, if estimate { 1 } else { crate::scene::SUBSAMPLE });
+            count_ns(if estimate { ESTIMATE } else { SCENE }, t);
+            let update = match read {
+                Ok(()) if estimate => self.noise.update(&self.user_params, &self.geometry, self.info, stored, &host),
+                Ok(()) => Ok(None),
+                Err(e) => Err(e),
+            };
+            if update.is_ok() {
+                cut = self.detect_cut(&host, stored);
+            }
+            self.recycle(host);
+            let update = update?;
+            if estimate {
+                self.apply_noise_update(update);
+            }
+        }
+        if !self.tests_cuts() {
+            self.cuts.reset();
+        }
+        let slot = self.window.push(cut);
         let device_output = output.is_some();
         if let Err(e) = self.backend.submit_device(slot, input, output) {
             self.recover_from_backend_error();

@@ -220,8 +220,8 @@ pub struct Bm3dParams {
     pub frame_groups: Option<bool>,
     /// Motion seeds: the predictive search into the next frame also starts where the coarse
     /// motion between the two frames moves its best match ([`crate::bm3d`], "Motion seeds"), so
-    /// that groups follow motion faster than the seed radius a frame. None: off (every profile
-    /// for now). The reference and CPU paths; the CUDA path refuses it until ported.
+    /// that groups follow motion faster than the seed radius a frame. None: the profile's (on in
+    /// every profile: docs/tuning.md, "Motion").
     pub motion: Option<bool>,
     /// Noise sigma of chroma planes (8-bit code values); default: `Params::sigma`.
     pub chroma_sigma: Option<f32>,
@@ -315,7 +315,7 @@ impl Bm3dProfile {
             seed_radius: 3,
             window_references: false,
             frame_groups: false,
-            motion: false,
+            motion: true,
         };
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },

@@ -21,8 +21,10 @@ use crate::planar::{Geometry, PlanarFrame, Samples};
 
 /// Side of the thumbnail's cells, in samples of the plane read.
 pub const CELL: usize = 8;
-/// Rows read: one in `SUBSAMPLE` (every column of them).
-const SUBSAMPLE: usize = 4;
+/// Rows read: one in `SUBSAMPLE` (every column of them): rows 0, `SUBSAMPLE`, 2 `SUBSAMPLE`, ...
+/// of the plane, and no other (a frame in device memory comes to the host with these rows only).
+pub const SUBSAMPLE: usize = 4;
+const _: () = assert!(CELL % SUBSAMPLE == 0, "each cell starts on a row read");
 /// The noise of a frame is measured on one cell in `MEDIAN_STEP`.
 const MEDIAN_STEP: usize = 3;
 /// Side of the patches compared, in cells.

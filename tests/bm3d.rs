@@ -230,7 +230,7 @@ fn motion_seeds_match_the_reference_and_follow_fast_motion() {
     let mut rng = SmallRng::seed_from_u64(seed());
     for (format, w, h, frames, frame_groups) in [(PixelFormat::GRAY8, 64, 40, 4, false), (PixelFormat::I420, 64, 48, 4, true), (PixelFormat::I420_10LE, 64, 48, 4, true)] {
         let c = moving_clip(format, w, h, frames, 15.0, 6, &mut rng);
-        let b = Bm3dParams { frame_groups: Some(frame_groups), ..small(2) };
+        let b = Bm3dParams { frame_groups: Some(frame_groups), motion: Some(false), ..small(2) };
         let with = bm3d(15.0, Bm3dParams { motion: Some(true), ..b }, 1, 1);
         let r = run(BackendKind::Reference, BackendOptions::default(), with, &c.noisy);
         let o = run(BackendKind::Cpu, BackendOptions { threads: 3, ..Default::default() }, with, &c.noisy);

@@ -305,6 +305,7 @@ fn motion_seeds_match_the_reference_and_follow_fast_motion() {
     ] {
         let c = moving_clip(format, w, h, frames, 15.0, 6, &mut rng);
         let with = bm3d(15.0, Bm3dParams { motion: Some(true), ..b }, past, future);
+        let b = Bm3dParams { motion: Some(false), ..b };
         let what = format!("motion seeds {format:?} {w}x{h} {past} + {future} fg {:?} wr {:?}", b.frame_groups, b.window_references);
         let g = cuda(with, &c.noisy, 2);
         agree(&format!("cuda {what}"), &c, &reference(with, &c.noisy), &g);

@@ -4,15 +4,16 @@
 //! output; frames at a pitch wider than their rows (as GStreamer's CUDA pools allocate them), with
 //! the output frames poisoned padding included (nothing written outside the rows); inputs let go
 //! as soon as their copy is done; and the same in a CUDA context that is not the device's
-//! primary one (a decoder's `GstCudaContext`), shared with the engine. Without a CUDA device every
-//! test prints "SKIPPED" and passes.
+//! primary one (a decoder's `GstCudaContext`), shared with the engine; scene cuts found in frames
+//! pushed in device memory as on the host. Without a CUDA device every test prints "SKIPPED" and
+//! passes.
 
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::{frame_path_cases as cases, gpu_or_skip, random_frames};
+use common::{frame_path_cases as cases, gpu_or_skip, random_frames, shot};
 use cudarc::driver::{result, CudaContext};
 use nlmdenoise::device::cuda::shared::SharedContext;
 use nlmdenoise::device::{DeviceFrame, DevicePlane};
@@ -128,14 +129,14 @@ fn engine(info: VideoInfo, params: Params, depth: usize, shared: Option<SharedCo
 }
 
 /// The host path: push / pop with host frames.
-fn run_host(mut d: Denoiser<usize>, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
+fn run_host(d: &mut Denoiser<usize>, inputs: &[OwnedFrame]) -> Vec<OwnedFrame> {
     let mut outs = Vec::new();
     for (i, f) in inputs.iter().enumerate() {
         d.push(&f.as_ref(), i).unwrap();
-        pop_host(&mut d, &mut outs);
+        pop_host(d, &mut outs);
     }
     d.finish_stream().unwrap();
-    pop_host(&mut d, &mut outs);
+    pop_host(d, &mut outs);
     outs
 }
 
@@ -154,11 +155,20 @@ fn pop_host(d: &mut Denoiser<usize>, outs: &mut Vec<OwnedFrame>) {
 }
 
 /// The device path: inputs in device memory of `ctx`; outputs into device frames
-/// (`device_out`) or on the host. Checks that inputs are let go early.
+/// (`device_out`) or on the host. Checks that inputs are let go early, and none is kept once the
+/// engine is gone.
 fn run_device(mut d: Denoiser<usize>, ctx: &Arc<CudaContext>, inputs: &[OwnedFrame], device_out: bool, what: &str) -> Vec<OwnedFrame> {
+    let live = Arc::new(AtomicUsize::new(0));
+    let outs = push_device_stream(&mut d, ctx, inputs, device_out, what, &live);
+    drop(d);
+    assert_eq!(live.load(Ordering::SeqCst), 0, "{what}: input frames kept after the engine is gone");
+    outs
+}
+
+/// [`run_device`] on an engine the caller keeps; `live` counts the input frames held.
+fn push_device_stream(d: &mut Denoiser<usize>, ctx: &Arc<CudaContext>, inputs: &[OwnedFrame], device_out: bool, what: &str, live: &Arc<AtomicUsize>) -> Vec<OwnedFrame> {
     assert!(d.takes_device_frames());
     let out_info = d.output_info();
-    let live = Arc::new(AtomicUsize::new(0));
     let mut outs = Vec::new();
     let pop = |d: &mut Denoiser<usize>, outs: &mut Vec<OwnedFrame>| loop {
         if device_out {
@@ -171,18 +181,16 @@ fn run_device(mut d: Denoiser<usize>, ctx: &Arc<CudaContext>, inputs: &[OwnedFra
     };
     let mut most_live = 0;
     for (i, f) in inputs.iter().enumerate() {
-        let input = upload(ctx, f, &live);
+        let input = upload(ctx, f, live);
         let output = device_out.then(|| output_frame(ctx, out_info));
         d.push_device(input, output, i).unwrap();
         most_live = most_live.max(live.load(Ordering::SeqCst));
-        pop(&mut d, &mut outs);
+        pop(d, &mut outs);
     }
     d.finish_stream().unwrap();
-    pop(&mut d, &mut outs);
+    pop(d, &mut outs);
     // Whatever the window, at most the frames whose copies may still run are held.
     assert!(most_live <= 3, "{what}: {most_live} input frames held at once (the window keeps copies, not inputs)");
-    drop(d);
-    assert_eq!(live.load(Ordering::SeqCst), 0, "{what}: input frames kept after the engine is gone");
     outs
 }
 
@@ -214,7 +222,7 @@ fn check(ctx: &Arc<CudaContext>, shared: Option<SharedContext>, formats: &[Pixel
                 }
                 for &depth in depths {
                     let what = format!("{format} {w}x{h} {name} depth {depth}{}", if shared.is_some() { " (shared context)" } else { "" });
-                    let host = run_host(engine(info, params, depth, None), &inputs);
+                    let host = run_host(&mut engine(info, params, depth, None), &inputs);
                     let to_device = run_device(engine(info, params, depth, shared.clone()), ctx, &inputs, true, &what);
                     let to_host = run_device(engine(info, params, depth, shared.clone()), ctx, &inputs, false, &what);
                     assert_eq!(host.len(), inputs.len(), "{what}");
@@ -256,6 +264,43 @@ fn a_shared_non_primary_context_gives_the_same_frames() {
     use PixelFormat::*;
     let some: Vec<(&str, Params)> = cases().into_iter().filter(|(n, _)| ["nlm", "bm3d"].contains(n)).collect();
     check(&ctx, Some(shared), &[NV12, I420], &[(96, 54)], &[2], &some, 0x5A4ED);
+}
+
+/// Scene cuts in frames pushed in device memory (the rows the test reads come to the host): two
+/// shots, the cut found once and the same bytes as the host path, device or host output, for a
+/// planar, an interleaved-chroma and a packed RGB layout, with the noise estimated too (the
+/// estimator's whole-frame copy serves the test); without the test the frames next to the cut
+/// differ (they borrow across it).
+#[test]
+fn device_frames_find_scene_cuts_as_the_host_path() {
+    if !gpu_or_skip("device_frames_find_scene_cuts_as_the_host_path") {
+        return;
+    }
+    let ctx = CudaContext::new(0).unwrap();
+    let mut rng = SmallRng::seed_from_u64(0x5CE7E);
+    let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 2, temporal_future: 2, strength: 10.0, chroma_strength: 10.0, ..Params::default() };
+    for (format, w, h) in [(PixelFormat::I420, 64, 64), (PixelFormat::NV12, 70, 66), (PixelFormat::RGBA, 64, 48)] {
+        let info = VideoInfo::new(format, w, h).unwrap();
+        let stream: Vec<OwnedFrame> = shot(info, 0, 4, &mut rng).into_iter().chain(shot(info, 1, 4, &mut rng)).collect();
+        for (name, params) in [("nlm", nlm), ("nlm auto sigma", Params { sigma_auto: true, ..nlm })] {
+            let what = format!("{format} {w}x{h} {name}");
+            let mut d = engine(info, params, 2, None);
+            let host = run_host(&mut d, &stream);
+            assert_eq!(d.scene_cuts(), 1, "{what}: the host path finds the cut");
+            for device_out in [true, false] {
+                let mut d = engine(info, params, 2, None);
+                let device = push_device_stream(&mut d, &ctx, &stream, device_out, &what, &Arc::new(AtomicUsize::new(0)));
+                assert_eq!(d.scene_cuts(), 1, "{what}: device frames (device output {device_out}): one cut found");
+                for (i, (a, b)) in host.iter().zip(&device).enumerate() {
+                    assert!(a == b, "{what}: frame {i} (device output {device_out}): {}", describe(a, b));
+                }
+            }
+            let mut d = engine(info, Params { scene_cut: 0.0, ..params }, 2, None);
+            let blind = push_device_stream(&mut d, &ctx, &stream, true, &what, &Arc::new(AtomicUsize::new(0)));
+            assert_eq!(d.scene_cuts(), 0, "{what}: scene-cut 0 finds none");
+            assert!((3..5).all(|i| blind[i] != host[i]), "{what}: without the test the frames next to the cut borrow across it");
+        }
+    }
 }
 
 /// For compute-sanitizer (scripts/gpu.sh, part sanitizer): the device copies in and out, both

@@ -3,7 +3,11 @@
 //! on purpose. Properties that every backend must have run on both the reference and the CPU
 //! backend.
 
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use common::{frame_from, gaussian, shot};
 
 use nlmdenoise::convert;
 use nlmdenoise::error::Error;
@@ -24,22 +28,6 @@ fn options(kind: BackendKind) -> BackendOptions {
 
 fn small_params() -> Params {
     Params { search_radius: 2, patch_radius: 1, temporal_past: 1, ..Params::default() }
-}
-
-/// A frame whose plane `p` holds `f(p, x, y)` (in the plane's own coordinates).
-fn frame_from(info: VideoInfo, mut f: impl FnMut(usize, usize, usize) -> u32) -> OwnedFrame {
-    let geometry = Geometry::from_video_info(&info);
-    let mut planar = PlanarFrame::zeroed(&geometry);
-    for (p, plane) in planar.planes.iter_mut().enumerate() {
-        for y in 0..plane.height {
-            for x in 0..plane.width {
-                plane.samples.set(y * plane.width + x, f(p, x, y));
-            }
-        }
-    }
-    let mut frame = OwnedFrame::new(info);
-    convert::pack(&planar, &mut frame.as_mut()).unwrap();
-    frame
 }
 
 fn planar_of(frame: &OwnedFrame) -> PlanarFrame {
@@ -79,13 +67,6 @@ fn denoise_all(kind: BackendKind, params: Params, frames: &[OwnedFrame]) -> Vec<
     }
     assert_eq!(out.len(), frames.len());
     out
-}
-
-/// Standard normal variate (Box-Muller), so the tests need nothing beyond `rand`.
-fn gaussian(rng: &mut SmallRng) -> f64 {
-    let u: f64 = 1.0 - rng.random::<f64>();
-    let v: f64 = rng.random::<f64>();
-    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
 }
 
 fn psnr_8bit(a: &PlanarFrame, b: &PlanarFrame) -> f64 {
@@ -530,25 +511,7 @@ fn push_planar_matches_push() {
 fn no_frame_borrows_across_a_scene_cut() {
     let info = VideoInfo::new(PixelFormat::I420, 64, 64).unwrap();
     let mut rng = SmallRng::seed_from_u64(7);
-    // Two scenes of different content and brightness below a flat grey band they share (where
-    // patches match across the cut), each moving a sample per frame, noisy.
-    let mut shot = |scene: usize, frames: usize| -> Vec<OwnedFrame> {
-        (0..frames)
-            .map(|t| {
-                frame_from(info, |p, x, y| {
-                    let band = if p == 0 { 16 } else { 8 };
-                    let (x, y) = ((x + t) as f64, y as f64);
-                    let clean = match (y < band as f64, scene) {
-                        (true, _) => 128.0,
-                        (false, 0) => 150.0 + 70.0 * (0.21 * x + p as f64).sin() * (0.13 * y).cos(),
-                        (false, _) => 60.0 + 40.0 * (0.5 * x + 0.3 * y).sin() + 0.4 * y,
-                    };
-                    (clean + 10.0 * gaussian(&mut rng)).round().clamp(0.0, 255.0) as u32
-                })
-            })
-            .collect()
-    };
-    let (a, b) = (shot(0, 4), shot(1, 4));
+    let (a, b) = (shot(info, 0, 4, &mut rng), shot(info, 1, 4, &mut rng));
     let stream: Vec<OwnedFrame> = a.iter().chain(&b).cloned().collect();
     let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 2, temporal_future: 2, ..Params::default() };
     let bm3d = Params {

@@ -261,9 +261,11 @@ pub trait Backend: Send {
     }
 
     /// Copies a device frame of the input's stored layout into `into` (a host frame of the
-    /// stored planes), waiting for the copy (the noise estimate of device inputs).
-    fn read_device(&mut self, frame: &DeviceFrame, into: &mut Frame) -> Result<()> {
-        let _ = (frame, into);
+    /// stored planes), waiting for the copy: every row with `every` 1 (the noise estimate of
+    /// device inputs), or rows 0, `every`, 2 `every`, ... of each plane, the others left as they
+    /// are (the scene-cut test reads no others).
+    fn read_device(&mut self, frame: &DeviceFrame, into: &mut Frame, every: usize) -> Result<()> {
+        let _ = (frame, into, every);
         Err(Error::Unsupported(format!("{} does not read frames in device memory", self.describe())))
     }
 

@@ -287,8 +287,8 @@ pub fn random_frames(info: VideoInfo, n: usize, rng: &mut SmallRng) -> Vec<Owned
 /// luma only (chroma passed through), with the noise estimated; BM3D; super-resolution x2.
 pub fn frame_path_cases() -> Vec<(&'static str, Params)> {
     use nlmdenoise::{Algorithm, Bm3dParams, Bm3dProfile, PlaneSelection, SrParams};
-    // No scene-cut test (random frames are all cuts to it), and frames pushed in device memory are
-    // not tested at all (docs/design.md, "Scene cuts").
+    // No scene-cut test: random frames are all cuts to it (tests/cuda_device_frames.rs has its own
+    // scene-cut case).
     let nlm = Params { search_radius: 2, patch_radius: 1, temporal_past: 1, temporal_future: 1, strength: 12.0, chroma_strength: 14.0, scene_cut: 0.0, ..Params::default() };
     let bm3d = Bm3dParams { profile: Bm3dProfile::Fast, steps: Some(2), search_radius: Some(4), block_step: Some(3), seed_radius: Some(2), ..Default::default() };
     vec![
@@ -343,4 +343,47 @@ pub fn stream_reset_stream(d: &mut Denoiser<usize>, old: &[OwnedFrame], new: &[O
     d.finish_stream().unwrap();
     drain(d, &mut got);
     (before, got)
+}
+
+/// A frame whose plane `p` holds `f(p, x, y)` (in the plane's own coordinates).
+pub fn frame_from(info: VideoInfo, mut f: impl FnMut(usize, usize, usize) -> u32) -> OwnedFrame {
+    let geometry = nlmdenoise::planar::Geometry::from_video_info(&info);
+    let mut planar = nlmdenoise::planar::PlanarFrame::zeroed(&geometry);
+    for (p, plane) in planar.planes.iter_mut().enumerate() {
+        for y in 0..plane.height {
+            for x in 0..plane.width {
+                plane.samples.set(y * plane.width + x, f(p, x, y));
+            }
+        }
+    }
+    let mut frame = OwnedFrame::new(info);
+    nlmdenoise::convert::pack(&planar, &mut frame.as_mut()).unwrap();
+    frame
+}
+
+/// A standard normal sample (Box-Muller).
+pub fn gaussian(rng: &mut SmallRng) -> f64 {
+    let u: f64 = 1.0 - rng.random::<f64>();
+    let v: f64 = rng.random::<f64>();
+    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+}
+
+/// `frames` noisy 8-bit frames of scene 0 or 1 (a scene-cut test's two shots): different content
+/// and brightness below a flat grey band both share (where patches match across the cut), each
+/// moving a sample per frame, noise of sigma 10.
+pub fn shot(info: VideoInfo, scene: usize, frames: usize, rng: &mut SmallRng) -> Vec<OwnedFrame> {
+    (0..frames)
+        .map(|t| {
+            frame_from(info, |p, x, y| {
+                let band = if p == 0 { 16 } else { 8 };
+                let (x, y) = ((x + t) as f64, y as f64);
+                let clean = match (y < band as f64, scene) {
+                    (true, _) => 128.0,
+                    (false, 0) => 150.0 + 70.0 * (0.21 * x + p as f64).sin() * (0.13 * y).cos(),
+                    (false, _) => 60.0 + 40.0 * (0.5 * x + 0.3 * y).sin() + 0.4 * y,
+                };
+                (clean + 10.0 * gaussian(rng)).round().clamp(0.0, 255.0) as u32
+            })
+        })
+        .collect()
 }

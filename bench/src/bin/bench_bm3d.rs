@@ -4,7 +4,7 @@
 //!   cargo run --release -p nlmdenoise-bench --bin bench_bm3d -- [--width 1920 --height 1080]
 //!       [--frames 200] [--profiles fast,normal,high] [--windows spatial,vbm3d,live1,live2,offline2]
 //!       [--backend cuda|cpu] [--depth 2] [--sigma 20] [--block-step N] [--search-radius N] [--frame-groups]
-//!       [--hard-block-step N] [--seeds N] [--wiener-seeds N] [--motion] [--digest]
+//!       [--hard-block-step N] [--seeds N] [--wiener-seeds N] [--motion BOOL] [--digest]
 //!
 //! Windows: `spatial` (past 0, future 0, two steps), `vbm3d` (1 past + 1 future, two steps),
 //! `live1` (2 past, 0 future, one step), `live2` (2 past, 0 future, two steps). Frames: a noisy
@@ -56,9 +56,10 @@ struct Args {
     /// Per-frame groups on every profile row (`bm3d-frame-groups`; rows labelled `fg`).
     #[arg(long)]
     frame_groups: bool,
-    /// Motion seeds on every profile row (`bm3d-motion`; rows labelled `mo`).
-    #[arg(long)]
-    motion: bool,
+    /// Motion seeds on or off on every profile row instead of the profile's (`bm3d-motion`; rows
+    /// labelled `mo` / `nomo`).
+    #[arg(long, value_name = "BOOL")]
+    motion: Option<bool>,
     /// Also print a digest of each profile row's first 12 outputs (untimed, a separate run): two
     /// builds meant to compute the same output print the same digest.
     #[arg(long)]
@@ -125,8 +126,10 @@ fn main() {
     if args.frame_groups {
         overrides.push_str(" fg");
     }
-    if args.motion {
-        overrides.push_str(" mo");
+    match args.motion {
+        Some(true) => overrides.push_str(" mo"),
+        Some(false) => overrides.push_str(" nomo"),
+        None => {}
     }
     for p in args.profiles.split(',') {
         let profile: Bm3dProfile = match p.parse() {
@@ -155,7 +158,7 @@ fn main() {
                     seeds: args.seeds,
                     wiener_seeds: args.wiener_seeds,
                     frame_groups: args.frame_groups.then_some(true),
-                    motion: args.motion.then_some(true),
+                    motion: args.motion,
                     ..Default::default()
                 },
                 ..Params::default()

@@ -878,7 +878,7 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn read_device(&mut self, frame: &DeviceFrame, into: &mut Frame) -> Result<()> {
+    fn read_device(&mut self, frame: &DeviceFrame, into: &mut Frame, every: usize) -> Result<()> {
         self.bind()?;
         let state = self.state.as_ref().ok_or_else(|| Error::State("read before configure".into()))?;
         let geometry = state.host_geometry();
@@ -891,7 +891,7 @@ impl Backend for CudaBackend {
             let row = g.width * geometry.bytes_per_sample;
             // SAFETY: the source is the caller's device frame, checked to hold these rows; `into`
             // is borrowed until the stream is synchronised below.
-            queued = unsafe { raw::copy_rows_to_host(to.samples.as_bytes_mut(), from.ptr, from.pitch, row, g.height, &self.read) };
+            queued = unsafe { raw::copy_rows_to_host(to.samples.as_bytes_mut(), from.ptr, from.pitch, row, g.height, every, &self.read) };
             if queued.is_err() {
                 break;
             }

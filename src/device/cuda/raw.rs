@@ -330,21 +330,23 @@ pub unsafe fn copy_rows_async(dst: sys::CUdeviceptr, dst_pitch: usize, src: sys:
     unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to device)"))
 }
 
-/// Queues on `stream` a copy of `rows` rows of `row_bytes` bytes from device memory at `src`
-/// (`src_pitch` apart) into `dst` (rows packed); the caller waits for `stream` before it reads or
-/// lets go of `dst`.
+/// Queues on `stream` a copy of rows 0, `every`, 2 `every`, ... of `rows` rows of `row_bytes`
+/// bytes from device memory at `src` (`src_pitch` apart) into the same rows of `dst` (rows
+/// packed; the rows between are left as they are); the caller waits for `stream` before it reads
+/// or lets go of `dst`.
 ///
 /// # Safety
 /// The source lies in a live device allocation nothing writes until the copy completes; `dst`
 /// stays alive and untouched until then.
-pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch: usize, row_bytes: usize, rows: usize, stream: &Stream) -> CuResult<()> {
+pub unsafe fn copy_rows_to_host(dst: &mut [u8], src: sys::CUdeviceptr, src_pitch: usize, row_bytes: usize, rows: usize, every: usize, stream: &Stream) -> CuResult<()> {
     if dst.len() < row_bytes * rows {
         return Err(BackendError::Host(format!("copy to host: {} bytes for {rows} rows of {row_bytes}", dst.len())));
     }
     if rows == 0 || row_bytes == 0 {
         return Ok(());
     }
-    let copy = rows_from_device(src, src_pitch, RowsTo::Host(dst.as_mut_ptr() as *mut std::ffi::c_void), row_bytes, row_bytes, rows);
+    let every = every.max(1);
+    let copy = rows_from_device(src, every * src_pitch, RowsTo::Host(dst.as_mut_ptr() as *mut std::ffi::c_void), every * row_bytes, row_bytes, rows.div_ceil(every));
     // SAFETY: the caller's contract; `dst` holds `rows * row_bytes` bytes.
     unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.raw) }.result().map_err(err("cuMemcpy2DAsync (device to host)"))
 }

@@ -197,7 +197,7 @@ impl ObjectImpl for NlmDenoise {
                 .build(),
             glib::ParamSpecInt::builder("bm3d-motion")
                 .nick("BM3D motion seeds")
-                .blurb("1 = the predictive search into each next frame also starts where the coarse motion of the frame pair (8-sample cells, 32-sample blocks, up to 16 samples) moves its best match, so groups follow motion faster than the seed radius a frame; 0 or -1 = off (every profile for now). CPU backend only for now (the CUDA backend refuses it)")
+                .blurb("1 = motion seeds: the predictive search into each next frame also starts where the coarse motion of the frame pair (8-sample cells, 32-sample blocks, up to 16 samples) moves its best match, so groups follow motion faster than the seed radius a frame; 0 = off; -1 = the profile's (on in every profile)")
                 .minimum(-1)
                 .maximum(1)
                 .default_value(-1)
