@@ -10,9 +10,9 @@
 //      exhaustively (own_frame_search) or its result kept by bm3d_search (search.cu), then the
 //      other frames of the window around the seeds taken from the frame one step closer to it
 //      (predictive search; with motion seeds the first seed's companion, moved along the coarse
-//      motion of motion.cu, goes first), each position once, a candidate per lane at a time. Those within tau
-//      go to the warp's running selection of the best NMAX - 1 (WarpBest, select.cuh), every one
-//      to its lane's seed list of the frame.
+//      motion of motion.cu, goes first), each position once, a candidate per lane at a time.
+//      Those within tau go to the warp's running selection of the best NMAX - 1 (WarpBest,
+//      select.cuh), every one to its lane's seed list of the frame.
 //   3. The group: the reference patch and the best NMAX - 1 in key order, cut to a power of two.
 //   4. Per plane: in step 2 the basic estimate's group goes to shared memory, through the DCT and
 //      the Haar transform along the group, and its coefficients give the Wiener weights (kept as
