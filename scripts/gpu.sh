@@ -44,6 +44,9 @@
 #              up to the host's) against the plain CLI and the chunked path: 1080p 1200 frames, NLM
 #              R-live and BM3D normal 1 + 1, y4m and H.264 out (needs CLUSTER=1 at --collect: x264enc
 #              and FFmpeg's static build)
+#   cutcost    the scene-cut test's cost on the streaming thread: appsrc ! nlmdenoise ! fakesink,
+#              NLM R-live at 1080p, I420 and NV12, own buffers and the proposed pool, and frames
+#              in CUDA memory (source=cuda), each with scene-cut=0 and the default, twice
 #   cli        the command-line tool on a 600-frame 1080p y4m file in the page cache, R-live with
 #              sigma 12 and with the estimate: to /dev/null and to a file, beside dd's write rate
 #   faults     device memory taken by another process before the stream starts (backend=cuda:
@@ -352,6 +355,21 @@ run_part() {
     else
       note "cluster: skipped (collect with CLUSTER=1)"
     fi ;;
+  cutcost)
+    [ -f .gst-debs/activate.sh ] || { note "cutcost: no .gst-debs"; return 0; }
+    (
+      source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
+      RLIVE="backend=cuda pipeline-depth=2 temporal-past=2 search-radius=3 patch-radius=2 strength=10"
+      for rep in 1 2; do
+        for src in "format=I420" "format=NV12" "format=I420 source=pool" "format=NV12 source=pool" "format=NV12 source=cuda"; do
+          for cut in "scene-cut=0" ""; do
+            echo "== $src $cut #$rep" >> "$S/cutcost.txt"
+            timeout "$(tmo 60)" $B/pipeline_bench 1920 1080 2000 $src $RLIVE $cut >> "$S/cutcost.txt" 2>&1 || echo "exit $?" >> "$S/cutcost.txt"
+          done
+        done
+      done
+    )
+    grep -E '^==|^\| (appsrc|2000 frames)' "$S/cutcost.txt" | cut -c1-200; note "cutcost: $(grep -c '^| appsrc' "$S/cutcost.txt") rows (cutcost.txt)" ;;
   cli)
     if [ -f .gst-debs/activate.sh ]; then
       (
