@@ -38,7 +38,7 @@ MANIFEST_VERSION = 1
 ROOT = Path(__file__).resolve().parent.parent
 
 # nlmdenoise options the driver sets itself for every segment run.
-RESERVED = {"--segment", "--frames", "-o", "--output", "-i", "--input", "--psnr-ref", "--container", "-q", "--quiet"}
+RESERVED = {"--segment", "--segment-in-place", "--frames", "-o", "--output", "-i", "--input", "--psnr-ref", "--container", "-q", "--quiet"}
 # Options that take no value (so that the next word is not taken for theirs).
 FLAGS = {"--no-novelty-gate", "--no-audio", "--no-autorotate", "-y", "--overwrite", "-n", "--no-overwrite", "-v", "-vv", "--verbose"}
 
@@ -94,6 +94,7 @@ class Y4mFile:
     frame_bytes: int  # samples per frame (without the FRAME line)
     frames: int
     complete: bool  # no trailing partial frame
+    plain: bool = True  # every frame line is a bare FRAME (fixed offsets: in-place segments)
 
 
 def y4m_frame_bytes(header: bytes) -> int:
@@ -135,17 +136,35 @@ def read_y4m(path: Path) -> Y4mFile:
         if not header.endswith(b"\n"):
             raise DriverError(f"'{path}': no complete y4m header")
         frame_bytes = y4m_frame_bytes(header)
-        frames, pos = 0, len(header)
+        frames, pos, plain = 0, len(header), True
         while pos < size:
             f.seek(pos)
             line = f.readline(4096)
             if not line.startswith(b"FRAME") or not line.endswith(b"\n"):
-                return Y4mFile(header, frame_bytes, frames, False)
+                return Y4mFile(header, frame_bytes, frames, False, plain)
+            plain = plain and line == b"FRAME\n"
             pos += len(line) + frame_bytes
             if pos > size:
-                return Y4mFile(header, frame_bytes, frames, False)
+                return Y4mFile(header, frame_bytes, frames, False, plain)
             frames += 1
-    return Y4mFile(header, frame_bytes, frames, True)
+    return Y4mFile(header, frame_bytes, frames, True, plain)
+
+
+def verify_in_place(path: Path, start: int, end: int) -> None:
+    """Frames start..end of an output assembled in place (`nlmdenoise --segment-in-place`): a
+    header, and a FRAME line where each of them starts. Raises DriverError otherwise."""
+    try:
+        with open(path, "rb") as f:
+            header = f.readline(4096)
+            if not header.endswith(b"\n"):
+                raise DriverError(f"'{path.name}': no y4m header")
+            record = len(b"FRAME\n") + y4m_frame_bytes(header)
+            for i in range(start, end):
+                f.seek(len(header) + i * record)
+                if f.read(6) != b"FRAME\n":
+                    raise DriverError(f"'{path.name}': frame {i} is missing")
+    except OSError as e:
+        raise DriverError(f"'{path.name}': {e.strerror}") from None
 
 
 def is_y4m(path: Path) -> bool:
@@ -260,8 +279,8 @@ def _die_with_parent() -> None:
         pass
 
 
-def segment_command(binary: str, input_path: str, part: str, seg: tuple[int, int], nlm_args: list[str], device: str | None, threads: int | None) -> list[str]:
-    cmd = [binary, "-i", input_path, "-o", part, "-y", "-q", "--segment", f"{seg[0]}:{seg[1]}", *nlm_args]
+def segment_command(binary: str, input_path: str, part: str, seg: tuple[int, int], nlm_args: list[str], device: str | None, threads: int | None, in_place: bool = False) -> list[str]:
+    cmd = [binary, "-i", input_path, "-o", part, "-y", "-q", "--segment", f"{seg[0]}:{seg[1]}", *(["--segment-in-place"] if in_place else []), *nlm_args]
     if device is not None:
         cmd += ["--device-id", device]
     if threads:
@@ -557,6 +576,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--ship-binary", action="store_true", help="ray: send the binary to the workers in the task's runtime environment (working_dir) instead of running it from a path they share")
     p.add_argument("--noise-frames", type=int, default=50, help="frames the noise estimate reads when no --sigma or --strength is given (default 50)")
     p.add_argument("--keep-parts", action="store_true", help="keep the working folder after a successful join")
+    p.add_argument(
+        "--join",
+        choices=["in-place", "copy"],
+        help="y4m output: in-place (every segment run writes its frames at their places in one file, renamed to OUTPUT at the end: no copy) "
+        "or copy (a file per segment, appended to OUTPUT in order). Default: in-place with local workers when the input's frame lines carry no "
+        "parameters, copy otherwise (Ray workers may not share the file)",
+    )
     p.add_argument("-y", "--overwrite", action="store_true", help="overwrite OUTPUT")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return p.parse_args(argv), nlm_args
@@ -623,6 +649,14 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     if not use_gpus and "--backend" not in opts:
         nlm_args = [*nlm_args, "--backend", "cpu"]
 
+    # y4m output assembled in place (no copy at the join) where every frame's offset is known.
+    in_place = False
+    if not media_out:
+        plain = probe.y4m is not None and probe.y4m.plain
+        if args.join == "in-place" and not plain:
+            raise DriverError("--join in-place needs a y4m input whose frame lines carry no parameters")
+        in_place = plain and (args.join == "in-place" or (args.join is None and args.executor == "local"))
+
     # One segment per worker (each process start costs CUDA initialisation and a kernel load),
     # more for long inputs so that a retry redoes at most 3000 frames.
     segments = args.segments or min(probe.frames, max(executor.workers, -(-probe.frames // 3000)))
@@ -631,7 +665,7 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     # The working folder and its manifest.
     work = Path(args.work_dir) if args.work_dir else output.with_name(output.name + ".parts")
     work.mkdir(parents=True, exist_ok=True)
-    key = run_key(input_path, container, nlm_args, plan)
+    key = run_key(input_path, container + (" in place" if in_place else ""), nlm_args, plan)
     mpath = work / "manifest.json"
     data = None
     if mpath.exists():
@@ -645,6 +679,12 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
         data = {"version": MANIFEST_VERSION, "key": key, "input": str(input_path.resolve()), "output": str(output.resolve()), "nlmdenoise": nlm_args, "frames": probe.frames, "segments": [{"start": s, "end": e, "done": False} for s, e in plan]}
         write_json_atomic(mpath, data)
     manifest = Manifest(mpath, data)
+    # The output assembled in place: in the working folder when it shares the output's
+    # filesystem (the final rename needs it), else beside the output.
+    same_fs = work.resolve().stat().st_dev == output.resolve().parent.stat().st_dev
+    assembly = work / "output.y4m" if same_fs else output.with_name(f".{output.name}.assembling")
+    if in_place and not any(seg.get("done") for seg in data["segments"]):
+        assembly.unlink(missing_ok=True)
 
     # What earlier runs left: verified segments are kept (checked again), the rest redone.
     ext = container
@@ -654,7 +694,10 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
         final = work / f"seg-{i:04d}.{ext}"
         if seg.get("done"):
             try:
-                verify_segment(final, e - s, media_out)
+                if in_place:
+                    verify_in_place(assembly, s, e)
+                else:
+                    verify_segment(final, e - s, media_out)
                 continue
             except DriverError as err:
                 say(f"segment {i} ({s}:{e}) is redone: {err}")
@@ -672,7 +715,7 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
         pid = stale.name.rsplit("joining", 1)[-1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             stale.unlink(missing_ok=True)
-    joiner = Y4mJoiner(out_tmp, len(plan)) if not media_out else None
+    joiner = Y4mJoiner(out_tmp, len(plan)) if not media_out and not in_place else None
     if joiner is not None:
         for i in range(len(plan)):
             if i not in todo:
@@ -687,9 +730,11 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     queue = list(todo)
     running: dict = {}
 
+    def part_of(job: Job) -> Path:
+        return assembly if in_place else work / f"seg-{job.index:04d}.a{job.attempt}.part.{ext}"
+
     def make_cmd(job: Job, device, threads):
-        part = work / f"seg-{job.index:04d}.a{job.attempt}.part.{ext}"
-        return segment_command(binary, str(input_path.resolve()), str(part.resolve()), job.segment, nlm_args, device, threads)
+        return segment_command(binary, str(input_path.resolve()), str(part_of(job).resolve()), job.segment, nlm_args, device, threads, in_place)
 
     failures = []
     try:
@@ -703,7 +748,7 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
             for fut in done:
                 job = running.pop(fut)
                 code, err, secs, worker = fut.result()
-                part = work / f"seg-{job.index:04d}.a{job.attempt}.part.{ext}"
+                part = part_of(job)
                 final = work / f"seg-{job.index:04d}.{ext}"
                 s, e = job.segment
                 problem = None
@@ -712,12 +757,16 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
                     problem = f"exit status {code}" + (f": {last}" if last else "")
                 else:
                     try:
-                        verify_segment(part, e - s, media_out)
+                        if in_place:
+                            verify_in_place(assembly, s, e)
+                        else:
+                            verify_segment(part, e - s, media_out)
                     except DriverError as v:
                         problem = str(v)
                 if problem is None:
-                    os.replace(part, final)
-                    manifest.mark_done(job.index, final.name, e - s, secs, worker)
+                    if not in_place:
+                        os.replace(part, final)
+                    manifest.mark_done(job.index, assembly.name if in_place else final.name, e - s, secs, worker)
                     if joiner is not None:
                         joiner.add(job.index, final)
                     frames_done += e - s
@@ -727,7 +776,8 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
                     n_done = sum(1 for x in manifest.data["segments"] if x.get("done"))
                     say(f"segment {job.index} ({s}:{e}) done on {worker} in {secs:.1f} s; {n_done}/{len(plan)} segments, {frames_done}/{frames_todo} frames, {fps:.1f} frames/s, ETA {fmt_time(left)}")
                     continue
-                part.unlink(missing_ok=True)
+                if not in_place:  # in place, the retry writes the same range over
+                    part.unlink(missing_ok=True)
                 if job.attempt <= args.retries:
                     say(f"segment {job.index} ({s}:{e}) failed on {worker} ({problem}); retrying ({job.attempt}/{args.retries})")
                     queue.insert(0, job.index)
@@ -746,7 +796,12 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     parts = [work / manifest.segment(i)["file"] for i in range(len(plan))]
     t_join = time.monotonic()
     try:
-        if joiner is None:
+        if in_place:
+            audio_note = "none (y4m)"
+            copy_s = 0.0
+            y = read_y4m(assembly)
+            n = y.frames if y.complete else -1
+        elif joiner is None:
             audio = source_has_audio(input_path)
             audio_note = join_media(parts, input_path, out_tmp, container, audio)
             n = ffprobe_video_frames(out_tmp, decode=True)
@@ -758,7 +813,7 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
             n = y.frames if y.complete else -1
         if n != probe.frames:
             raise DriverError(f"the joined output has {n} frames, {probe.frames} expected; nothing was written to '{output}'")
-        os.replace(out_tmp, output)
+        os.replace(assembly if in_place else out_tmp, output)
     finally:
         out_tmp.unlink(missing_ok=True)
     join_s = time.monotonic() - t_join
@@ -767,7 +822,7 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     total = time.monotonic() - t_start
     say(
         f"{output}: {probe.frames} frames in {total:.1f} s ({probe.frames / max(total, 1e-9):.1f} frames/s overall): planning {t_plan:.1f} s, "
-        f"segments {t_segments:.1f} s, joining {copy_s:.1f} s ({'overlapped with the segments' if joiner is not None else 'after them'}) + {join_s:.1f} s at the end; audio: {audio_note}"
+        f"segments {t_segments:.1f} s, joining {copy_s:.1f} s ({'in place: no copy' if in_place else 'overlapped with the segments' if joiner is not None else 'after them'}) + {join_s:.1f} s at the end; audio: {audio_note}"
     )
     return 0
 

@@ -122,12 +122,40 @@ class Y4mIdentity(Fixture):
         for name, opts in self.CASES.items():
             single = self.tmp / f"single-{name}.y4m"
             cli(str(src), str(single), "--backend", "cpu", *opts)
-            for n in (1, 3, 7):
-                with self.subTest(case=name, segments=n):
-                    out = self.tmp / f"joined-{name}-{n}.y4m"
-                    driver(str(src), str(out), "--segments", str(n), "--cpu-workers", "2", "-q", "--", *opts)
+            for n, join in ((1, "in-place"), (3, "in-place"), (7, "in-place"), (3, "copy")):
+                with self.subTest(case=name, segments=n, join=join):
+                    out = self.tmp / f"joined-{name}-{n}-{join}.y4m"
+                    p = driver(str(src), str(out), "--segments", str(n), "--cpu-workers", "2", "--join", join, "--", *opts)
                     self.assertEqual(md5(out), md5(single))
+                    self.assertIn("(in place: no copy)" if join == "in-place" else "(overlapped with the segments)", p.stderr)
                     self.assertFalse((self.tmp / f"{out.name}.parts").exists(), "the working folder is removed after a join")
+
+    def test_in_place_is_the_default_and_frame_parameters_fall_back_to_copying(self):
+        src = self.tmp / "in.y4m"
+        opts = ["--sigma", "12", "--temporal-past", "1", "--temporal-future", "1"]
+        single = self.single_run(src, "default-join", opts)
+        out = self.tmp / "default-join-out.y4m"
+        p = driver(str(src), str(out), "--segments", "3", "--", *opts)
+        self.assertIn("(in place: no copy)", p.stderr)
+        self.assertEqual(md5(out), md5(single))
+        # Frame lines with parameters: offsets differ per frame, so the segments are copied.
+        tagged = self.tmp / "tagged.y4m"
+        tagged.write_bytes(src.read_bytes().replace(b"FRAME\n", b"FRAME Ixyz\n"))
+        single = self.single_run(tagged, "tagged-single", opts)
+        out = self.tmp / "tagged-out.y4m"
+        p = driver(str(tagged), str(out), "--segments", "3", "--", *opts)
+        self.assertIn("(overlapped with the segments)", p.stderr)
+        self.assertEqual(md5(out), md5(single))
+        p = driver(str(tagged), str(self.tmp / "tagged-2.y4m"), "--join", "in-place", "--", *opts, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("--join in-place needs a y4m input whose frame lines carry no parameters", p.stderr)
+        # The CLI itself refuses such frames in place, and leaves the file it writes into alone.
+        target = self.tmp / "tagged-target.y4m"
+        target.write_bytes(b"keep")
+        r = subprocess.run([str(BINARY), "-q", str(tagged), str(target), "--segment", "0:3", "--segment-in-place", "--backend", "cpu", *opts], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--segment-in-place needs plain FRAME lines", r.stderr)
+        self.assertTrue(target.exists(), "a failed in-place run never removes the shared file")
 
     def test_the_noise_estimate_is_made_once_and_shared(self):
         src = self.tmp / "in.y4m"
@@ -151,42 +179,58 @@ class Recovery(Fixture):
         src = self.tmp / "in.y4m"
         opts = ["--sigma", "12", "--temporal-past", "2", "--temporal-future", "1"]
         single = self.single_run(src, "kill-single", opts)
-        mark = self.tmp / "killed-once"
-        # The first run of segment 7:14 writes part of its file (-o is the 4th argument), then
-        # dies by SIGKILL.
-        w = self.wrapper(f'case "$*" in *"--segment 7:14"*) if [ ! -e {mark} ]; then touch {mark}; head -c 5000 {src} > "$4"; kill -9 $$; fi;; esac')
-        out = self.tmp / "kill.y4m"
-        p = driver(str(src), str(out), "--segments", "3", "--binary", str(w), "--", *opts)
-        self.assertTrue(mark.exists())
-        self.assertRegex(p.stderr, r"segment 1 \(7:14\) failed on cpu\d \(exit status -9\); retrying \(1/2\)")
-        self.assertEqual(md5(out), md5(single))
+        record = 6 + 96 * 64 * 3 // 2
+        header = src.read_bytes().index(b"\n") + 1
+        for join in ("copy", "in-place"):
+            with self.subTest(join=join):
+                mark = self.tmp / f"killed-once-{join}"
+                # The first run of segment 7:14 writes part of its frames (-o is the 4th argument:
+                # its own file, or in place the shared one, where frames 7.. start), then dies by
+                # SIGKILL.
+                write = f'head -c 5000 {src} > "$4"' if join == "copy" else f'head -c 5000 /dev/urandom | dd of="$4" bs=1 seek={header + 7 * record} conv=notrunc status=none'
+                w = self.wrapper(f'case "$*" in *"--segment 7:14"*) if [ ! -e {mark} ]; then touch {mark}; {write}; kill -9 $$; fi;; esac')
+                out = self.tmp / f"kill-{join}.y4m"
+                p = driver(str(src), str(out), "--segments", "3", "--cpu-workers", "1", "--join", join, "--binary", str(w), "--", *opts)
+                self.assertTrue(mark.exists())
+                self.assertRegex(p.stderr, r"segment 1 \(7:14\) failed on cpu\d \(exit status -9\); retrying \(1/2\)")
+                self.assertEqual(md5(out), md5(single))
 
     def test_a_killed_driver_resumes_with_its_verified_segments_and_the_same_output(self):
         src = self.tmp / "in.y4m"
         opts = ["--sigma", "12", "--algorithm", "bm3d", "--temporal-past", "1", "--temporal-future", "1"]
         single = self.single_run(src, "resume-single", opts)
-        out = self.tmp / "resume.y4m"
-        work = self.tmp / "resume.y4m.parts"
-        # Segment 2 of 3 hangs (after writing part of its output) until the driver is killed.
-        hang = self.wrapper('case "$*" in *"--segment 14:21"*) "$REAL" "$@" --frames 1 >/dev/null 2>&1; exec sleep 60;; esac')
-        args = [sys.executable, str(DRIVER), str(src), str(out), "--segments", "3", "--cpu-workers", "1", "--binary", str(hang), "--", *opts]
-        d = subprocess.Popen(args, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            m = work / "manifest.json"
-            if m.exists() and sum(s.get("done", False) for s in json.loads(m.read_text())["segments"]) == 2:
-                break
-            time.sleep(0.1)
-        time.sleep(0.3)
-        d.send_signal(signal.SIGKILL)
-        d.wait()
-        self.assertFalse(out.exists(), "no output from a killed driver")
-        done = [s.get("done", False) for s in json.loads((work / "manifest.json").read_text())["segments"]]
-        self.assertEqual(done, [True, True, False])
-        p = driver(str(src), str(out), "--segments", "3", "--cpu-workers", "1", "--", *opts)
-        self.assertIn("(2 already done)", p.stderr)
-        self.assertEqual(md5(out), md5(single))
-        self.assertEqual(list(self.tmp.glob(".resume.y4m.joining*")), [], "the killed driver's half-joined file is removed")
+        for join in ("copy", "in-place"):
+            with self.subTest(join=join):
+                out = self.tmp / f"resume-{join}.y4m"
+                work = self.tmp / f"{out.name}.parts"
+                # Segment 2 of 3 hangs (writing nothing) until the driver is killed.
+                hang = self.wrapper('case "$*" in *"--segment 14:21"*) "$REAL" "$@" --frames 1 >/dev/null 2>&1; exec sleep 60;; esac')
+                args = [sys.executable, str(DRIVER), str(src), str(out), "--segments", "3", "--cpu-workers", "1", "--join", join, "--binary", str(hang), "--", *opts]
+                d = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    m = work / "manifest.json"
+                    if m.exists() and sum(s.get("done", False) for s in json.loads(m.read_text())["segments"]) == 2:
+                        break
+                    time.sleep(0.1)
+                time.sleep(0.3)
+                d.send_signal(signal.SIGKILL)
+                d.wait()
+                self.assertFalse(out.exists(), "no output from a killed driver")
+                done = [s.get("done", False) for s in json.loads((work / "manifest.json").read_text())["segments"]]
+                self.assertEqual(done, [True, True, False])
+                if join == "in-place":
+                    # A done segment's frames damaged in the shared file since: found, redone.
+                    with open(work / "output.y4m", "r+b") as f:
+                        f.seek(src.read_bytes().index(b"FRAME"))
+                        f.write(b"XXXXX")
+                p = driver(str(src), str(out), "--segments", "3", "--cpu-workers", "1", "--join", join, "--", *opts)
+                self.assertIn("(2 already done)" if join == "copy" else "(1 already done)", p.stderr)
+                if join == "in-place":
+                    self.assertIn("segment 0 (0:7) is redone: 'output.y4m': frame 0 is missing", p.stderr)
+                self.assertEqual(md5(out), md5(single))
+                self.assertEqual(list(self.tmp.glob(f".{out.name}.joining*")), [], "the killed driver's half-joined file is removed")
+                self.assertFalse(work.exists())
 
     def test_a_partial_segment_file_is_never_used(self):
         src = self.tmp / "in.y4m"
@@ -194,11 +238,11 @@ class Recovery(Fixture):
         out = self.tmp / "partial.y4m"
         single = self.single_run(src, "partial-single", opts)
         # A segment marked done whose file lost its end: verified again, found short, redone.
-        driver(str(src), str(out), "--segments", "3", "--keep-parts", "--", *opts)
+        driver(str(src), str(out), "--segments", "3", "--keep-parts", "--join", "copy", "--", *opts)
         seg = self.tmp / "partial.y4m.parts" / "seg-0001.y4m"
         seg.write_bytes(seg.read_bytes()[:-100])
         out.unlink()
-        p = driver(str(src), str(out), "--segments", "3", "--", *opts)
+        p = driver(str(src), str(out), "--segments", "3", "--join", "copy", "--", *opts)
         self.assertIn("segment 1 (7:14) is redone", p.stderr)
         self.assertEqual(md5(out), md5(single))
 
@@ -234,7 +278,7 @@ class BadInput(Fixture):
         w.write_text(f'#!/bin/sh\ncase "$*" in *"--segment 10:21"*) echo "nlmdenoise: error: simulated" >&2; exit 1;; esac\nexec {BINARY} "$@"\n')
         w.chmod(0o755)
         out = self.tmp / "fails.y4m"
-        p = driver(str(src), str(out), "--segments", "2", "--retries", "1", "--binary", str(w), "--", "--sigma", "9", check=False)
+        p = driver(str(src), str(out), "--segments", "2", "--retries", "1", "--join", "copy", "--binary", str(w), "--", "--sigma", "9", check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("segment 1 (10:21): exit status 1: nlmdenoise: error: simulated; after 1 retries", p.stderr)
         self.assertFalse(out.exists())

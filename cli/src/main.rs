@@ -406,6 +406,15 @@ pub struct Cli {
     #[arg(long, value_name = "START:END", value_parser = parse_segment, conflicts_with_all = ["frames", "psnr_ref"])]
     segment: Option<Segment>,
 
+    /// With --segment and a y4m OUTPUT: write the segment's frames at their own places in OUTPUT
+    /// (the stream header at its start, frame N at the byte where a whole run writes it) instead
+    /// of a file of the segment alone, so that segments run side by side assemble one file with
+    /// no copy (scripts/cluster does this). OUTPUT is created when missing and never truncated or
+    /// removed: a failed run leaves the other frames as they were (its own range is not to be
+    /// trusted). Needs input frames without per-frame parameters (plain FRAME lines).
+    #[arg(long, requires = "segment")]
+    segment_in_place: bool,
+
     /// H.264 constant quality (x264 CRF, 0..=50; lower is better and larger). Ignored with --bitrate.
     #[arg(allow_negative_numbers = true, long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=50))]
     crf: u32,
@@ -718,7 +727,11 @@ fn run(cli: &Cli) -> Result<()> {
             bail!("the output would overwrite the input '{out}'");
         }
     }
-    if let Some(out) = output.filter(|o| *o != "-") {
+    if cli.segment_in_place && output.is_none_or(|o| o == "-") {
+        bail!("--segment-in-place writes into an OUTPUT file (not standard output, not /dev/null)");
+    }
+    // In place, the output is the file every segment writes into: it is meant to exist.
+    if let Some(out) = output.filter(|o| *o != "-" && !cli.segment_in_place) {
         check_overwrite(cli, out)?;
     }
     if cli.sigma == Some(SigmaArg::Auto) && (cli.strength.is_some() || cli.chroma_strength.is_some()) {
@@ -742,6 +755,9 @@ fn run(cli: &Cli) -> Result<()> {
     let y4m_in = is_y4m_input(input)?;
     if y4m_in && matches!(container, None | Some(Container::Y4m)) {
         return y4m::run(cli, input, output);
+    }
+    if cli.segment_in_place {
+        bail!("--segment-in-place needs y4m input and y4m output (encoded segments are joined by the driver)");
     }
     if cli.psnr_ref.is_some() {
         bail!("--psnr-ref needs y4m input and y4m output (or no output)");

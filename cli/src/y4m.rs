@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -145,6 +145,66 @@ pub fn check_written(path: &str, written: u64) -> Result<()> {
     Ok(())
 }
 
+/// The writer of a `--segment-in-place` run: the bytes of the stream a whole run writes, less
+/// the frames before the segment: the header lands at the file's start, the frames from byte
+/// `frames_at` on. Every segment writes the same header, so running them side by side is safe.
+struct InPlace {
+    file: BufWriter<File>,
+    header_left: usize,
+    frames_at: u64,
+}
+
+impl Write for InPlace {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.header_left == 0 {
+            return self.file.write(buf);
+        }
+        let n = self.file.write(&buf[..buf.len().min(self.header_left)])?;
+        self.header_left -= n;
+        if self.header_left == 0 {
+            self.file.seek(SeekFrom::Start(self.frames_at))?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Bytes of one frame record (`FRAME` line and samples) of a stream whose frames carry no
+/// parameters.
+fn frame_record_bytes(header: &Y4mHeader) -> u64 {
+    (b"FRAME\n".len() + header.frame_bytes()) as u64
+}
+
+fn open_in_place(path: &str, header: &Y4mHeader, first_frame: u64) -> Result<Box<dyn Write + Send>> {
+    let file = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).with_context(|| format!("cannot open output '{path}' to write a segment in place"))?;
+    let header_len = header.line().len();
+    let frames_at = header_len as u64 + first_frame * frame_record_bytes(header);
+    Ok(Box::new(InPlace { file: BufWriter::with_capacity(1 << 20, file), header_left: header_len, frames_at }))
+}
+
+/// Reads back what a `--segment-in-place` run wrote: the header and a FRAME line where each of
+/// frames `first..first + count` starts.
+fn check_in_place(path: &str, header: &Y4mHeader, first: u64, count: u64) -> Result<()> {
+    let mut file = File::open(path).with_context(|| format!("reading the output '{path}' back"))?;
+    let line = header.line();
+    let mut found = vec![0u8; line.len()];
+    file.read_exact(&mut found).with_context(|| format!("reading the header of '{path}' back"))?;
+    if found != line.as_bytes() {
+        bail!("the output '{path}' starts with another y4m header than this segment's: it holds another run's frames");
+    }
+    let mut marker = [0u8; 6];
+    for i in first..first + count {
+        file.seek(SeekFrom::Start(line.len() as u64 + i * frame_record_bytes(header)))?;
+        if file.read_exact(&mut marker).is_err() || &marker != b"FRAME\n" {
+            bail!("frame {i} of the output '{path}' was not written in place");
+        }
+    }
+    Ok(())
+}
+
 fn open_output(path: &str) -> Result<Box<dyn Write + Send>> {
     if path == "-" {
         return Ok(Box::new(BufWriter::with_capacity(1 << 20, io::stdout())));
@@ -228,13 +288,18 @@ struct FrameWriter {
 }
 
 impl FrameWriter {
-    fn start(mut writer: Y4mWriter<Box<dyn Write + Send>>) -> Self {
+    /// `plain_only`: frames with frame-line parameters are an error (an in-place segment's frame
+    /// offsets assume plain FRAME lines).
+    fn start(mut writer: Y4mWriter<Box<dyn Write + Send>>, plain_only: bool) -> Self {
         let (frames, rx) = bounded::<(OwnedFrame, String)>(IO_FRAMES);
         let (free_tx, free) = bounded(IO_FRAMES);
         let done = std::thread::Builder::new()
             .name("y4m-writer".into())
             .spawn(move || {
                 for (frame, params) in rx {
+                    if plain_only && !params.is_empty() {
+                        return Err(io::Error::other(format!("a frame line of the input carries parameters ('FRAME {params}'); --segment-in-place needs plain FRAME lines")));
+                    }
                     writer.write_frame(&frame, &params)?;
                     let _ = free_tx.send(frame);
                 }
@@ -385,7 +450,8 @@ impl NoiseReports {
 /// file; one that ended early (damaged input, interrupt) keeps it, valid.
 pub fn run(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let result = run_inner(cli, input_path, output);
-    if let (Err(e), Some(path)) = (&result, output) {
+    // In place, the file holds other segments' frames too: it is never removed.
+    if let (Err(e), Some(path), false) = (&result, output, cli.segment_in_place) {
         crate::exit_code::remove_failed_output(e, path);
     }
     result
@@ -417,12 +483,14 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
     let mut denoiser: Denoiser<Tag> = Denoiser::new(info, params, &options).with_context(|| format!("starting the {} backend for {}x{} {}", options.kind, info.width, info.height, info.format))?;
     let out_info = denoiser.output_info();
     let out_header = if out_info == info { header.clone() } else { header.resized(out_info.width, out_info.height)? };
-    let mut writer = match output {
-        Some(path) => Some(FrameWriter::start(Y4mWriter::new(open_output(path)?, out_header))),
-        None => None,
+    let segment = cli.segment;
+    let in_place = segment.filter(|_| cli.segment_in_place);
+    let mut writer = match (output, in_place) {
+        (Some(path), Some(s)) => Some(FrameWriter::start(Y4mWriter::new(open_in_place(path, &out_header, s.start)?, out_header.clone()), true)),
+        (Some(path), None) => Some(FrameWriter::start(Y4mWriter::new(open_output(path)?, out_header.clone()), false)),
+        (None, _) => None,
     };
 
-    let segment = cli.segment;
     // A segment reads its frames and the window's context around them: [first, end).
     let (first, limit) = match segment {
         Some(s) => {
@@ -526,7 +594,10 @@ fn run_inner(cli: &Cli, input_path: &str, output: Option<&str>) -> Result<()> {
             let why = if interrupted { "interrupted before the first frame was written" } else { "no frame could be written" };
             bail!("{why}; nothing usable, the output '{path}' was removed");
         }
-        check_written(path, written)?;
+        match in_place {
+            Some(s) => check_in_place(path, &out_header, s.start, written)?,
+            None => check_written(path, written)?,
+        }
     }
     let seconds = start.elapsed().as_secs_f64();
     bar.finish_and_clear();

@@ -274,3 +274,34 @@ fn c422p10_is_read_and_written() {
     assert_eq!(written.len(), data.len(), "same frames, same sizes");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// --segment-in-place: segments written into one file, in any order (the last first, over stale
+/// bytes), give the whole run's file byte for byte, 8- and 10-bit; a failed in-place run leaves
+/// the file (and the other segments' frames) alone.
+#[test]
+fn segments_written_in_place_assemble_the_whole_run() {
+    for (colorspace, bits) in [("420jpeg", 8), ("420p10", 10)] {
+        let inp = tmp(&format!("inplace-in-{bits}.y4m"));
+        std::fs::write(&inp, y4m_stream(colorspace, 14, 10, 11, bits, 9)).unwrap();
+        let opts = ["-q", "--backend", "cpu", "--threads", "1", "--strength", "15", "--temporal-past", "2", "--temporal-future", "1"];
+        let whole = tmp(&format!("inplace-whole-{bits}.y4m"));
+        assert!(cli().args(opts).arg(&inp).arg(&whole).status().unwrap().success());
+        let whole = std::fs::read(&whole).unwrap();
+        let out = tmp(&format!("inplace-out-{bits}.y4m"));
+        // Stale bytes of another size: overwritten where frames go, never truncated away first.
+        std::fs::write(&out, vec![0xAAu8; whole.len() + 7]).unwrap();
+        for seg in ["8:11", "0:3", "3:8"] {
+            let r = cli().args(opts).arg(&inp).arg(&out).args(["--segment", seg, "--segment-in-place"]).output().unwrap();
+            assert!(r.status.success(), "{seg}: {}", String::from_utf8_lossy(&r.stderr));
+        }
+        let got = std::fs::read(&out).unwrap();
+        assert!(got.len() == whole.len() + 7 && got[..whole.len()] == whole[..], "{colorspace}: segments in place differ from the whole run");
+        // A segment past the input's end fails; the file is neither removed nor truncated.
+        let r = cli().args(opts).arg(&inp).arg(&out).args(["--segment", "9:14", "--segment-in-place"]).output().unwrap();
+        assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("the segment ends at frame 14"), "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(std::fs::read(&out).unwrap() == got, "a failed in-place segment changed the file");
+    }
+    // Standard output cannot be written in place.
+    let r = cli().args(["-q", "--segment", "0:3", "--segment-in-place"]).arg(tmp("inplace-in-8.y4m")).arg("-").output().unwrap();
+    assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("--segment-in-place writes into an OUTPUT file"));
+}
