@@ -41,9 +41,11 @@
 #   soak       100,000 1080p frames through appsrc ! nlmdenoise backend=cuda ! fakesink: resident
 #              and device memory, fds and threads every 10,000 frames, slopes (examples/soak.rs)
 #   cluster    the segment-parallel driver (scripts/bench_cluster, local workers on 1, 2, 4, 8 GPUs
-#              up to the host's) against the plain CLI and the chunked path: 1080p 1200 frames, NLM
-#              R-live and BM3D normal 1 + 1, y4m and H.264 out (needs CLUSTER=1 at --collect: x264enc
-#              and FFmpeg's static build)
+#              up to the host's, y4m joined in place) against the plain CLI and the chunked path:
+#              1080p BM3D normal (2400 frames), the candidate default (1200), NLM R-live (3600),
+#              BM3D high (300), 2160p NLM and BM3D normal (400), H.264 out (needs CLUSTER=1 at
+#              --collect: x264enc and FFmpeg's static build; a run of its own: about 8 minutes on
+#              four GPUs, BUDGET=560)
 #   cutcost    the scene-cut test's cost on the streaming thread: appsrc ! nlmdenoise ! fakesink,
 #              NLM R-live at 1080p, I420 and NV12, own buffers and the proposed pool, and frames
 #              in CUDA memory (source=cuda), each with scene-cut=0 and the default, twice
@@ -103,7 +105,7 @@ if [ "${1:-}" = "--collect" ]; then
     cp "$BASE/examples/pipeline_bench" "$B/pipeline_bench_base"
   fi
   # LEAN=1: without what the chosen parts do not use (the carry limit is 64 MiB).
-  if [ "${LEAN:-0}" = 1 ]; then rm -f "$B/soak" "$B/bench_multipass" "$B/bench_sr" "$B/nlmdenoise"; fi
+  if [ "${LEAN:-0}" = 1 ]; then rm -f "$B/soak" "$B/bench_multipass" "$B/bench_sr"; [ "${CLUSTER:-0}" = 1 ] || rm -f "$B/nlmdenoise"; fi
   for e in ${EXTRA_BENCH:-}; do cp "${e#*:}" "$B/bench_cuda_${e%%:*}"; done
   find "$B" -maxdepth 1 -type f -exec strip --strip-debug {} +
   [ "${LEAN:-0}" = 1 ] && SKIP_PTX=1
@@ -348,8 +350,16 @@ run_part() {
         source .gst-debs/activate.sh "$PWD/.gst-debs" /tmp/gst-runtime
         mkdir -p /tmp/bin && xz -dc "$B/ffmpeg-static.xz" > /tmp/bin/ffmpeg && chmod +x /tmp/bin/ffmpeg
         export PATH=/tmp/bin:$PATH PYTHONUNBUFFERED=1
-        timeout "$(tmo 400)" python3 scripts/bench_cluster --gpus "$GPUS" --binary "$B/nlmdenoise" --segments 0 --per-gpu 2 --log "$S/cluster-log.txt" \
-          --sizes 1920x1080:1200 --configs nlm-live,bm3d-normal --h264-configs nlm-live --h264-sizes 1920x1080 > "$S/cluster.md" 2>&1
+        # Most important first (each step's timeout is capped by what is left of BUDGET): BM3D
+        # normal and the candidate default on a long 1080p input (GPU-bound), NLM R-live (host-
+        # bound), BM3D high, 2160p, H.264 out.
+        bc() { timeout "$(tmo "$1")" python3 scripts/bench_cluster --gpus "$GPUS" --binary "$B/nlmdenoise" --segments 0 --log "$S/cluster-log.txt" "${@:2}" >> "$S/cluster.md" 2>&1; }
+        bc 120 --sizes 1920x1080:2400 --configs bm3d-normal --outputs y4m
+        bc 120 --sizes 1920x1080:1200 --configs bm3d-candidate --outputs y4m
+        bc 120 --sizes 1920x1080:3600 --configs nlm-live --outputs y4m
+        bc 100 --sizes 1920x1080:300 --configs bm3d-high --outputs y4m
+        bc 100 --sizes 3840x2160:400 --configs nlm-live,bm3d-normal --outputs y4m
+        bc 100 --sizes 1920x1080:1200 --configs nlm-live --outputs h264 --per-gpu 2 --h264-configs nlm-live --h264-sizes 1920x1080
       )
       note "cluster: $(grep -c '^| 1920' "$S/cluster.md") rows, $(grep -c 'DIFFERS' "$S/cluster.md") differing y4m outputs (cluster.md)"
     else
