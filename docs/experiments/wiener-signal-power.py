@@ -1,4 +1,12 @@
-"""Experiment: Wiener-step signal-power estimates (the candidate default, 2 + 2), harness clips."""
+"""Experiments on BM3D's second step (issue #31): the candidate default (`high`, block step 4,
+search radius 8; per-frame groups and motion seeds as the profile runs them) with 2 + 2 frames on
+the harness's six clips, 6 frames, PSNR-YUV, CPU backend, through /tmp/nlmdenoise-exp built with
+wiener-signal-power.diff (EXP_WIENER=variant[:value]) or bayes-second-step.diff
+(EXP_BAYES=alpha,beta,uniform). VARIANTS: comma-separated, "0" the product's Wiener step,
+"bayes[:a/b/u]"; SIGMA (default 20).
+
+    VARIANTS="0,bayes:1/1/1" SIGMA=20 target/quality/venv/bin/python docs/experiments/wiener-signal-power.py
+"""
 import importlib.machinery, importlib.util, os, sys, time
 from pathlib import Path
 ROOT = Path("/work/main")
@@ -17,7 +25,11 @@ for seq in qb.NOISE_SEQS:
 flags = ["--bm3d-profile", "high", "--bm3d-block-step", "4", "--bm3d-search-radius", "8", "--temporal-past", "2", "--temporal-future", "2"]
 print(f"| variant | {' | '.join(qb.NOISE_SEQS)} | mean | s |", flush=True)
 for variant in sys.argv_variants if False else os.environ["VARIANTS"].split(","):
-    os.environ["EXP_WIENER"] = variant
+    os.environ.pop("EXP_BAYES", None)
+    if variant.startswith("bayes"):
+        os.environ["EXP_BAYES"] = variant[5:].lstrip(":").replace("/", ",")
+    else:
+        os.environ["EXP_WIENER"] = variant
     t = time.time()
     scores = []
     for seq in qb.NOISE_SEQS:
