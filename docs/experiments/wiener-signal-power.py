@@ -26,7 +26,10 @@ flags = ["--bm3d-profile", "high", "--bm3d-block-step", "4", "--bm3d-search-radi
 print(f"| variant | {' | '.join(qb.NOISE_SEQS)} | mean | s |", flush=True)
 for variant in sys.argv_variants if False else os.environ["VARIANTS"].split(","):
     os.environ.pop("EXP_BAYES", None)
-    if variant.startswith("bayes"):
+    os.environ.pop("EXP_BLEND", None)
+    if variant == "blend":
+        os.environ["EXP_BLEND"] = "1"
+    elif variant.startswith("bayes"):
         os.environ["EXP_BAYES"] = variant[5:].lstrip(":").replace("/", ",")
     else:
         os.environ["EXP_WIENER"] = variant
