@@ -3,7 +3,7 @@ search radius 8; per-frame groups and motion seeds as the profile runs them) wit
 the harness's six clips, 6 frames, PSNR-YUV, CPU backend, through /tmp/nlmdenoise-exp built with
 wiener-signal-power.diff (EXP_WIENER=variant[:value]) or bayes-second-step.diff
 (EXP_BAYES=alpha,beta,uniform). VARIANTS: comma-separated, "0" the product's Wiener step,
-"bayes[:a/b/u]"; SIGMA (default 20).
+"bayes[:a/b/u]", "blend"; SIGMA (default 20); FLAGS (default the candidate's).
 
     VARIANTS="0,bayes:1/1/1" SIGMA=20 target/quality/venv/bin/python docs/experiments/wiener-signal-power.py
 """
@@ -22,7 +22,7 @@ data = {}
 for seq in qb.NOISE_SEQS:
     paths = qb.clips.prepare(qb.clips.SEQUENCES[seq], [sigma], work)
     data[seq] = (qb.y4m.read(paths["clean"]).frames[:n], paths[sigma])
-flags = ["--bm3d-profile", "high", "--bm3d-block-step", "4", "--bm3d-search-radius", "8", "--temporal-past", "2", "--temporal-future", "2"]
+flags = os.environ.get("FLAGS", "--bm3d-profile high --bm3d-block-step 4 --bm3d-search-radius 8").split() + ["--temporal-past", "2", "--temporal-future", "2"]
 print(f"| variant | {' | '.join(qb.NOISE_SEQS)} | mean | s |", flush=True)
 for variant in sys.argv_variants if False else os.environ["VARIANTS"].split(","):
     os.environ.pop("EXP_BAYES", None)
