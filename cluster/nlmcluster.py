@@ -681,7 +681,10 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
     manifest = Manifest(mpath, data)
     # The output assembled in place: in the working folder when it shares the output's
     # filesystem (the final rename needs it), else beside the output.
-    same_fs = work.resolve().stat().st_dev == output.resolve().parent.stat().st_dev
+    out_dir = output.resolve().parent
+    if not out_dir.is_dir():
+        raise DriverError(f"the output's folder '{out_dir}' does not exist")
+    same_fs = work.resolve().stat().st_dev == out_dir.stat().st_dev
     assembly = work / "output.y4m" if same_fs else output.with_name(f".{output.name}.assembling")
     if in_place and not any(seg.get("done") for seg in data["segments"]):
         assembly.unlink(missing_ok=True)

@@ -271,6 +271,11 @@ class BadInput(Fixture):
                 self.assertEqual(p.returncode, 1, p.stderr)
                 self.assertIn(message, p.stderr)
                 self.assertFalse(Path(args[1]).exists())
+        # An output in a folder that does not exist, the working folder elsewhere: an error, not a traceback.
+        p = driver(str(src), str(self.tmp / "no-such-folder" / "x7.y4m"), "--work-dir", str(self.tmp / "wd7"), "--", "--sigma", "9", check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("the output's folder", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
 
     def test_a_segment_that_fails_every_attempt_fails_the_run_and_keeps_the_good_ones(self):
         src = self.tmp / "in.y4m"
