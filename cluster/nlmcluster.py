@@ -167,50 +167,6 @@ def verify_in_place(path: Path, start: int, end: int) -> None:
         raise DriverError(f"'{path.name}': {e.strerror}") from None
 
 
-FALLOC_FL_KEEP_SIZE = 1
-PREALLOCATE_CHUNK = 32 << 20
-
-
-def preallocate_in_place(path: Path, header_bytes: int, record: int, frames: int, ranges: list[tuple[int, int]]) -> threading.Thread | None:
-    """Reserves the pages of an output assembled in place, ahead of the segment runs that write it
-    (Linux fallocate, the file's size kept): on tmpfs every process writing one file takes the
-    file's lock, and a write that must first allocate its pages holds it far longer than one over
-    reserved pages (docs/cluster.md). Runs on a thread, 32 MB at a time, each range's front first,
-    so that every segment finds its next frames reserved; stops quietly where the filesystem or
-    the platform has no fallocate. Returns the thread (None when not started)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fallocate = libc.fallocate
-    except (OSError, AttributeError):
-        return None
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    # Never past the end of the smallest output these frames make (a header of another length,
-    # or larger frames with --scale, only leave pages to be allocated by the writes).
-    end_of_all = frames * record
-    spans = [(min(header_bytes + s * record, end_of_all), min(header_bytes + e * record, end_of_all)) for s, e in ranges]
-
-    def run() -> None:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        except OSError:
-            return
-        try:
-            at = [a for a, _ in spans]
-            while any(a < end for a, (_, end) in zip(at, spans)):
-                for k, (_, end) in enumerate(spans):
-                    if at[k] < end:
-                        n = min(PREALLOCATE_CHUNK, end - at[k])
-                        if fallocate(fd, FALLOC_FL_KEEP_SIZE, at[k], n) != 0:
-                            return
-                        at[k] += n
-        finally:
-            os.close(fd)
-
-    t = threading.Thread(target=run, name="preallocate", daemon=True)
-    t.start()
-    return t
-
-
 def is_y4m(path: Path) -> bool:
     with open(path, "rb") as f:
         return f.read(9) == b"YUV4MPEG2"
@@ -627,13 +583,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "or copy (a file per segment, appended to OUTPUT in order). Default: in-place with local workers when the input's frame lines carry no "
         "parameters, copy otherwise (Ray workers may not share the file)",
     )
-    p.add_argument(
-        "--no-preallocate",
-        dest="preallocate",
-        action="store_false",
-        help="in-place join: do not reserve the output's pages ahead of the segment runs (by default they are reserved, where the filesystem allows, "
-        "on a thread of the driver)",
-    )
     p.add_argument("-y", "--overwrite", action="store_true", help="overwrite OUTPUT")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return p.parse_args(argv), nlm_args
@@ -775,10 +724,6 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
             if i not in todo:
                 joiner.add(i, work / manifest.segment(i)["file"])
     t_plan = time.monotonic() - t_start
-    reserving = None
-    if in_place and args.preallocate and todo:
-        y = probe.y4m
-        reserving = preallocate_in_place(assembly, len(y.header), len(b"FRAME\n") + y.frame_bytes, probe.frames, [plan[i] for i in todo])
 
     # Run.
     frames_todo = sum(plan[i][1] - plan[i][0] for i in todo)
@@ -850,8 +795,6 @@ def drive(args: argparse.Namespace, nlm_args: list[str]) -> int:
         out_tmp.unlink(missing_ok=True)  # the joiner thread, waiting for a segment, ends with the process
         raise DriverError(f"{'; '.join(failures)}; after {args.retries} retries. The verified segments are kept in '{work}': rerun to resume")
 
-    if reserving is not None:
-        reserving.join()
     # Join into a temporary name beside the output, check it, then rename.
     parts = [work / manifest.segment(i)["file"] for i in range(len(plan))]
     t_join = time.monotonic()

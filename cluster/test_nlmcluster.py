@@ -106,22 +106,6 @@ class PlanAndOptions(unittest.TestCase):
         self.assertEqual(nlmcluster.option_values(["--sigma=4", "--no-audio", "--algorithm", "bm3d"]), {"--sigma": "4", "--no-audio": "", "--algorithm": "bm3d"})
 
 
-    def test_the_in_place_output_is_reserved_ahead_and_keeps_its_size(self):
-        with tempfile.TemporaryDirectory() as d:
-            path = Path(d) / "output.y4m"
-            record = 1 << 20
-            t = nlmcluster.preallocate_in_place(path, 100, record, 8, [(0, 3), (3, 8)])
-            if t is None:
-                self.skipTest("no fallocate on this platform")
-            t.join()
-            st = path.stat()
-            if st.st_blocks == 0:
-                self.skipTest(f"the filesystem of {d} reserves nothing")
-            self.assertEqual(st.st_size, 0, "the size is the writers' to set")
-            self.assertGreaterEqual(st.st_blocks * 512, 8 * record - 4096)
-            self.assertLess(st.st_blocks * 512, 8 * record + (1 << 16), "nothing past the frames' end")
-
-
 class Y4mIdentity(Fixture):
     """Joined y4m output byte-identical to one CLI run, for NLM and BM3D, past and future
     windows, 1, 3 and 7 segments."""
@@ -138,13 +122,12 @@ class Y4mIdentity(Fixture):
         for name, opts in self.CASES.items():
             single = self.tmp / f"single-{name}.y4m"
             cli(str(src), str(single), "--backend", "cpu", *opts)
-            for n, join in ((1, "in-place"), (3, "in-place"), (7, "in-place"), (3, "copy"), (3, "no-preallocate")):
+            for n, join in ((1, "in-place"), (3, "in-place"), (7, "in-place"), (3, "copy")):
                 with self.subTest(case=name, segments=n, join=join):
                     out = self.tmp / f"joined-{name}-{n}-{join}.y4m"
-                    mode = ["--join", "in-place", "--no-preallocate"] if join == "no-preallocate" else ["--join", join]
-                    p = driver(str(src), str(out), "--segments", str(n), "--cpu-workers", "2", *mode, "--", *opts)
+                    p = driver(str(src), str(out), "--segments", str(n), "--cpu-workers", "2", "--join", join, "--", *opts)
                     self.assertEqual(md5(out), md5(single))
-                    self.assertIn("(overlapped with the segments)" if join == "copy" else "(in place: no copy)", p.stderr)
+                    self.assertIn("(in place: no copy)" if join == "in-place" else "(overlapped with the segments)", p.stderr)
                     self.assertFalse((self.tmp / f"{out.name}.parts").exists(), "the working folder is removed after a join")
 
     def test_in_place_is_the_default_and_frame_parameters_fall_back_to_copying(self):
