@@ -109,6 +109,7 @@ fn params_and_info(b: &mut Bytes<'_>) -> (Params, Option<VideoInfo>) {
         window_references: b.maybe(|b| b.byte() & 1 == 1),
         frame_groups: b.maybe(|b| b.byte() & 1 == 1),
         motion: b.maybe(|b| b.byte() & 1 == 1),
+        bayes: b.maybe(|b| b.byte() & 1 == 1),
         chroma_sigma: b.maybe(|b| b.float()),
     };
     let sr = SrParams { scale: b.small(6), iterations: b.small(4), deblur: b.small(6), fusion: b.float(), ..SrParams::default() };

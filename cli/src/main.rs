@@ -270,6 +270,12 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL")]
     bm3d_motion: Option<bool>,
 
+    /// BM3D Bayesian estimate: the Wiener step's estimate of each group averaged with an
+    /// NL-Bayes estimate from the group's own mean and covariance (about 0.2 dB cleaner at sigma
+    /// 10-40, costlier: docs/tuning.md "Bayesian estimate"). Two-step runs only. Default: off.
+    #[arg(long, value_name = "BOOL")]
+    bm3d_bayes: Option<bool>,
+
     /// BM3D noise sigma of the chroma planes (8-bit units). Default: --sigma.
     #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
     chroma_sigma: Option<f32>,
@@ -563,6 +569,7 @@ impl Cli {
                 window_references: self.bm3d_window_references,
                 frame_groups: self.bm3d_frame_groups,
                 motion: self.bm3d_motion,
+                bayes: self.bm3d_bayes,
                 chroma_sigma: self.chroma_sigma,
             },
             ..Params::default()
@@ -789,6 +796,7 @@ const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
         ("bm3d_window_references", Bm3d),
         ("bm3d_frame_groups", Bm3d),
         ("bm3d_motion", Bm3d),
+        ("bm3d_bayes", Bm3d),
         ("chroma_sigma", Bm3d),
         ("sr_iterations", SuperResolution),
         ("deblur", SuperResolution),

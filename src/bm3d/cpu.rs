@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rayon::prelude::*;
 
 use super::{
-    basics_to_compute, extent, frame_group_order, frame_id, haar, job_dts, kaiser_window, motion_fields, pow2_floor, reference_corners, reference_dts, step_frames, to_stored, Bm3dGroup, Bm3dPlan,
-    FrameGroupOp, FrameId, MotionFields, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
+    basics_to_compute, bayes_estimate, extent, frame_group_order, frame_id, haar, job_dts, kaiser_window, motion_fields, pow2_floor, reference_corners, reference_dts, step_frames, to_stored,
+    BayesScratch, Bm3dGroup, Bm3dPlan, FrameGroupOp, FrameId, MotionFields, PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::host::HostAlgorithm;
@@ -288,6 +288,7 @@ fn group_and_aggregate(
             let mut tmp = vec![0.0f32; k * k];
             let mut col = vec![0.0f32; cap];
             let mut bcol = vec![0.0f32; cap];
+            let (mut bayes, mut bayes_work) = (vec![0.0f32; if s.bayes { cap * k * k } else { 0 }], BayesScratch::default());
             // Every reference frame's patches of this row (the target's alone by default).
             for ((rdt, over), &x0) in refs.iter().flat_map(|r| xs.iter().map(move |x| (r, x))) {
                 let members = select_group(plan, over, wiener, x0, y0, *rdt, motion);
@@ -310,6 +311,11 @@ fn group_and_aggregate(
                         load(basic.expect("basic estimates in step 2"), &mut b, &mut tmp);
                     }
                     let mut weight_sum = 0.0f32;
+                    let bayes_on = wiener && s.bayes;
+                    if bayes_on {
+                        bayes[..n * k * k].copy_from_slice(&y[..n * k * k]);
+                        bayes_estimate(&mut bayes[..n * k * k], &b[..n * k * k], n, k * k, sigma, &mut bayes_work);
+                    }
                     for t in 0..k * k {
                         for m in 0..n {
                             col[m] = y[m * k * k + t];
@@ -338,6 +344,11 @@ fn group_and_aggregate(
                         haar(&mut col[..n], true);
                         for m in 0..n {
                             y[m * k * k + t] = col[m];
+                        }
+                    }
+                    if bayes_on {
+                        for (v, e) in y[..n * k * k].iter_mut().zip(&bayes) {
+                            *v = 0.5 * (*v + e);
                         }
                     }
                     let wj = 1.0 / weight_sum.max(1.0);

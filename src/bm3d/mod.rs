@@ -46,6 +46,12 @@
 //! * **Step 2 (Wiener)**: `omega = B^2 / (B^2 + sigma_j^2)` from the transformed basic-estimate
 //!   group `B` (1 where `sigma_j = 0`); the estimate is `T^-1(omega * Y)` of the transformed noisy
 //!   group; weight `w_j = 1 / max(sum omega^2, 1)`.
+//! * **Step 2 with the Bayesian estimate** (`bayes`): the group's estimate is the mean of the
+//!   Wiener estimate above and a Bayesian one (NL-Bayes' second step in BM3D's group): per plane,
+//!   with `b_1..b_n` the basic estimate's patches of the group (as vectors of `K^2` samples), `mu`
+//!   their mean and `C = (1/n) sum (b_m - mu)(b_m - mu)^T` their covariance, each noisy patch `y_m`
+//!   is estimated as `mu + C (C + sigma_j^2 I)^-1 (y_m - mu)` (`y_m` itself where `sigma_j = 0`).
+//!   The same in any orthonormal basis of the patch; the weight is the Wiener step's `w_j`.
 //! * **Reference frames** ([`reference_dts`]): the reference patches lie in the target frame, or
 //!   with `window_references` (the `high` profile) in every frame of the step's window, each
 //!   grouped with its own frame searched exhaustively and the others predictively from it (the
@@ -475,6 +481,76 @@ pub fn motion_fields<T: Copy + Into<f64>>(frames: &[(i32, &[T])], w: usize, h: u
         }
     }
     fields
+}
+
+/// Work space of [`bayes_estimate`], reused from group to group.
+#[derive(Default)]
+pub struct BayesScratch {
+    mean: Vec<f64>,
+    centred: Vec<f64>,
+    gram: Vec<f64>,
+    proj: Vec<f64>,
+}
+
+/// The Bayesian estimate of one plane of a group (the module's "Step 2 with the Bayesian
+/// estimate"), through the group's `n x n` Gram matrix instead of the `d x d` covariance:
+/// `C (C + s^2 I)^-1 = Bc^T (Bc Bc^T + n s^2 I)^-1 Bc` with `Bc` the centred basic patches (rows),
+/// so the cost is `O(n^2 d + n^3)` rather than `O(d^3)`. `y`: the noisy patches, `n` rows of `d`
+/// values (any orthonormal basis), replaced by their estimates; `b`: the basic estimate's
+/// patches, the same layout; f64 inside.
+pub fn bayes_estimate(y: &mut [f32], b: &[f32], n: usize, d: usize, sigma: f32, w: &mut BayesScratch) {
+    if sigma == 0.0 || n == 0 {
+        return;
+    }
+    w.mean.clear();
+    w.mean.resize(d, 0.0);
+    for m in 0..n {
+        for (acc, &v) in w.mean.iter_mut().zip(&b[m * d..(m + 1) * d]) {
+            *acc += v as f64;
+        }
+    }
+    w.mean.iter_mut().for_each(|v| *v /= n as f64);
+    w.centred.clear();
+    w.centred.extend((0..n * d).map(|e| b[e] as f64 - w.mean[e % d]));
+    let bc = &w.centred;
+    // G = Bc Bc^T + n sigma^2 I, then its Cholesky factor L (lower, in place).
+    let g = &mut w.gram;
+    g.clear();
+    g.resize(n * n, 0.0);
+    let s2n = n as f64 * (sigma as f64) * (sigma as f64);
+    for p in 0..n {
+        for q in 0..=p {
+            let v: f64 = bc[p * d..(p + 1) * d].iter().zip(&bc[q * d..(q + 1) * d]).map(|(a, c)| a * c).sum();
+            g[p * n + q] = v + if p == q { s2n } else { 0.0 };
+        }
+    }
+    for j in 0..n {
+        let diag = (g[j * n + j] - (0..j).map(|q| g[j * n + q] * g[j * n + q]).sum::<f64>()).sqrt();
+        g[j * n + j] = diag;
+        for i in j + 1..n {
+            let v = g[i * n + j] - (0..j).map(|q| g[i * n + q] * g[j * n + q]).sum::<f64>();
+            g[i * n + j] = v / diag;
+        }
+    }
+    // Per patch: z = G^-1 Bc (y - mu), then y = mu + Bc^T z.
+    w.proj.clear();
+    w.proj.resize(n, 0.0);
+    for m in 0..n {
+        let ym = &mut y[m * d..(m + 1) * d];
+        let z = &mut w.proj;
+        for (q, zq) in z.iter_mut().enumerate() {
+            *zq = ym.iter().zip(&w.mean).zip(&bc[q * d..(q + 1) * d]).map(|((&v, mu), c)| (v as f64 - mu) * c).sum();
+        }
+        for i in 0..n {
+            z[i] = (z[i] - (0..i).map(|q| g[i * n + q] * z[q]).sum::<f64>()) / g[i * n + i];
+        }
+        for i in (0..n).rev() {
+            z[i] = (z[i] - (i + 1..n).map(|q| g[q * n + i] * z[q]).sum::<f64>()) / g[i * n + i];
+        }
+        for (t, v) in ym.iter_mut().enumerate() {
+            *v = (w.mean[t] + (0..n).map(|q| z[q] * bc[q * d + t]).sum::<f64>()) as f32;
+        }
+    }
 }
 
 /// The largest power of two not above `n` (n >= 1).

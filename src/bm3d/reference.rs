@@ -198,6 +198,7 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                 };
                 let mut y = patches(noisy);
                 let b = if wiener { Some(patches(basic.expect("basic estimates in step 2"))) } else { None };
+                let bayes = b.as_ref().filter(|_| s.bayes).map(|b| bayes_estimates(&y, b, sigma));
                 let mut col = vec![0.0; n];
                 let mut bcol = vec![0.0; n];
                 let mut weight_sum = 0.0;
@@ -233,6 +234,13 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                         y[m][t] = col[m];
                     }
                 }
+                if let Some(bayes) = &bayes {
+                    for (p, e) in y.iter_mut().zip(bayes) {
+                        for (v, ev) in p.iter_mut().zip(e) {
+                            *v = 0.5 * (*v + ev);
+                        }
+                    }
+                }
                 let wj = 1.0 / weight_sum.max(1.0);
                 for (m, p) in members.iter().zip(y.iter_mut()) {
                     if m.dt != 0 {
@@ -259,6 +267,49 @@ pub fn estimate(plan: &Bm3dPlan, g: &Bm3dGroup, wiener: bool, noisy: &[(i32, Vec
                 }
             }
             out
+        })
+        .collect()
+}
+
+/// The Bayesian estimates of a group's noisy patches `y` from its basic estimate's patches `b`
+/// (vectors in one orthonormal basis), as the module's definition writes them: `mu + C (C +
+/// sigma^2 I)^-1 (y_m - mu)`, with the `d x d` covariance solved by its Cholesky factor.
+fn bayes_estimates(y: &[Vec<f64>], b: &[Vec<f64>], sigma: f64) -> Vec<Vec<f64>> {
+    let (n, d) = (b.len(), b[0].len());
+    if sigma == 0.0 {
+        return y.to_vec();
+    }
+    let mu: Vec<f64> = (0..d).map(|t| b.iter().map(|p| p[t]).sum::<f64>() / n as f64).collect();
+    let mut c = vec![0.0; d * d];
+    for p in b {
+        for r in 0..d {
+            for q in 0..d {
+                c[r * d + q] += (p[r] - mu[r]) * (p[q] - mu[q]) / n as f64;
+            }
+        }
+    }
+    // A = C + sigma^2 I = L L^T.
+    let mut l = c.clone();
+    for r in 0..d {
+        l[r * d + r] += sigma * sigma;
+    }
+    for j in 0..d {
+        let diag = (l[j * d + j] - (0..j).map(|q| l[j * d + q] * l[j * d + q]).sum::<f64>()).sqrt();
+        l[j * d + j] = diag;
+        for i in j + 1..d {
+            l[i * d + j] = (l[i * d + j] - (0..j).map(|q| l[i * d + q] * l[j * d + q]).sum::<f64>()) / diag;
+        }
+    }
+    y.iter()
+        .map(|ym| {
+            let mut u: Vec<f64> = ym.iter().zip(&mu).map(|(v, m)| v - m).collect();
+            for i in 0..d {
+                u[i] = (u[i] - (0..i).map(|q| l[i * d + q] * u[q]).sum::<f64>()) / l[i * d + i];
+            }
+            for i in (0..d).rev() {
+                u[i] = (u[i] - (i + 1..d).map(|q| l[q * d + i] * u[q]).sum::<f64>()) / l[i * d + i];
+            }
+            (0..d).map(|r| mu[r] + (0..d).map(|q| c[r * d + q] * u[q]).sum::<f64>()).collect()
         })
         .collect()
 }

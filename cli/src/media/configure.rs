@@ -87,6 +87,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("bm3d-window-references", profile_value(p.bm3d.window_references.map(u32::from)));
     den.set_property("bm3d-frame-groups", profile_value(p.bm3d.frame_groups.map(u32::from)));
     den.set_property("bm3d-motion", profile_value(p.bm3d.motion.map(u32::from)));
+    den.set_property("bm3d-bayes", profile_value(p.bm3d.bayes.map(u32::from)));
     den.set_property("bm3d-threshold", p.bm3d.threshold.unwrap_or(-1.0));
     den.set_property("bm3d-wiener-threshold", p.bm3d.wiener_threshold.unwrap_or(-1.0));
     den.set_property("bm3d-lambda", p.bm3d.lambda.unwrap_or(-1.0));

@@ -25,6 +25,7 @@ pub const ALGORITHM_PROPERTIES: &[(&str, SettingUse)] = &[
     ("bm3d-window-references", SettingUse::Bm3d),
     ("bm3d-frame-groups", SettingUse::Bm3d),
     ("bm3d-motion", SettingUse::Bm3d),
+    ("bm3d-bayes", SettingUse::Bm3d),
     ("bm3d-threshold", SettingUse::Bm3d),
     ("bm3d-wiener-threshold", SettingUse::Bm3d),
     ("bm3d-lambda", SettingUse::Bm3d),
