@@ -371,3 +371,36 @@ fn sanitizer_smoke_bm3d() {
     let g = cuda(bm3d(15.0, Bm3dParams { motion: Some(true), frame_groups: Some(true), ..small(2) }, 1, 1), &m.noisy, 1);
     assert!(psnr(&m.clean, &g) > psnr(&m.clean, &m.noisy) + 2.0);
 }
+
+/// The Bayesian estimate (kernels/bm3d/bayes.cu, through the group's Gram matrix in f32) against
+/// the reference (the d x d covariance in f64): gray, I420 with its chroma group, 10-bit samples,
+/// groups of 16 and 32, patches of 4 and 8, each output's own groups and per-frame groups, window
+/// references; the output depends on it; streamed, unpipelined and chunked runs give the same bits.
+#[test]
+fn bayes_estimate_matches_the_reference() {
+    if !gpu_or_skip("bayes_estimate_matches_the_reference") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let high = Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), search_radius: Some(8), ..Default::default() };
+    for (format, w, h, frames, b, past, future) in [
+        (PixelFormat::GRAY8, 64, 40, 3, Bm3dParams { frame_groups: Some(false), wiener_group_size: Some(16), ..small(2) }, 1, 1),
+        (PixelFormat::I420, 64, 48, 3, Bm3dParams { frame_groups: Some(true), wiener_group_size: Some(32), ..small(2) }, 1, 1),
+        (PixelFormat::I420_10LE, 48, 40, 3, Bm3dParams { frame_groups: Some(false), patch_size: Some(4), ..small(2) }, 1, 0),
+        (PixelFormat::GRAY8, 72, 48, 3, Bm3dParams { frame_groups: Some(false), window_references: Some(true), ..high }, 1, 1),
+        (PixelFormat::I420, 72, 48, 3, Bm3dParams { frame_groups: Some(true), ..high }, 1, 1),
+    ] {
+        let c = moving_clip(format, w, h, frames, 15.0, 2, &mut rng);
+        let with = bm3d(15.0, Bm3dParams { bayes: Some(true), ..b }, past, future);
+        let what = format!("bayes {format:?} {w}x{h} {past} + {future} fg {:?} wr {:?} patch {:?}", b.frame_groups, b.window_references, b.patch_size);
+        let g = cuda(with, &c.noisy, 2);
+        agree(&format!("cuda {what}"), &c, &reference(with, &c.noisy), &g);
+        let without = cuda(bm3d(15.0, b, past, future), &c.noisy, 2);
+        assert!(without.iter().zip(&g).any(|(a, b)| samples(a) != samples(b)), "{what}: the output does not depend on the Bayesian estimate");
+    }
+    let c = moving_clip(PixelFormat::I420, 96, 64, 6, 20.0, 3, &mut rng);
+    let p = bm3d(20.0, Bm3dParams { bayes: Some(true), frame_groups: Some(true), ..small(2) }, 1, 1);
+    let stream = cuda(p, &c.noisy, 2);
+    same_frames(&stream, &cuda(p, &c.noisy, 0), "bayes, depth 0");
+    same_frames(&stream, &chunked(p, &c.noisy, 3), "bayes, chunk 3");
+}

@@ -64,4 +64,12 @@ struct Bm3dArgs {
     int motion_dir;                    // ints from a slot's field backwards to its field forwards
     int motion_bw, motion_bh;          // blocks of a field across and down
     int motion_pad;
+    // The Bayesian estimate (bayes.cu): per reference patch of a Wiener launch, its group
+    // ([BAYES_MEMBER_INTS] ints: n, 3 unused, then NMAX_WIENER x (code, y, x, sum slot)) and its
+    // weight per plane ([BM3D_MAX_PLANES] floats), written by bm3d_wiener*, read by bm3d_bayes*;
+    // null: no Bayesian estimate.
+    int* bayes_members;
+    float* bayes_weight;
 };
+
+#define BAYES_MEMBER_INTS (4 + 4 * NMAX_WIENER)

@@ -420,6 +420,12 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     }
     const int n = 1 << (31 - __clz(count));
     __syncwarp();
+    // With the Bayesian estimate (bayes.cu, launched next), the group it estimates.
+    if (WIENER && a.bayes_members) {
+        int* keep = a.bayes_members + (u64)r * BAYES_MEMBER_INTS;
+        if (lane == 0) keep[0] = n;
+        for (int e = lane; e < 4 * n; e += 32) keep[4 + e] = members[e];
+    }
 
     // 4. Filtering and aggregation, plane by plane.
     const u64 extent = (u64)a.ew * a.eh;
@@ -466,13 +472,18 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         __syncwarp();
         const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
         transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
+        // With the Bayesian estimate, this step's estimate is half of the group's (bayes.cu adds
+        // the other half with this weight); a power of two, so the products stay exact.
+        const bool bayes = WIENER && a.bayes_members;
+        if (bayes && lane == 0) a.bayes_weight[(u64)r * BM3D_MAX_PLANES + j] = weight;
+        const float half = bayes ? 0.5f : 1.0f;
         // The group's weight, the Kaiser window and the fixed-point scale, per lane: element e of
         // the group (e = lane mod 32) is coefficient p = (lane + (e & 32)) mod PP of its patch
         // (PP is 16 or 64), so a lane needs two window values, read once (a constant-memory read
         // indexed by lane is serialised across the warp). FIXED_ONE is a power of two, so the
         // product equals weight * window * value * FIXED_ONE bit for bit.
-        const float scale_lo = weight * BM3D_KAISER[lane % PP] * BM3D_FIXED_ONE;
-        const float scale_hi = weight * BM3D_KAISER[(lane + 32) % PP] * BM3D_FIXED_ONE;
+        const float scale_lo = half * weight * BM3D_KAISER[lane % PP] * BM3D_FIXED_ONE;
+        const float scale_hi = half * weight * BM3D_KAISER[(lane + 32) % PP] * BM3D_FIXED_ONE;
         for (int e = lane; e < n * PP; e += 32) {
             const int m = e / PP, p = e % PP;
             const int ss = FRAMES ? members[4 * m + 3] : (members[4 * m] == BM3D_CODE_BIAS ? 0 : -1);

@@ -53,7 +53,7 @@ use crate::window::Job;
 
 /// The kernel sources, in the order they are concatenated (after the generated constants).
 pub const SOURCES: &[(&str, &str)] =
-    crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/search.cu", "bm3d/finish.cu", "bm3d/motion.cu"];
+    crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/search.cu", "bm3d/finish.cu", "bm3d/motion.cu", "bm3d/bayes.cu"];
 
 pub const PROGRAM_NAME: &str = "bm3d.cu";
 
@@ -113,6 +113,8 @@ pub struct Bm3dArgs {
     pub motion_bw: i32,
     pub motion_bh: i32,
     pub motion_pad: i32,
+    pub bayes_members: u64,
+    pub bayes_weight: u64,
 }
 
 /// The by-value argument of the motion kernels (kernels/bm3d/motion.cu, MotionArgs).
@@ -180,6 +182,19 @@ impl Bm3dVariant {
         (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * n + group.max(square)).next_multiple_of(4)
     }
 
+    /// Shared floats of one warp of the Bayesian estimate's kernel (kernels/bm3d/bayes.cu,
+    /// BAYES_FLOATS): two groups of padded patches, two padded n x n matrices, a mean patch.
+    pub fn bayes_floats(&self) -> usize {
+        let (pp, n) = ((self.patch * self.patch) as usize, self.nmax_wiener as usize);
+        2 * n * (pp + 1) + 2 * n * (n + 1) + pp
+    }
+
+    /// Ints a Wiener launch keeps per reference patch for the Bayesian estimate (args.cuh,
+    /// BAYES_MEMBER_INTS).
+    pub fn bayes_member_ints(&self) -> usize {
+        4 + 4 * self.nmax_wiener as usize
+    }
+
     /// Dynamic shared memory of a block of the hard or Wiener kernel, bytes.
     pub fn smem_bytes(&self, wiener: bool, planes: usize, seed_radius: u32) -> usize {
         WARPS as usize * 4 * self.group_floats(wiener, planes, seed_radius)
@@ -223,6 +238,9 @@ struct Kernels {
     finish: CudaFunction,
     motion_cells: CudaFunction,
     motion_field: CudaFunction,
+    /// The Bayesian estimate of the Wiener step's groups (kernels/bm3d/bayes.cu).
+    bayes: CudaFunction,
+    bayes_frames: CudaFunction,
 }
 
 /// Shared floats per warp of the selection queue (kernels/bm3d/select.cuh `WarpBest`: 64 keys).
@@ -372,6 +390,16 @@ pub struct CudaBm3d {
     frame_sums: Option<FrameSums>,
     /// With motion seeds: the coarse motion between the ring's frames.
     motion: Option<MotionCache>,
+    /// With the Bayesian estimate: the groups and weights of one Wiener launch (the largest plane
+    /// group's reference patches), read by the launch after it.
+    bayes: Option<BayesBuffers>,
+}
+
+/// The Wiener launch's groups (`[refs][bayes_member_ints]` ints) and weights (`[refs][MAX_PLANES]`
+/// floats) for the Bayesian estimate's launch.
+struct BayesBuffers {
+    members: DeviceBuffer,
+    weight: DeviceBuffer,
 }
 
 impl CudaBm3d {
@@ -391,6 +419,7 @@ impl CudaBm3d {
             search: None,
             frame_sums: None,
             motion: None,
+            bayes: None,
         })
     }
 
@@ -410,10 +439,12 @@ impl CudaBm3d {
             finish: load("bm3d_finish")?,
             motion_cells: load("bm3d_motion_cells")?,
             motion_field: load("bm3d_motion_field")?,
+            bayes: load("bm3d_bayes")?,
+            bayes_frames: load("bm3d_bayes_frames")?,
         };
         // The group kernels' shared memory depends on the launch (plane group, seed radius), and
         // engines of other settings share these functions: allow the device's limit once.
-        for f in [&k.hard, &k.wiener, &k.hard_frames, &k.wiener_frames] {
+        for f in [&k.hard, &k.wiener, &k.hard_frames, &k.wiener_frames, &k.bayes, &k.bayes_frames] {
             raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
         }
         self.kernels.insert(*v, k.clone());
@@ -478,12 +509,23 @@ impl CudaBm3d {
         };
         let smem = WARPS as usize * 4 * args.group_floats as usize;
         let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
+        let bayes = self.bayes.as_ref().filter(|_| wiener);
+        (args.bayes_members, args.bayes_weight) = bayes.map_or((0, 0), |b| (b.members.ptr, b.weight.ptr));
         // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
         // address in it lies in the ring, the basic ring, the sums or the output frame, and
         // the kernels read planes within (w, h) and sums within the extent; `ref_code` names
         // a frame of the window (its slot is set) and every `sum_slot` set names sums of the
-        // buffer at `num` / `wimg`.
-        unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx(format!("bm3d {}", if wiener { "wiener" } else { "hard" }))))
+        // buffer at `num` / `wimg`; the Bayesian buffers, where set, hold every reference patch
+        // of the launch (sized for the largest plane group at configure).
+        unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx(format!("bm3d {}", if wiener { "wiener" } else { "hard" }))))?;
+        if bayes.is_some() {
+            let f = if frames { &k.bayes_frames } else { &k.bayes };
+            let smem = WARPS as usize * 4 * v.bayes_floats();
+            // SAFETY: as above; the launch reads the groups and weights the Wiener launch just
+            // queued on this stream wrote, and the same planes and sums.
+            unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx("bm3d bayes")))?;
+        }
+        Ok(())
     }
 
     /// Motion seeds: queues the coarse motion of plane group `gi` between each two neighbouring
@@ -791,6 +833,29 @@ impl CudaAlgorithm for CudaBm3d {
         self.basic_keys = vec![None; ring_slots];
         (self.num, self.wimg, self.search, self.frame_sums) = (None, None, None, None);
         self.motion = if plan.settings.motion { Some(MotionCache::new(ctx, plan, &self.plane_sizes, ring_slots)?) } else { None };
+        self.bayes = None;
+        if plan.settings.bayes && plan.two_step() {
+            let smem = WARPS as usize * 4 * v.bayes_floats();
+            if smem > device.max_shared {
+                return Err(Error::Unsupported(format!(
+                    "the bm3d Bayesian estimate with groups of {} needs {smem} bytes of shared memory per block; {} has {}",
+                    v.nmax_wiener, device.name, device.max_shared
+                )));
+            }
+            let refs = plan
+                .groups
+                .iter()
+                .map(|g| {
+                    let (ew, eh) = extent(self.plane_sizes[g.planes[0]].0, self.plane_sizes[g.planes[0]].1, k);
+                    let step = plan.settings.block_step as usize;
+                    reference_corners(ew, k, step).len() * reference_corners(eh, k, step).len()
+                })
+                .max()
+                .unwrap_or(1);
+            let members = DeviceBuffer::new(ctx, 4 * refs * v.bayes_member_ints()).map_err(backend_err)?;
+            let weight = DeviceBuffer::new(ctx, 4 * refs * MAX_PLANES).map_err(backend_err)?;
+            self.bayes = Some(BayesBuffers { members, weight });
+        }
         if plan.settings.frame_groups {
             // Every frame's sums while groups are added to them; the own-frame search of each
             // group launch goes to one scratch entry (each frame is grouped once per step).

@@ -60,6 +60,9 @@ struct Args {
     /// labelled `mo` / `nomo`).
     #[arg(long, value_name = "BOOL")]
     motion: Option<bool>,
+    /// The Bayesian estimate on every profile row (`bm3d-bayes`; rows labelled `bayes`).
+    #[arg(long)]
+    bayes: bool,
     /// Also print a digest of each profile row's first 12 outputs (untimed, a separate run): two
     /// builds meant to compute the same output print the same digest.
     #[arg(long)]
@@ -126,6 +129,9 @@ fn main() {
     if args.frame_groups {
         overrides.push_str(" fg");
     }
+    if args.bayes {
+        overrides.push_str(" bayes");
+    }
     match args.motion {
         Some(true) => overrides.push_str(" mo"),
         Some(false) => overrides.push_str(" nomo"),
@@ -159,6 +165,7 @@ fn main() {
                     wiener_seeds: args.wiener_seeds,
                     frame_groups: args.frame_groups.then_some(true),
                     motion: args.motion,
+                    bayes: args.bayes.then_some(true),
                     ..Default::default()
                 },
                 ..Params::default()
