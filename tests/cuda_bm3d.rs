@@ -348,7 +348,7 @@ fn frame_groups_keep_nothing_across_a_reset() {
 }
 
 /// A short case for compute-sanitizer (memcheck, racecheck): both steps, a temporal window,
-/// chroma planes matched together; with and without window references.
+/// chroma planes matched together; with and without window references; the Bayesian estimate.
 #[test]
 fn sanitizer_smoke_bm3d() {
     if !gpu_or_skip("sanitizer_smoke_bm3d") {
@@ -370,6 +370,11 @@ fn sanitizer_smoke_bm3d() {
     let m = moving_clip(PixelFormat::I420, 64, 32, 3, 15.0, 6, &mut rng);
     let g = cuda(bm3d(15.0, Bm3dParams { motion: Some(true), frame_groups: Some(true), ..small(2) }, 1, 1), &m.noisy, 1);
     assert!(psnr(&m.clean, &g) > psnr(&m.clean, &m.noisy) + 2.0);
+    // The Bayesian estimate: groups of 32 (window references) and per-frame groups.
+    for frame_groups in [false, true] {
+        let b = cuda(bm3d(15.0, Bm3dParams { bayes: Some(true), frame_groups: Some(frame_groups), ..high }, 1, 1), &c.noisy, 1);
+        assert!(psnr(&c.clean, &b) > psnr(&c.clean, &c.noisy) + 2.0);
+    }
 }
 
 /// The Bayesian estimate (kernels/bm3d/bayes.cu, through the group's Gram matrix in f32) against

@@ -166,6 +166,7 @@ impl Bm3dVariant {
             ("MOTION_REACH", MOTION_REACH as u32),
             ("MOTION_ARGS_BYTES", std::mem::size_of::<MotionArgs>() as u32),
             ("MOTION_THREADS", MOTION_THREADS),
+            ("BAYES_FLOATS_HOST", self.bayes_floats() as u32),
         ])
     }
 
@@ -183,10 +184,13 @@ impl Bm3dVariant {
     }
 
     /// Shared floats of one warp of the Bayesian estimate's kernel (kernels/bm3d/bayes.cu,
-    /// BAYES_FLOATS): two groups of padded patches, two padded n x n matrices, a mean patch.
+    /// BAYES_FLOATS): the centred basic patches, a work area (the noisy patches, the Gram matrix,
+    /// the estimates), the projections and a mean patch, rows padded.
     pub fn bayes_floats(&self) -> usize {
         let (pp, n) = ((self.patch * self.patch) as usize, self.nmax_wiener as usize);
-        2 * n * (pp + 1) + 2 * n * (n + 1) + pp
+        let row = pp + 4;
+        let work = (n * row).max(n * (n + 1)).next_multiple_of(4);
+        (n * row + work + n * (n + 4) + pp).next_multiple_of(4)
     }
 
     /// Ints a Wiener launch keeps per reference patch for the Bayesian estimate (args.cuh,
