@@ -67,7 +67,8 @@
 #   bench      the speed suite (scripts/bench: resolutions, sweeps, GStreamer, CPU, FFmpeg rows)
 #   chunks     frames/s against chunk size, 1 vs all devices, the 18000-frame 1080p long run
 #   ncu        Nsight Compute on one R-live fused launch (stall reasons, occupancy)
-#   ncu_bm3d   Nsight Compute on BM3D launches of a 1080p frame (normal profile)
+#   ncu_bm3d   Nsight Compute on BM3D launches of a 1080p frame (normal profile; the Bayesian
+#              estimate's kernel with the candidate default)
 #   ab         this build against another (collected with BASE=.../target/release), alternating on
 #              the same lease: kernel rows, the engine end to end (copied and lent frames),
 #              appsrc ! nlmdenoise ! fakesink (own buffers and the proposed pool), the chunked rows
@@ -469,9 +470,9 @@ time.sleep(float(sys.argv[1]))'
   bm3d)
     timeout "$(tmo 240)" $B/bench_bm3d --frames ${BM3D_FRAMES:-120} ${BM3D_PROFILES:+--profiles $BM3D_PROFILES} > "$S/bm3d.md" 2>&1
     note "bench_bm3d: rc=$?"; grep -E '^\|' "$S/bm3d.md"
-    # The candidate default profile (`high` step 4 radius 8, per-frame groups) and its cheaper
-    # neighbours that keep the picture (docs/tuning.md, "cheaper neighbours").
-    for extra in "" "--hard-block-step 5" "--seeds 2" "--wiener-seeds 2" "--hard-block-step 5 --wiener-seeds 2"; do
+    # The candidate default profile (`high` step 4 radius 8, per-frame groups), with the Bayesian
+    # estimate, and its cheaper neighbours that keep the picture (docs/tuning.md).
+    for extra in "" "--bayes" "--hard-block-step 5" "--seeds 2" "--wiener-seeds 2" "--hard-block-step 5 --wiener-seeds 2"; do
       timeout "$(tmo 120)" $B/bench_bm3d --frames 30 --profiles high --windows vbm3d,live2,offline2 --block-step 4 --search-radius 8 --frame-groups $extra 2>&1 | grep -E '^\| high' >> "$S/bm3d_candidates.md"
     done
     note "bench_bm3d candidates: rc=$?"; cat "$S/bm3d_candidates.md"
@@ -569,6 +570,12 @@ time.sleep(float(sys.argv[1]))'
         $B/bench_bm3d --frames 4 --profiles normal --windows spatial > "$S/ncu_bm3d.txt" 2>&1
       note "ncu bm3d: rc=$?"
       grep -E 'bm3d_(hard|wiener|finish)|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Stall|Issued Ipc|Dynamic Shared' "$S/ncu_bm3d.txt" | head -60
+      # The Bayesian estimate's kernel (the candidate default with --bayes, 1 + 1, luma).
+      timeout "$(tmo 90)" "$NCU" --kernel-name regex:bm3d_bayes --launch-skip 4 --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis \
+        $B/bench_bm3d --frames 3 --profiles high --block-step 4 --search-radius 8 --windows vbm3d --frame-groups --bayes > "$S/ncu_bm3d_bayes.txt" 2>&1
+      note "ncu bm3d bayes: rc=$?"
+      grep -E 'bm3d_bayes|Duration|Registers Per|Achieved Occupancy|Block Limit Shared|Compute \(SM\) Throughput|Issued Ipc' "$S/ncu_bm3d_bayes.txt" | head -12
     else note "ncu: not installed"; fi ;;
   ncu)
     if [ -x "$NCU" ]; then
