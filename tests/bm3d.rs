@@ -378,13 +378,15 @@ fn bayes_estimate_matches_the_reference_and_cleans_more() {
         let without = run(BackendKind::Cpu, BackendOptions::default(), bm3d(15.0, b, 1, 1), &c.noisy);
         assert!(without.iter().zip(&o).any(|(a, b)| a.planes != b.planes), "{what}: the output does not depend on the Bayesian estimate");
     }
-    let c = blocks_clip(96, 64, 3, 20.0, &mut rng);
+    // 192 x 128: on 96 x 64 the gain varied with the seed from 0.00 to 0.21 dB (CI failed at
+    // +0.02); here 20 seeds gave +0.22..+0.43 dB.
+    let c = blocks_clip(192, 128, 3, 20.0, &mut rng);
     // The candidate default's settings (docs/tuning.md): `high` with block step 4, search radius 8.
     let candidate = Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), search_radius: Some(8), ..Default::default() };
     let psnr_of = |bayes: bool| psnr(&c.clean, &run(BackendKind::Cpu, BackendOptions::default(), bm3d(20.0, Bm3dParams { bayes: Some(bayes), ..candidate }, 1, 1), &c.noisy));
     let (off, on) = (psnr_of(false), psnr_of(true));
     eprintln!("sigma 20, 1 + 1: Wiener step {off:.2} dB, with the Bayesian estimate {on:.2} dB");
-    assert!(on > off + 0.05, "the Bayesian estimate {on:.2} dB against {off:.2} dB without");
+    assert!(on > off + 0.1, "the Bayesian estimate {on:.2} dB against {off:.2} dB without");
 }
 
 /// A gray clip of sharp-edged shapes (40 random rectangles of random levels over a gradient, as a
