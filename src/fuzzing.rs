@@ -129,6 +129,8 @@ fn params_and_info(b: &mut Bytes<'_>) -> (Params, Option<VideoInfo>) {
         sigma_auto: b.byte() & 1 == 1,
         bm3d,
         sr,
+        // Last: the bytes before it decode as they did before the field existed.
+        aggregation_radius: b.small(4),
         ..Params::default()
     };
     (params, VideoInfo::new(format, w, h).ok())

@@ -495,6 +495,11 @@ pub struct Params {
     pub search_radius: u32,
     /// Radius `s` of the patch compared around each sample: (2s+1)^2 samples.
     pub patch_radius: u32,
+    /// NLM patch-wise aggregation: each patch's weight for a search offset also counts for the
+    /// samples within this radius (Chebyshev) of its centre, so that a sample takes its value from
+    /// the matches of every patch around it, not of its own patch alone; 0 (pixel-wise NLM) ..=
+    /// `patch_radius` (docs/tuning.md, "Patch-wise aggregation").
+    pub aggregation_radius: u32,
     /// Past frames searched (no added latency).
     pub temporal_past: u32,
     /// Future frames searched (adds that many frames of latency).
@@ -532,6 +537,7 @@ impl Default for Params {
             algorithm: Algorithm::Nlm,
             search_radius: 3,
             patch_radius: 2,
+            aggregation_radius: 0,
             temporal_past: 2,
             temporal_future: 0,
             strength: 10.0,
@@ -625,6 +631,9 @@ impl Params {
         }
         if self.patch_radius > MAX_PATCH_RADIUS {
             return bad(format!("patch radius {} out of range 0..={MAX_PATCH_RADIUS}", self.patch_radius));
+        }
+        if self.aggregation_radius > self.patch_radius {
+            return bad(format!("aggregation radius {} out of range 0..={} (the patch radius)", self.aggregation_radius, self.patch_radius));
         }
         if self.temporal_past > MAX_TEMPORAL_PAST {
             return bad(format!("temporal past {} out of range 0..={MAX_TEMPORAL_PAST}", self.temporal_past));
@@ -725,6 +734,7 @@ impl Params {
             && self.algorithm == other.algorithm
             && self.search_radius == other.search_radius
             && self.patch_radius == other.patch_radius
+            && self.aggregation_radius == other.aggregation_radius
             && self.temporal_past == other.temporal_past
             && self.temporal_future == other.temporal_future
             && self.chroma_mode == other.chroma_mode
@@ -747,6 +757,9 @@ mod tests {
         assert!(Params { strength: 0.0, ..p }.validate().is_err());
         assert!(Params { chroma_strength: f32::NAN, ..p }.validate().is_err());
         assert!(Params { wref: -1.0, ..p }.validate().is_err());
+        assert!(Params { aggregation_radius: 2, ..p }.validate().is_ok());
+        let e = Params { aggregation_radius: 3, ..p }.validate().unwrap_err().to_string();
+        assert!(e.contains("aggregation radius 3 out of range 0..=2"), "{e}");
         assert!(Params { sigma: Some(-2.0), ..p }.validate().is_err());
         Params { search_radius: 0, patch_radius: 0, temporal_past: 0, ..p }.validate().unwrap();
     }

@@ -342,6 +342,12 @@ pub struct Cli {
     #[arg(long, default_value_t = Params::default().weighting)]
     weighting: Weighting,
 
+    /// NLM patch-wise aggregation: each patch's weight also counts for the samples within this
+    /// radius of its centre (0 = pixel-wise NLM, up to --patch-radius; CPU backend only for now;
+    /// docs/tuning.md, "Patch-wise aggregation").
+    #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().aggregation_radius)]
+    aggregation_radius: u32,
+
     /// Weight of the centre sample as a multiple of the largest other weight.
     #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().wref)]
     wref: f32,
@@ -549,6 +555,7 @@ impl Cli {
             scene_cut: self.scene_cut,
             weighting: self.weighting,
             wref: self.wref,
+            aggregation_radius: self.aggregation_radius,
             chroma_mode: self.chroma_mode,
             planes: self.planes,
             bm3d: Bm3dParams {
@@ -805,6 +812,7 @@ const ALGORITHM_OPTIONS: &[(&str, nlmdenoise::SettingUse)] = {
         ("search_radius", NlmWindow),
         ("patch_radius", NlmWindow),
         ("weighting", Nlm),
+        ("aggregation_radius", Nlm),
         ("wref", Nlm),
         ("kernel", Nlm),
         ("offsets_per_pass", Nlm),

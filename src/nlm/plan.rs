@@ -30,6 +30,8 @@ pub struct NlmPlan {
     pub passthrough: Vec<usize>,
     pub search_radius: u32,
     pub patch_radius: u32,
+    /// Patch-wise aggregation radius ([`Params::aggregation_radius`]).
+    pub aggregation_radius: u32,
     pub weighting: Weighting,
     pub wref: f32,
     /// Subtracted from every mean squared distance (2 sigma^2), 8-bit units squared.
@@ -105,6 +107,7 @@ impl NlmPlan {
             passthrough,
             search_radius: params.search_radius,
             patch_radius: params.patch_radius,
+            aggregation_radius: params.aggregation_radius,
             weighting: params.weighting,
             wref: params.wref,
             distance_offset: 2.0 * sigma * sigma,

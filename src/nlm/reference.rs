@@ -15,6 +15,18 @@
 //! outside a plane are mirrored ([`crate::planar::mirror`]), and `scale` maps samples to 8-bit code
 //! values. The result is rounded to the nearest integer and clamped; a zero weight sum keeps the
 //! input sample.
+//!
+//! With patch-wise aggregation (aggregation radius r > 0) the weights of an offset are first
+//! summed over the patches centred within r of p, inside the plane:
+//!
+//! ```text
+//! W(p, u, d)  = sum over k in [-r, r]^2 with p + k in the plane of w(p + k, u, d)
+//! out_o(p)    = (sum W * O_u(p + d) + wref * C(p) * O_t(p)) / (sum W + wref * C(p))
+//! C(p)        = sum over the same k of max over (u, d) of w(p + k, u, d)
+//! ```
+//!
+//! i.e. every patch gives the samples it covers within r the values its matches hold there (their
+//! sample at the same place in the patch is O_u(p + d)), each patch's own centre weight included.
 
 use crate::device::host::{FrameCopies, HostAlgorithm};
 use crate::error::Result;
@@ -36,6 +48,9 @@ fn sample(plane: &Plane, x: isize, y: isize) -> f64 {
 
 /// Denoises `group` of the target frame (dt 0 in `frames`, which are in time order) into `out`.
 pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFrame) {
+    if plan.aggregation_radius > 0 {
+        return denoise_group_aggregated(plan, group, frames, out);
+    }
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     let a = plan.search_radius as isize;
     let s = plan.patch_radius as isize;
@@ -83,6 +98,85 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
                 let value = if total > 0.0 { (*v + wc * centre) / total } else { centre };
                 let q = (value + 0.5).floor().clamp(0.0, plan.max_value as f64) as u32;
                 out.planes[o].samples.set(py as usize * w + px as usize, q);
+            }
+        }
+    }
+}
+
+/// [`denoise_group`] with patch-wise aggregation: one offset of one frame at a time, its weight
+/// image summed over (2r+1)^2 positions.
+fn denoise_group_aggregated(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFrame) {
+    let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
+    let a = plan.search_radius as isize;
+    let s = plan.patch_radius as isize;
+    let r = plan.aggregation_radius as isize;
+    let (sx, sy) = (group.guide_step_x as isize, group.guide_step_y as isize);
+    let norm = 1.0 / ((group.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
+    let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
+    let h = group.h as f64;
+    let w = target.planes[group.outputs[0]].width;
+    let ht = target.planes[group.outputs[0]].height;
+    let n = w * ht;
+    let mut sums = vec![vec![0f64; n]; group.outputs.len()];
+    let mut total = vec![0f64; n];
+    let mut wmax = vec![0f64; n];
+    let mut weights = vec![0f64; n];
+    // Sum of `img` over the positions within r of (x, y) inside the plane.
+    let spread = |img: &[f64], x: isize, y: isize| -> f64 {
+        let mut v = 0.0;
+        for qy in (y - r).max(0)..=(y + r).min(ht as isize - 1) {
+            for qx in (x - r).max(0)..=(x + r).min(w as isize - 1) {
+                v += img[qy as usize * w + qx as usize];
+            }
+        }
+        v
+    };
+    for (dt, frame) in frames {
+        for dy in -a..=a {
+            for dx in -a..=a {
+                if *dt == 0 && dx == 0 && dy == 0 {
+                    continue;
+                }
+                for py in 0..ht as isize {
+                    for px in 0..w as isize {
+                        let mut ssd = 0.0;
+                        for &g in &group.guides {
+                            let (gt, gu) = (&target.planes[g], &frame.planes[g]);
+                            for ky in -s..=s {
+                                for kx in -s..=s {
+                                    let d = sample(gt, px * sx + kx, py * sy + ky) - sample(gu, (px + dx) * sx + kx, (py + dy) * sy + ky);
+                                    ssd += d * d;
+                                }
+                            }
+                        }
+                        let i = py as usize * w + px as usize;
+                        weights[i] = plan.weight(ssd * norm * inv_scale2, h);
+                        wmax[i] = wmax[i].max(weights[i]);
+                    }
+                }
+                for py in 0..ht as isize {
+                    for px in 0..w as isize {
+                        let i = py as usize * w + px as usize;
+                        let wt = spread(&weights, px, py);
+                        total[i] += wt;
+                        for (v, &o) in sums.iter_mut().zip(&group.outputs) {
+                            v[i] += wt * sample(&frame.planes[o], px + dx, py + dy);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for py in 0..ht as isize {
+        for px in 0..w as isize {
+            let i = py as usize * w + px as usize;
+            let wc = plan.wref as f64 * spread(&wmax, px, py);
+            let t = total[i] + wc;
+            for (v, &o) in sums.iter().zip(&group.outputs) {
+                let centre = sample(&target.planes[o], px, py);
+                let value = if t > 0.0 { (v[i] + wc * centre) / t } else { centre };
+                let q = (value + 0.5).floor().clamp(0.0, plan.max_value as f64) as u32;
+                out.planes[o].samples.set(i, q);
             }
         }
     }

@@ -99,6 +99,7 @@ fn configure_denoiser(den: &gst::Element, cli: &Cli) -> Result<()> {
     den.set_property("scene-cut", p.scene_cut);
     den.set_property_from_str("weighting", p.weighting.as_str());
     den.set_property("wref", p.wref);
+    den.set_property("aggregation-radius", p.aggregation_radius);
     den.set_property_from_str("chroma-mode", p.chroma_mode.as_str());
     den.set_property_from_str("planes", p.planes.as_str());
     // sigma first: with strengths not yet set explicitly the element derives them from it; the

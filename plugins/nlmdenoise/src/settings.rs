@@ -33,6 +33,7 @@ pub const ALGORITHM_PROPERTIES: &[(&str, SettingUse)] = &[
     ("search-radius", SettingUse::NlmWindow),
     ("patch-radius", SettingUse::NlmWindow),
     ("weighting", SettingUse::Nlm),
+    ("aggregation-radius", SettingUse::Nlm),
     ("wref", SettingUse::Nlm),
     ("kernel", SettingUse::Nlm),
     ("offsets-per-pass", SettingUse::Nlm),

@@ -45,6 +45,7 @@
 //! rows x columns), `cpu_pair_offsets` off (one offset per pass), `cpu_simd` off (baseline
 //! instruction set), `cpu_stats` (print how many samples took the exact path per frame).
 
+mod aggregate;
 mod kernels;
 
 use std::sync::Mutex;
@@ -469,6 +470,9 @@ struct Tile {
 
 #[inline(always)]
 fn process_band(ctx: &GroupCtx, frames: &Frames, band: &mut Band, tile_cols: usize, sc: &mut Scratch) -> usize {
+    if ctx.plan.aggregation_radius > 0 {
+        return aggregate::band(ctx, frames, band);
+    }
     let w = ctx.width;
     let mut exact = 0;
     let mut x0 = 0;

@@ -144,6 +144,7 @@ impl CudaAlgorithm for FusedNlm {
 
     fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan, _ring_slots: usize) -> Result<()> {
         let plan = plan.nlm("the fused NLM kernel")?;
+        super::check_supported(plan)?;
         self.sample_bytes = geometry.bytes_per_sample;
         self.batches = launch::batches(geometry, plan);
         if self.batches.len() > EXACT_PARTS {

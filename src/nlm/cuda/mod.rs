@@ -35,6 +35,17 @@ pub fn exact_capacity(geometry: &Geometry) -> usize {
     geometry.total_samples()
 }
 
+/// What the CUDA kernels do not compute yet: patch-wise aggregation (the CPU backend does).
+pub fn check_supported(plan: &crate::nlm::NlmPlan) -> Result<()> {
+    if plan.aggregation_radius > 0 {
+        return Err(Error::Unsupported(format!(
+            "aggregation radius {} on a CUDA device: not implemented there yet; use the CPU backend (--backend cpu, backend=cpu) or aggregation radius 0",
+            plan.aggregation_radius
+        )));
+    }
+    Ok(())
+}
+
 /// The NLM implementation `options.gpu_kernel` selects.
 pub fn make(options: &NlmOptions, device: &DeviceInfo) -> Result<Box<dyn CudaAlgorithm>> {
     match options.gpu_kernel {
@@ -62,4 +73,23 @@ pub fn window_slots(job: &Job, ring_slots: usize) -> Result<([i32; MAX_FRAMES], 
         }
     }
     Ok((slot, target, window.len() as i32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::PixelFormat;
+    use crate::frame::VideoInfo;
+    use crate::nlm::NlmPlan;
+    use crate::params::Params;
+
+    /// Patch-wise aggregation is refused with words that say where it runs, before any launch.
+    #[test]
+    fn aggregation_is_a_clear_error_on_the_device() {
+        let geometry = Geometry::from_video_info(&VideoInfo::new(PixelFormat::I420, 16, 8).unwrap());
+        check_supported(&NlmPlan::new(&geometry, &Params::default()).unwrap()).unwrap();
+        let plan = NlmPlan::new(&geometry, &Params { aggregation_radius: 1, ..Params::default() }).unwrap();
+        let e = check_supported(&plan).unwrap_err().to_string();
+        assert!(e.contains("aggregation radius 1") && e.contains("CPU backend"), "{e}");
+    }
 }

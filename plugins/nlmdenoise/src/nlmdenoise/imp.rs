@@ -248,6 +248,13 @@ impl ObjectImpl for NlmDenoise {
                 .blurb("Weight function of the patch distance")
                 .mutable_playing()
                 .build(),
+            glib::ParamSpecUInt::builder("aggregation-radius")
+                .nick("Aggregation radius")
+                .blurb("Patch-wise aggregation: each patch's weight also counts for the samples within this radius of its centre (0 = pixel-wise NLM, up to patch-radius; CPU backend only for now)")
+                .maximum(nlmdenoise::params::MAX_PATCH_RADIUS)
+                .default_value(p.aggregation_radius)
+                .mutable_playing()
+                .build(),
             glib::ParamSpecFloat::builder("wref")
                 .nick("Centre weight")
                 .blurb("Weight of the centre sample as a multiple of the largest other weight")
@@ -341,6 +348,7 @@ impl ObjectImpl for NlmDenoise {
                     let v: f32 = value.get().unwrap_or(SIGMA_UNSET);
                     p.bm3d.chroma_sigma = if v < 0.0 { None } else { Some(v) };
                 }
+                "aggregation-radius" => p.aggregation_radius = value.get().unwrap_or(p.aggregation_radius),
                 "wref" => p.wref = value.get().unwrap_or(p.wref),
                 "weighting" => p.weighting = value.get::<Weighting>().unwrap_or_default().into(),
                 "chroma-mode" => p.chroma_mode = value.get::<ChromaMode>().unwrap_or_default().into(),
@@ -388,6 +396,7 @@ impl ObjectImpl for NlmDenoise {
                 "bm3d-wiener-threshold" => p.bm3d.wiener_threshold.unwrap_or(-1.0).to_value(),
                 "bm3d-lambda" => p.bm3d.lambda.unwrap_or(-1.0).to_value(),
                 "chroma-sigma" => p.bm3d.chroma_sigma.unwrap_or(SIGMA_UNSET).to_value(),
+                "aggregation-radius" => p.aggregation_radius.to_value(),
                 "wref" => p.wref.to_value(),
                 "weighting" => Weighting::from(p.weighting).to_value(),
                 "chroma-mode" => ChromaMode::from(p.chroma_mode).to_value(),

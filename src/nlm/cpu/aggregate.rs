@@ -1,0 +1,132 @@
+//! Patch-wise aggregation on the CPU (aggregation radius r > 0; the definition is in
+//! [`crate::nlm::reference`]): per band of output rows and per search offset, the weight image of
+//! the band and r rows on either side, its (2r+1)^2 box sums inside the plane, accumulated.
+//!
+//! Simpler than the pixel-wise path beside it: no symmetric reuse of `+d/-d` (the box sums of a
+//! pair differ at the plane's edges), no tiles, and no exact f64 fallback: results are the f32
+//! mean rounded, within one code value of the reference (8-bit; one 8-bit code value in stored
+//! units for deeper formats) where the largest weight a sample sees is above f32's range floor
+//! (`exp(-80)`): strengths far below the content's patch distances can keep the input there where
+//! the reference averages.
+
+use super::kernels;
+use super::{Band, Frames, GroupCtx};
+
+/// Denoises `band` of `ctx`'s group; returns 0 (no sample takes an exact path).
+#[inline(always)]
+pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
+    let g = ctx.group;
+    let plan = ctx.plan;
+    let (a, s, r) = (plan.search_radius as isize, plan.patch_radius as usize, plan.aggregation_radius as usize);
+    let (sx, sy) = (g.guide_step_x, g.guide_step_y);
+    let (w, h) = (ctx.width, ctx.height);
+    // Rows whose weights reach the band: r on either side, inside the plane.
+    let (ey0, ey1) = (band.y0.saturating_sub(r), (band.y1 + r).min(h));
+    let (ne, nb) = (ey1 - ey0, band.y1 - band.y0);
+    let nout = g.outputs.len();
+    let nv = sx * (w - 1) + 2 * s + 1;
+    let mut v = vec![0.0f32; nv];
+    let mut p = vec![0.0f32; w];
+    let mut x = vec![0.0f32; w];
+    let mut wrow = vec![0.0f32; w];
+    // Horizontal box sums of each extended row's weights; the largest weight per position.
+    let mut hsum = vec![0.0f32; ne * w];
+    let mut wmax = vec![0.0f32; ne * w];
+    let mut spread = vec![0.0f32; w];
+    let mut acc = vec![0.0f32; nout * nb * w];
+    let mut wsum = vec![0.0f32; nb * w];
+    let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
+    let gx_t = -(s as isize);
+    for &(dt, frame) in frames {
+        for dy in -a..=a {
+            for dx in -a..=a {
+                if dt == 0 && dx == 0 && dy == 0 {
+                    continue;
+                }
+                let gx_u = gx_t + sx as isize * dx;
+                for ye in 0..ne {
+                    let y = (ey0 + ye) as isize;
+                    v.fill(0.0);
+                    for &gi in &g.guides {
+                        let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                        for ky in -(s as isize)..=s as isize {
+                            let row = sy as isize * y + ky;
+                            kernels::add_sq_diff(&mut v, gt.row(gx_t, row, nv), gu.row(gx_u, row + sy as isize * dy, nv));
+                        }
+                    }
+                    if sx == 1 {
+                        kernels::box_sum_unit(&mut p, &v, s);
+                    } else {
+                        kernels::box_sum_step(&mut p, &v, s, sx);
+                    }
+                    kernels::weights(&mut wrow, &mut x, &p, &ctx.wp);
+                    let m = &mut wmax[ye * w..(ye + 1) * w];
+                    for (mi, &wi) in m.iter_mut().zip(&wrow) {
+                        *mi = mi.max(wi);
+                    }
+                    box_row(&mut hsum[ye * w..(ye + 1) * w], &wrow, r);
+                }
+                for yb in 0..nb {
+                    let y = band.y0 + yb;
+                    column_sum(&mut spread, &hsum, w, y - r.min(y) - ey0, (y + r + 1).min(ey1) - ey0);
+                    let ws = &mut wsum[yb * w..(yb + 1) * w];
+                    for (t, &c) in ws.iter_mut().zip(&spread) {
+                        *t += c;
+                    }
+                    for (oi, &o) in g.outputs.iter().enumerate() {
+                        let src = frame.planes[o].row(dx, y as isize + dy, w);
+                        kernels::acc_values(&mut acc[(oi * nb + yb) * w..][..w], &spread, src);
+                    }
+                }
+            }
+        }
+    }
+    // The centre: wref times the spread of the largest weights, the target's own sample.
+    for ye in 0..ne {
+        let row = wmax[ye * w..(ye + 1) * w].to_vec();
+        box_row(&mut hsum[ye * w..(ye + 1) * w], &row, r);
+    }
+    let maxv = plan.max_value as f32;
+    for yb in 0..nb {
+        let y = band.y0 + yb;
+        column_sum(&mut spread, &hsum, w, y - r.min(y) - ey0, (y + r + 1).min(ey1) - ey0);
+        for (oi, &o) in g.outputs.iter().enumerate() {
+            let centre = target.planes[o].row(0, y as isize, w);
+            for xi in 0..w {
+                let wc = plan.wref * spread[xi];
+                let total = wsum[yb * w + xi] + wc;
+                let value = if total > 0.0 { (acc[(oi * nb + yb) * w + xi] + wc * centre[xi]) / total } else { centre[xi] };
+                let q = (value + 0.5).floor().clamp(0.0, maxv);
+                band.outs[oi].set(yb * w + xi, q as u32);
+            }
+        }
+    }
+    0
+}
+
+/// `out[x]` = sum of `row[x - r ..= x + r]` inside the row.
+#[inline(always)]
+fn box_row(out: &mut [f32], row: &[f32], r: usize) {
+    let n = row.len();
+    let mut run: f32 = row[..r.min(n)].iter().sum();
+    for x in 0..n {
+        if x + r < n {
+            run += row[x + r];
+        }
+        out[x] = run;
+        if x >= r {
+            run -= row[x - r];
+        }
+    }
+}
+
+/// `out[x]` = sum over rows `y0..y1` of `rows[y * w + x]`.
+#[inline(always)]
+fn column_sum(out: &mut [f32], rows: &[f32], w: usize, y0: usize, y1: usize) {
+    out.fill(0.0);
+    for y in y0..y1 {
+        for (o, &v) in out.iter_mut().zip(&rows[y * w..(y + 1) * w]) {
+            *o += v;
+        }
+    }
+}
