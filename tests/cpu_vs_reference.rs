@@ -199,3 +199,28 @@ fn patch_wise_aggregation_cleans_more() {
     eprintln!("sigma 20, 2 past: pixel-wise (patch radius 2) {pixel:.2} dB, patch-wise (3, aggregation 2, wref 2) {patch:.2} dB");
     assert!(patch > pixel + 0.2, "patch-wise {patch:.2} dB against pixel-wise {pixel:.2} dB");
 }
+
+/// Patch-wise aggregation where weights of very different sizes meet: a flat half (weights near 1)
+/// beside a half of random samples (weights near 1e-12 at this strength). Box sums that slide by
+/// adding and subtracting lose the small weights to the large ones' rounding (the first version:
+/// samples kept or blown to 255 on the harness's mandelbrot clip).
+#[test]
+fn patch_wise_aggregation_keeps_tiny_weights() {
+    use rand::Rng;
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let info = nlmdenoise::VideoInfo::new(PixelFormat::GRAY8, 48, 24).unwrap();
+    let inputs: Vec<OwnedFrame> = (0..2)
+        .map(|_| {
+            let noise: Vec<u32> = (0..48 * 24).map(|_| rng.random_range(0..256)).collect();
+            common::frame_from(info, |_, x, y| if x < 24 { 100 + (x + y) as u32 % 3 } else { noise[y * 48 + x] })
+        })
+        .collect();
+    for (aggregation_radius, wref) in [(1, 1.0), (2, 0.0), (2, 2.0)] {
+        let p = Params { patch_radius: 2, aggregation_radius, wref, strength: 20.0, temporal_past: 1, ..base() };
+        let c = Case { frames: 2, ..case(PixelFormat::GRAY8, 48, 24, p) };
+        let reference = run(BackendKind::Reference, 0, &c, &inputs);
+        let cpu = run(BackendKind::Cpu, 3, &c, &inputs);
+        let diff = compare(&c, "cpu", &reference, &cpu, &inputs, 1, 0);
+        assert!(diff.differing * 100 <= diff.total, "{c:?}: {} of {} samples differ", diff.differing, diff.total);
+    }
+}
