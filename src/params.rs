@@ -27,6 +27,11 @@ pub const SPATIAL_CHROMA_STRENGTH_PER_SIGMA: f32 = 0.97;
 /// so a lower strength already averages the noise away and keeps more detail.
 pub const OFFLINE_STRENGTH_PER_SIGMA: f32 = 0.68;
 pub const OFFLINE_CHROMA_STRENGTH_PER_SIGMA: f32 = 0.81;
+/// With patch-wise aggregation (`aggregation_radius` above 0) the sigma-derived strengths are
+/// this times the pixel-wise ones: each sample then averages several patches' weights, so each
+/// weight can be stricter (scripts/quality_nlm_fit, p3s3a2w2: best at 0.8 at sigma 20 and 30, 0.9
+/// at 10, over 0.7-1.1; docs/tuning.md, "Patch-wise aggregation").
+pub const AGGREGATION_STRENGTH_SCALE: f32 = 0.8;
 
 /// Which filter computes the output frames. Each has its own folder under `src/` (its plan, f64
 /// reference, CPU and CUDA implementations); the device layer runs any of them.
@@ -593,8 +598,18 @@ impl Params {
     /// NLM strength (luma, chroma) per unit of noise sigma for this window shape, fitted by
     /// `scripts/quality_noise`: spatial ([`SPATIAL_STRENGTH_PER_SIGMA`]), live
     /// ([`STRENGTH_PER_SIGMA`]) or offline ([`OFFLINE_STRENGTH_PER_SIGMA`]), each with its chroma
-    /// factor.
+    /// factor; times [`AGGREGATION_STRENGTH_SCALE`] with patch-wise aggregation.
     pub fn strength_per_sigma(&self) -> (f32, f32) {
+        let (k, kc) = self.pixel_wise_strength_per_sigma();
+        if self.algorithm == Algorithm::Nlm && self.aggregation_radius > 0 {
+            (AGGREGATION_STRENGTH_SCALE * k, AGGREGATION_STRENGTH_SCALE * kc)
+        } else {
+            (k, kc)
+        }
+    }
+
+    /// [`Self::strength_per_sigma`] without patch-wise aggregation's scale.
+    fn pixel_wise_strength_per_sigma(&self) -> (f32, f32) {
         if self.algorithm == Algorithm::NlmSr {
             (SR_STRENGTH_PER_SIGMA, SR_STRENGTH_PER_SIGMA)
         } else if self.temporal_future > 0 {
@@ -758,6 +773,8 @@ mod tests {
         assert!(Params { chroma_strength: f32::NAN, ..p }.validate().is_err());
         assert!(Params { wref: -1.0, ..p }.validate().is_err());
         assert!(Params { aggregation_radius: 2, ..p }.validate().is_ok());
+        let (k, kc) = p.strength_per_sigma();
+        assert_eq!(Params { aggregation_radius: 1, ..p }.strength_per_sigma(), (AGGREGATION_STRENGTH_SCALE * k, AGGREGATION_STRENGTH_SCALE * kc));
         let e = Params { aggregation_radius: 3, ..p }.validate().unwrap_err().to_string();
         assert!(e.contains("aggregation radius 3 out of range 0..=2"), "{e}");
         assert!(Params { sigma: Some(-2.0), ..p }.validate().is_err());

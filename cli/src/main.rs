@@ -23,6 +23,7 @@ use clap::{Parser, ValueEnum};
 
 use nlmdenoise::device::ChunkFrames;
 use nlmdenoise::nlm::{GpuKernel, Intermediate, NlmOptions};
+use nlmdenoise::params::AGGREGATION_STRENGTH_SCALE;
 use nlmdenoise::{Algorithm, BackendKind, BackendOptions, Bm3dParams, Bm3dProfile, ChromaMode, Params, PlaneSelection, Weighting};
 
 mod exit_code;
@@ -517,8 +518,8 @@ fn strength_help(chroma: bool) -> String {
     format!(
         "Filtering strength h for {what}, 8-bit units. Default: {offline:.2} * sigma with the default window \
          ({OFFLINE_TEMPORAL_PAST} past + {OFFLINE_TEMPORAL_FUTURE} future frames; {live:.2} with past frames only, {spatial:.2} with \
-         neither), sigma being --sigma or else estimated from the input as it goes; {fixed} when only {other} is \
-         given; with --scale, the upscaler's (docs/tuning.md)."
+         neither; {AGGREGATION_STRENGTH_SCALE} times these with --aggregation-radius above 0), sigma being --sigma or else \
+         estimated from the input as it goes; {fixed} when only {other} is given; with --scale, the upscaler's (docs/tuning.md)."
     )
 }
 
