@@ -37,6 +37,9 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
     let mut wsum = vec![0.0f32; nb * w];
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     let gx_t = -(s as isize);
+    // Vertical sums slide from row to row where that is exact (8-bit: integers below 2^24) and the
+    // guide step does not skip whole patches; elsewhere each row's are summed afresh.
+    let full_init = sy > 2 * s + 1 || !ctx.running_sums_exact;
     for &(dt, frame) in frames {
         for dy in -a..=a {
             for dx in -a..=a {
@@ -44,14 +47,28 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
                     continue;
                 }
                 let gx_u = gx_t + sx as isize * dx;
+                let gdy = sy as isize * dy;
                 for ye in 0..ne {
                     let y = (ey0 + ye) as isize;
-                    v.fill(0.0);
-                    for &gi in &g.guides {
-                        let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                        for ky in -(s as isize)..=s as isize {
-                            let row = sy as isize * y + ky;
-                            kernels::add_sq_diff(&mut v, gt.row(gx_t, row, nv), gu.row(gx_u, row + sy as isize * dy, nv));
+                    if ye == 0 || full_init {
+                        v.fill(0.0);
+                        for &gi in &g.guides {
+                            let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                            for ky in -(s as isize)..=s as isize {
+                                let row = sy as isize * y + ky;
+                                kernels::add_sq_diff(&mut v, gt.row(gx_t, row, nv), gu.row(gx_u, row + gdy, nv));
+                            }
+                        }
+                    } else {
+                        // The patch rows of row y - 1 less the sy leaving, plus the sy entering.
+                        let (si, syi) = (s as isize, sy as isize);
+                        for &gi in &g.guides {
+                            let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+                            for j in 0..syi {
+                                let ra = syi * (y - 1) + si + 1 + j;
+                                let rr = syi * (y - 1) - si + j;
+                                kernels::slide_sq_diff(&mut v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
+                            }
                         }
                     }
                     if sx == 1 {
