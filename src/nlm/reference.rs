@@ -46,6 +46,25 @@ fn sample(plane: &Plane, x: isize, y: isize) -> f64 {
     plane.get(mirror(x, plane.width), mirror(y, plane.height)) as f64
 }
 
+/// Sum over the guide planes and patch offsets of the squared differences between the patch of
+/// output position `p` in `target` and that of `p + d` in `frame` (the order of operations the
+/// CPU backend's exact path repeats).
+fn patch_ssd(plan: &NlmPlan, group: &WeightGroup, target: &PlanarFrame, frame: &PlanarFrame, (px, py): (isize, isize), (dx, dy): (isize, isize)) -> f64 {
+    let s = plan.patch_radius as isize;
+    let (sx, sy) = (group.guide_step_x as isize, group.guide_step_y as isize);
+    let mut ssd = 0.0;
+    for &g in &group.guides {
+        let (gt, gu) = (&target.planes[g], &frame.planes[g]);
+        for ky in -s..=s {
+            for kx in -s..=s {
+                let d = sample(gt, px * sx + kx, py * sy + ky) - sample(gu, (px + dx) * sx + kx, (py + dy) * sy + ky);
+                ssd += d * d;
+            }
+        }
+    }
+    ssd
+}
+
 /// Denoises `group` of the target frame (dt 0 in `frames`, which are in time order) into `out`.
 pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFrame) {
     if plan.aggregation_radius > 0 {
@@ -54,7 +73,6 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     let a = plan.search_radius as isize;
     let s = plan.patch_radius as isize;
-    let (sx, sy) = (group.guide_step_x as isize, group.guide_step_y as isize);
     let norm = 1.0 / ((group.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
     let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
     let h = group.h as f64;
@@ -72,17 +90,7 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
                         if *dt == 0 && dx == 0 && dy == 0 {
                             continue;
                         }
-                        let mut ssd = 0.0;
-                        for &g in &group.guides {
-                            let (gt, gu) = (&target.planes[g], &frame.planes[g]);
-                            for ky in -s..=s {
-                                for kx in -s..=s {
-                                    let d = sample(gt, px * sx + kx, py * sy + ky) - sample(gu, (px + dx) * sx + kx, (py + dy) * sy + ky);
-                                    ssd += d * d;
-                                }
-                            }
-                        }
-                        let wt = plan.weight(ssd * norm * inv_scale2, h);
+                        let wt = plan.weight(patch_ssd(plan, group, target, frame, (px, py), (dx, dy)) * norm * inv_scale2, h);
                         wmax = wmax.max(wt);
                         total += wt;
                         for (v, &o) in sums.iter_mut().zip(&group.outputs) {
@@ -110,7 +118,6 @@ fn denoise_group_aggregated(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32,
     let a = plan.search_radius as isize;
     let s = plan.patch_radius as isize;
     let r = plan.aggregation_radius as isize;
-    let (sx, sy) = (group.guide_step_x as isize, group.guide_step_y as isize);
     let norm = 1.0 / ((group.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
     let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
     let h = group.h as f64;
@@ -139,18 +146,8 @@ fn denoise_group_aggregated(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32,
                 }
                 for py in 0..ht as isize {
                     for px in 0..w as isize {
-                        let mut ssd = 0.0;
-                        for &g in &group.guides {
-                            let (gt, gu) = (&target.planes[g], &frame.planes[g]);
-                            for ky in -s..=s {
-                                for kx in -s..=s {
-                                    let d = sample(gt, px * sx + kx, py * sy + ky) - sample(gu, (px + dx) * sx + kx, (py + dy) * sy + ky);
-                                    ssd += d * d;
-                                }
-                            }
-                        }
                         let i = py as usize * w + px as usize;
-                        weights[i] = plan.weight(ssd * norm * inv_scale2, h);
+                        weights[i] = plan.weight(patch_ssd(plan, group, target, frame, (px, py), (dx, dy)) * norm * inv_scale2, h);
                         wmax[i] = wmax[i].max(weights[i]);
                     }
                 }
