@@ -46,12 +46,14 @@ fn sample(plane: &Plane, x: isize, y: isize) -> f64 {
     plane.get(mirror(x, plane.width), mirror(y, plane.height)) as f64
 }
 
-/// Sum over the guide planes and patch offsets of the squared differences between the patch of
-/// output position `p` in `target` and that of `p + d` in `frame` (the order of operations the
-/// CPU backend's exact path repeats).
-fn patch_ssd(plan: &NlmPlan, group: &WeightGroup, target: &PlanarFrame, frame: &PlanarFrame, (px, py): (isize, isize), (dx, dy): (isize, isize)) -> f64 {
+/// The weight of the patch of output position `p` in `target` against that of `p + d` in `frame`:
+/// the mean over guide planes and patch offsets of the squared differences in 8-bit units, through
+/// [`NlmPlan::weight`] (the order of operations the CPU backend's exact path repeats).
+fn patch_weight(plan: &NlmPlan, group: &WeightGroup, target: &PlanarFrame, frame: &PlanarFrame, (px, py): (isize, isize), (dx, dy): (isize, isize)) -> f64 {
     let s = plan.patch_radius as isize;
     let (sx, sy) = (group.guide_step_x as isize, group.guide_step_y as isize);
+    let norm = 1.0 / ((group.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
+    let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
     let mut ssd = 0.0;
     for &g in &group.guides {
         let (gt, gu) = (&target.planes[g], &frame.planes[g]);
@@ -62,7 +64,14 @@ fn patch_ssd(plan: &NlmPlan, group: &WeightGroup, target: &PlanarFrame, frame: &
             }
         }
     }
-    ssd
+    plan.weight(ssd * norm * inv_scale2, group.h as f64)
+}
+
+/// The weighted mean `(sum + wc * centre) / total` rounded half up and clamped as the output
+/// sample; a zero weight sum keeps `centre`.
+fn rounded_mean(plan: &NlmPlan, sum: f64, total: f64, wc: f64, centre: f64) -> u32 {
+    let value = if total > 0.0 { (sum + wc * centre) / total } else { centre };
+    (value + 0.5).floor().clamp(0.0, plan.max_value as f64) as u32
 }
 
 /// Denoises `group` of the target frame (dt 0 in `frames`, which are in time order) into `out`.
@@ -72,10 +81,6 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
     }
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     let a = plan.search_radius as isize;
-    let s = plan.patch_radius as isize;
-    let norm = 1.0 / ((group.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
-    let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
-    let h = group.h as f64;
     let w = target.planes[group.outputs[0]].width;
     let ht = target.planes[group.outputs[0]].height;
     let mut sums = vec![0f64; group.outputs.len()];
@@ -90,7 +95,7 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
                         if *dt == 0 && dx == 0 && dy == 0 {
                             continue;
                         }
-                        let wt = plan.weight(patch_ssd(plan, group, target, frame, (px, py), (dx, dy)) * norm * inv_scale2, h);
+                        let wt = patch_weight(plan, group, target, frame, (px, py), (dx, dy));
                         wmax = wmax.max(wt);
                         total += wt;
                         for (v, &o) in sums.iter_mut().zip(&group.outputs) {
@@ -101,10 +106,8 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
             }
             let wc = plan.wref as f64 * wmax;
             total += wc;
-            for (v, &o) in sums.iter_mut().zip(&group.outputs) {
-                let centre = sample(&target.planes[o], px, py);
-                let value = if total > 0.0 { (*v + wc * centre) / total } else { centre };
-                let q = (value + 0.5).floor().clamp(0.0, plan.max_value as f64) as u32;
+            for (v, &o) in sums.iter().zip(&group.outputs) {
+                let q = rounded_mean(plan, *v, total, wc, sample(&target.planes[o], px, py));
                 out.planes[o].samples.set(py as usize * w + px as usize, q);
             }
         }
@@ -116,11 +119,7 @@ pub fn denoise_group(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &Plana
 fn denoise_group_aggregated(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32, &PlanarFrame)], out: &mut PlanarFrame) {
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     let a = plan.search_radius as isize;
-    let s = plan.patch_radius as isize;
     let r = plan.aggregation_radius as isize;
-    let norm = 1.0 / ((group.guides.len() as f64) * ((2 * s + 1) * (2 * s + 1)) as f64);
-    let inv_scale2 = 1.0 / (plan.scale_to_8bit as f64 * plan.scale_to_8bit as f64);
-    let h = group.h as f64;
     let w = target.planes[group.outputs[0]].width;
     let ht = target.planes[group.outputs[0]].height;
     let n = w * ht;
@@ -147,7 +146,7 @@ fn denoise_group_aggregated(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32,
                 for py in 0..ht as isize {
                     for px in 0..w as isize {
                         let i = py as usize * w + px as usize;
-                        weights[i] = plan.weight(patch_ssd(plan, group, target, frame, (px, py), (dx, dy)) * norm * inv_scale2, h);
+                        weights[i] = patch_weight(plan, group, target, frame, (px, py), (dx, dy));
                         wmax[i] = wmax[i].max(weights[i]);
                     }
                 }
@@ -170,10 +169,7 @@ fn denoise_group_aggregated(plan: &NlmPlan, group: &WeightGroup, frames: &[(i32,
             let wc = plan.wref as f64 * spread(&wmax, px, py);
             let t = total[i] + wc;
             for (v, &o) in sums.iter().zip(&group.outputs) {
-                let centre = sample(&target.planes[o], px, py);
-                let value = if t > 0.0 { (v[i] + wc * centre) / t } else { centre };
-                let q = (value + 0.5).floor().clamp(0.0, plan.max_value as f64) as u32;
-                out.planes[o].samples.set(i, q);
+                out.planes[o].samples.set(i, rounded_mean(plan, v[i], t, wc, sample(&target.planes[o], px, py)));
             }
         }
     }

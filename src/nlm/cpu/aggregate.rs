@@ -12,9 +12,23 @@
 use super::kernels;
 use super::{Band, Frames, GroupCtx};
 
+/// Row buffers of one worker (in its [`super::Scratch`]).
+#[derive(Default)]
+pub(super) struct Buffers {
+    v: Vec<f32>,
+    p: Vec<f32>,
+    x: Vec<f32>,
+    wrow: Vec<f32>,
+    hsum: Vec<f32>,
+    wmax: Vec<f32>,
+    spread: Vec<f32>,
+    acc: Vec<f32>,
+    wsum: Vec<f32>,
+}
+
 /// Denoises `band` of `ctx`'s group; returns 0 (no sample takes an exact path).
 #[inline(always)]
-pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
+pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band, bufs: &mut Buffers) -> usize {
     let g = ctx.group;
     let plan = ctx.plan;
     let (a, s, r) = (plan.search_radius as isize, plan.patch_radius as usize, plan.aggregation_radius as usize);
@@ -25,16 +39,23 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
     let (ne, nb) = (ey1 - ey0, band.y1 - band.y0);
     let nout = g.outputs.len();
     let nv = sx * (w - 1) + 2 * s + 1;
-    let mut v = vec![0.0f32; nv];
-    let mut p = vec![0.0f32; w];
-    let mut x = vec![0.0f32; w];
-    let mut wrow = vec![0.0f32; w];
+    // The worker's buffers, kept between frames: nothing is allocated per band once they fit.
+    let Buffers { v, p, x, wrow, hsum, wmax, spread, acc, wsum } = bufs;
+    let fit = |b: &mut Vec<f32>, n: usize| {
+        b.clear();
+        b.resize(n, 0.0);
+    };
+    fit(v, nv);
+    for b in [&mut *p, &mut *x, &mut *wrow, &mut *spread] {
+        fit(b, w);
+    }
     // Horizontal box sums of each extended row's weights; the largest weight per position.
-    let mut hsum = vec![0.0f32; ne * w];
-    let mut wmax = vec![0.0f32; ne * w];
-    let mut spread = vec![0.0f32; w];
-    let mut acc = vec![0.0f32; nout * nb * w];
-    let mut wsum = vec![0.0f32; nb * w];
+    fit(hsum, ne * w);
+    fit(wmax, ne * w);
+    fit(acc, nout * nb * w);
+    fit(wsum, nb * w);
+    let (v, p, x, wrow, spread) = (&mut v[..], &mut p[..], &mut x[..], &mut wrow[..], &mut spread[..]);
+    let (hsum, wmax, acc, wsum) = (&mut hsum[..], &mut wmax[..], &mut acc[..], &mut wsum[..]);
     let target = frames.iter().find(|(dt, _)| *dt == 0).expect("target frame").1;
     let gx_t = -(s as isize);
     // Vertical sums slide from row to row where that is exact (8-bit: integers below 2^24) and the
@@ -56,7 +77,7 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
                             let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
                             for ky in -(s as isize)..=s as isize {
                                 let row = sy as isize * y + ky;
-                                kernels::add_sq_diff(&mut v, gt.row(gx_t, row, nv), gu.row(gx_u, row + gdy, nv));
+                                kernels::add_sq_diff(v, gt.row(gx_t, row, nv), gu.row(gx_u, row + gdy, nv));
                             }
                         }
                     } else {
@@ -67,32 +88,32 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
                             for j in 0..syi {
                                 let ra = syi * (y - 1) + si + 1 + j;
                                 let rr = syi * (y - 1) - si + j;
-                                kernels::slide_sq_diff(&mut v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
+                                kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
                             }
                         }
                     }
                     if sx == 1 {
-                        kernels::box_sum_unit(&mut p, &v, s);
+                        kernels::box_sum_unit(p, v, s);
                     } else {
-                        kernels::box_sum_step(&mut p, &v, s, sx);
+                        kernels::box_sum_step(p, v, s, sx);
                     }
-                    kernels::weights(&mut wrow, &mut x, &p, &ctx.wp);
+                    kernels::weights(wrow, x, p, &ctx.wp);
                     let m = &mut wmax[ye * w..(ye + 1) * w];
-                    for (mi, &wi) in m.iter_mut().zip(&wrow) {
+                    for (mi, &wi) in m.iter_mut().zip(wrow.iter()) {
                         *mi = mi.max(wi);
                     }
-                    box_row(&mut hsum[ye * w..(ye + 1) * w], &wrow, r);
+                    box_row(&mut hsum[ye * w..(ye + 1) * w], wrow, r);
                 }
                 for yb in 0..nb {
                     let y = band.y0 + yb;
-                    column_sum(&mut spread, &hsum, w, y - r.min(y) - ey0, (y + r + 1).min(ey1) - ey0);
+                    column_sum(spread, hsum, w, y - r.min(y) - ey0, (y + r + 1).min(ey1) - ey0);
                     let ws = &mut wsum[yb * w..(yb + 1) * w];
-                    for (t, &c) in ws.iter_mut().zip(&spread) {
+                    for (t, &c) in ws.iter_mut().zip(spread.iter()) {
                         *t += c;
                     }
                     for (oi, &o) in g.outputs.iter().enumerate() {
                         let src = frame.planes[o].row(dx, y as isize + dy, w);
-                        kernels::acc_values(&mut acc[(oi * nb + yb) * w..][..w], &spread, src);
+                        kernels::acc_values(&mut acc[(oi * nb + yb) * w..][..w], spread, src);
                     }
                 }
             }
@@ -100,13 +121,12 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band) -> usize {
     }
     // The centre: wref times the spread of the largest weights, the target's own sample.
     for ye in 0..ne {
-        let row = wmax[ye * w..(ye + 1) * w].to_vec();
-        box_row(&mut hsum[ye * w..(ye + 1) * w], &row, r);
+        box_row(&mut hsum[ye * w..(ye + 1) * w], &wmax[ye * w..(ye + 1) * w], r);
     }
     let maxv = plan.max_value as f32;
     for yb in 0..nb {
         let y = band.y0 + yb;
-        column_sum(&mut spread, &hsum, w, y - r.min(y) - ey0, (y + r + 1).min(ey1) - ey0);
+        column_sum(spread, hsum, w, y - r.min(y) - ey0, (y + r + 1).min(ey1) - ey0);
         for (oi, &o) in g.outputs.iter().enumerate() {
             let centre = target.planes[o].row(0, y as isize, w);
             for xi in 0..w {

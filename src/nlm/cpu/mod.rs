@@ -152,6 +152,8 @@ struct Scratch {
     p: Vec<f32>,
     w: Vec<f32>,
     x: Vec<f32>,
+    /// Patch-wise aggregation's buffers.
+    agg: aggregate::Buffers,
 }
 
 impl Scratch {
@@ -471,7 +473,7 @@ struct Tile {
 #[inline(always)]
 fn process_band(ctx: &GroupCtx, frames: &Frames, band: &mut Band, tile_cols: usize, sc: &mut Scratch) -> usize {
     if ctx.plan.aggregation_radius > 0 {
-        return aggregate::band(ctx, frames, band);
+        return aggregate::band(ctx, frames, band, &mut sc.agg);
     }
     let w = ctx.width;
     let mut exact = 0;
@@ -540,7 +542,7 @@ fn offset_pass<const K: usize>(ctx: &GroupCtx, target: &RingFrame, frame: &RingF
     let nv = (sx as usize) * (nq - 1) + 2 * s as usize + 1;
     let gx_t = sx * qxa - s; // guide column of v[0] in the target
     let gdy = sy * dy;
-    let Scratch { acc, wsum, xmin, v, p, w, x } = sc;
+    let Scratch { acc, wsum, xmin, v, p, w, x, .. } = sc;
     let vs: [&mut [f32]; K] = split_rows(v, nv);
     let ps: [&mut [f32]; K] = split_rows(p, nq);
     let ws: [&mut [f32]; K] = split_rows(w, nq);
