@@ -189,6 +189,71 @@ fn benchmark_parameters_and_large_radii() {
     check(&Case { frames: 2, ..case(PixelFormat::Y444, 40, 37, p) }, &mut rng);
 }
 
+/// Patch-wise aggregation in the fused kernel (kernels/nlm/fused.cu, AGG_R) against the
+/// reference: the CPU backend's cases, frames of several tiles (each tile computes the weights of
+/// its neighbours' edge again: partial tiles at the right and bottom), the fitted setting (patch
+/// radius 3, aggregation radius 2, wref 2) with a distance offset, and the largest radii.
+#[test]
+fn patch_wise_aggregation() {
+    if !gpu_or_skip("patch_wise_aggregation") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    for (w, h) in [(1, 1), (3, 5), (17, 9), (33, 20)] {
+        for (patch_radius, r) in [(1, 1), (2, 2)] {
+            let p = Params { patch_radius, aggregation_radius: r, wref: 2.0, ..base() };
+            check(&case(PixelFormat::I420, w, h, p), &mut rng);
+        }
+    }
+    let p = Params { patch_radius: 3, aggregation_radius: 2, sigma: Some(5.0), strength: 12.0, chroma_strength: 16.0, ..base() };
+    check(&Case { frames: 2, ..case(PixelFormat::GRAY8, 90, 70, p) }, &mut rng);
+    for (fmt, chroma_mode) in [(PixelFormat::I420, ChromaMode::LumaGuided), (PixelFormat::Y444, ChromaMode::Joint), (PixelFormat::RGBA, ChromaMode::Independent)] {
+        let p = Params { chroma_mode, aggregation_radius: 1, strength: 15.0, ..base() };
+        check(&case(fmt, 17, 9, p), &mut rng);
+        check(&case(fmt, 64, 48, p), &mut rng);
+    }
+    for fmt in [PixelFormat::I420_10LE, PixelFormat::GRAY16_LE] {
+        for weighting in [Weighting::Welsch, Weighting::Bisquare] {
+            let p = Params { weighting, patch_radius: 2, aggregation_radius: 2, wref: 0.0, strength: 14.0, chroma_strength: 14.0, ..base() };
+            check(&case(fmt, 33, 20, p), &mut rng);
+        }
+    }
+    let p = Params { temporal_past: 2, temporal_future: 1, patch_radius: 2, aggregation_radius: 2, wref: 3.0, ..base() };
+    check(&Case { frames: 5, depth: 2, ..case(PixelFormat::I420, 33, 20, p) }, &mut rng);
+    // The fitted setting, live window, on frames of several tiles; NV12 (deinterleaved chroma).
+    let fitted = Params { search_radius: 3, patch_radius: 3, aggregation_radius: 2, wref: 2.0, temporal_past: 2, sigma: Some(10.0), ..base() };
+    check(&Case { frames: 4, depth: 2, ..case(PixelFormat::I420, 150, 70, fitted) }, &mut rng);
+    check(&Case { frames: 3, depth: 1, ..case(PixelFormat::NV12, 97, 61, Params { sigma: None, strength: 12.0, ..fitted }) }, &mut rng);
+    let p = Params { search_radius: 12, patch_radius: 7, aggregation_radius: 7, strength: 20.0, ..base() };
+    check(&Case { frames: 2, ..case(PixelFormat::GRAY8, 40, 37, p) }, &mut rng);
+}
+
+/// Patch-wise aggregation where weights of very different sizes meet (the CPU test of that name):
+/// a flat half beside a half of random samples; box sums must not lose the tiny weights.
+#[test]
+fn patch_wise_aggregation_keeps_tiny_weights() {
+    use rand::Rng;
+    if !gpu_or_skip("patch_wise_aggregation_keeps_tiny_weights") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let info = nlmdenoise::VideoInfo::new(PixelFormat::GRAY8, 48, 24).unwrap();
+    let inputs: Vec<OwnedFrame> = (0..2)
+        .map(|_| {
+            let noise: Vec<u32> = (0..48 * 24).map(|_| rng.random_range(0..256)).collect();
+            common::frame_from(info, |_, x, y| if x < 24 { 100 + (x + y) as u32 % 3 } else { noise[y * 48 + x] })
+        })
+        .collect();
+    for (aggregation_radius, wref) in [(1, 1.0), (2, 0.0), (2, 2.0)] {
+        let p = Params { patch_radius: 2, aggregation_radius, wref, strength: 20.0, temporal_past: 1, ..base() };
+        let c = Case { frames: 2, ..case(PixelFormat::GRAY8, 48, 24, p) };
+        let reference = run(Box::new(nlmdenoise::backends::reference()), &c, &inputs);
+        let gpu = run(cuda_backend(c.depth), &c, &inputs);
+        let diff = compare(&c, "cuda", &reference, &gpu, &inputs, 1, 0);
+        assert!(diff.differing * 100 <= diff.total, "{c:?}: {} of {} samples differ", diff.differing, diff.total);
+    }
+}
+
 /// Runs `jobs` on a fresh backend either one launch per job or as one launch of all, and returns
 /// the finished frames (device outputs poisoned). Single launches get frames only the backend
 /// holds (the output is written into them, as for the engine); batched ones get frames the test
@@ -317,4 +382,6 @@ fn sanitizer_smoke() {
     check(&Case { frames: 3, depth: 2, ..case(PixelFormat::I420, 70, 40, live) }, &mut rng);
     let knlm = Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..Params::default() };
     check(&Case { frames: 3, depth: 1, content: Content::Uniform, ..case(PixelFormat::I420, 70, 40, knlm) }, &mut rng);
+    let aggregated = Params { patch_radius: 3, aggregation_radius: 2, wref: 2.0, sigma: Some(10.0), ..live };
+    check(&Case { frames: 3, depth: 2, ..case(PixelFormat::I420, 70, 40, aggregated) }, &mut rng);
 }

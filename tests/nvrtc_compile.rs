@@ -55,6 +55,13 @@ fn variant_cases() -> Vec<(PixelFormat, Params)> {
         (PixelFormat::I420, Params { search_radius: 0, patch_radius: 0, ..base }),
         (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
         (PixelFormat::I420_10LE, Params { search_radius: 12, patch_radius: 7, chroma_mode: ChromaMode::LumaGuided, ..base }),
+        // Patch-wise aggregation (AGG_R): the fitted setting with and without a distance offset,
+        // luma-guided chroma, 16-bit bisquare, and the largest radii.
+        (PixelFormat::I420, Params { patch_radius: 3, aggregation_radius: 2, wref: 2.0, sigma: Some(10.0), ..base }),
+        (PixelFormat::I420, Params { patch_radius: 3, aggregation_radius: 2, wref: 2.0, ..base }),
+        (PixelFormat::I420, Params { aggregation_radius: 1, chroma_mode: ChromaMode::LumaGuided, ..base }),
+        (PixelFormat::GRAY16_LE, Params { aggregation_radius: 2, weighting: Weighting::Bisquare, planes: PlaneSelection::Luma, ..base }),
+        (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, aggregation_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
     ]
 }
 

@@ -58,7 +58,18 @@
 #define OUTPUTS_ARE_GUIDES 0
 #endif
 
-#define TILE_W 32       // output columns per block: one warp across in phase 2
+#define TILE_W 32       // columns whose weights a block computes: one warp across in phase 2
+
+// Patch-wise aggregation radius r (src/nlm/reference.rs): each offset's weights are summed over the
+// (2r+1)^2 positions around an output sample before they weigh its value. A block then computes
+// weights on its TILE_W x TILE_H tile but writes only the inner (TILE_W - 2r) x (TILE_H - 2r)
+// samples; the ring of r is the halo their box sums need (computed again by the neighbouring
+// block). Weights are absolute, without the exact f64 path (as the CPU backend's aggregated path):
+// a sample whose largest weight is below float's range keeps its input.
+#ifndef AGG_R
+#define AGG_R 0
+#endif
+constexpr int OUT_TW = TILE_W - 2 * AGG_R;   // output columns per block
 
 // Half-width of the window around a rounding tie (x.5) inside which float accumulation cannot be
 // trusted to round like the f64 definition (same rule as the CPU backend): 5e-4 8-bit code values
@@ -78,6 +89,8 @@ typedef unsigned short sample_t;
 #define SLIDING_SUMS 0
 #endif
 
+constexpr int OUT_TH = TILE_H - 2 * AGG_R;   // output rows per block
+static_assert(OUT_TW > 0 && OUT_TH > 0, "the aggregation halo must leave output samples");
 constexpr int PATCH_D = 2 * PATCH_R + 1;
 constexpr int SEARCH_D = 2 * SEARCH_R + 1;
 constexpr int N_DX_GROUPS = (SEARCH_D + DX_GROUP - 1) / DX_GROUP;
@@ -345,6 +358,71 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
     }
 }
 
+#if AGG_R > 0
+// Patch-wise aggregation: the absolute weight of exponent x (weight.cuh's formulas with the
+// reference level at 0).
+__device__ __forceinline__ float absolute_weight(float x)
+{
+#if WEIGHTING == WEIGHTING_WELSCH
+    return exp2f(DIST_OFFSET ? fminf(x, 0.f) : x);
+#else
+    const float t = __saturatef(x);
+    return t * t;
+#endif
+}
+
+// Sum of v over the 2 AGG_R + 1 lanes ending at this one (lane - 2 AGG_R .. lane), i.e. the box
+// centred on column lane - AGG_R; built by doubling (2, 4, ... lanes) and adding the segments of
+// the binary digits of 2 AGG_R + 1: 3 shuffles for AGG_R 2. Wrong in lanes below 2 AGG_R (boxes
+// centred on halo columns, which no output reads).
+__device__ __forceinline__ float lane_box(float v)
+{
+    constexpr int N = 2 * AGG_R + 1;
+    float power = v;   // sum over the 2^b lanes ending at this one
+    float sum = v;     // N is odd: its lowest digit's segment ends at this lane
+    int done = 1;      // lanes summed so far
+#pragma unroll
+    for (int b = 1; (1 << b) <= N; ++b) {
+        power += __shfl_up_sync(0xffffffffu, power, 1 << (b - 1));
+        if (N & (1 << b)) {
+            sum += __shfl_up_sync(0xffffffffu, power, done);
+            done += 1 << b;
+        }
+    }
+    return sum;
+}
+
+// Column of the tile whose box lane_box() returns in lane `lane` (halo columns for the lanes
+// whose box is wrong).
+__device__ __forceinline__ int box_column(int lane) { return (lane - AGG_R) & (TILE_W - 1); }
+
+// out[i]: the sum of column `lane` of box[TILE_H][TILE_W] over rows row0 + i - AGG_R ..
+// row0 + i + AGG_R (rows of the halo get sums of rows clamped into the tile: no output reads them).
+// Summed afresh per row, not slid: a running sum that adds and subtracts loses weights far below
+// its largest ones (tests/cpu_vs_reference.rs, patch_wise_aggregation_keeps_tiny_weights); pairs of
+// rows are added once and shared by the rows whose boxes hold them.
+__device__ __forceinline__ void column_boxes(const float* box, int row0, int lane, float (&out)[ROWS])
+{
+    constexpr int N = ROWS + 2 * AGG_R;
+    float c[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) c[k] = box[min(max(row0 - AGG_R + k, 0), TILE_H - 1) * TILE_W + lane];
+    float pair[N - 1];
+#pragma unroll
+    for (int k = 0; k + 1 < N; ++k) pair[k] = c[k] + c[k + 1];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        float v = c[i + 2 * AGG_R];
+#pragma unroll
+        for (int m = 0; m < AGG_R; ++m) v += pair[i + 2 * m];
+        out[i] = v;
+    }
+}
+
+// Whether row `row` of the block's tile holds output samples (not the aggregation halo).
+__device__ __forceinline__ bool output_row(int row) { return row >= AGG_R && row < TILE_H - AGG_R; }
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(const NlmArgs args)
 {
     extern __shared__ __align__(16) float smem[];
@@ -372,7 +450,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
     const NlmGroup& grp = args.group[zg];
     const int tile = (int)blockIdx.x - grp.first_block;
     const int tile_y = tile / grp.tiles_x;
-    const int px0 = (tile - tile_y * grp.tiles_x) * TILE_W, py0 = tile_y * TILE_H;
+    // The tile whose weights the block computes: its output tile and AGG_R of halo around it.
+    const int px0 = (tile - tile_y * grp.tiles_x) * OUT_TW - AGG_R, py0 = tile_y * OUT_TH - AGG_R;
     const int out_w = grp.out_w, out_h = grp.out_h, guide_w = grp.guide_w, guide_h = grp.guide_h;
     const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
     const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
@@ -383,8 +462,28 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
         stage_window<GUIDE_ROWS, T_W>(tgt + g * GUIDE_ROWS * T_PITCH, T_PITCH, target + grp.guide[g], guide_w, guide_h,
                                       STEP_X * px0 - PATCH_R, STEP_Y * py0 - PATCH_R);
 
+#if AGG_R > 0
+    // Per row of the thread's column: the sums of box-summed weights and weighted values, and the
+    // largest weight of the patch there; weights of positions outside the plane are 0.
+    float wsum[ROWS], acc[ROWS][N_OUTPUTS], wmax[ROWS];
+    unsigned inside = 0;   // bit i: row i's position is in the plane
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        wsum[i] = 0.f;
+        wmax[i] = 0.f;
+#pragma unroll
+        for (int o = 0; o < N_OUTPUTS; ++o) acc[i][o] = 0.f;
+        const int cx = px0 + lane, cy = py0 + row0 + i;
+        inside |= (cx >= 0 && cx < out_w && cy >= 0 && cy < out_h) ? 1u << i : 0u;
+    }
+    // Tiles inside the plane (all but the border ones) skip the test per weight.
+    const bool interior = px0 >= 0 && py0 >= 0 && px0 + TILE_W <= out_w && py0 + TILE_H <= out_h;
+    float* boxes = h_sums;   // [DX_GROUP][TILE_H][TILE_W] lane-box sums, in h_sums' space once read
+    static_assert(DX_GROUP * TILE_H * TILE_W <= H_FLOATS, "box sums must fit in h_sums' space");
+#else
     ColumnAcc<ROWS, N_OUTPUTS> col;
     col.init();
+#endif
 
     for (int f = 0; f < n_frames; ++f) {
         const unsigned char* frame = args.ring + (unsigned long long)jv.slot(f) * args.frame_bytes;
@@ -407,6 +506,50 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
                 horizontal_sums(h_sums, tgt, ref, dy, first_dx, is_target);
                 __syncthreads();
 
+#if AGG_R > 0
+                // Phase 2: vertical sums as exponents, absolute weights, their sums over the row's
+                // lanes within AGG_R; then (after h_sums is read) over the column's rows within
+                // AGG_R through shared memory, and the accumulation of the output rows.
+                {
+                    float wb[ROWS][DX_GROUP];
+                    const float base = (WEIGHTING == WEIGHTING_WELSCH) ? grp.k_bias : 1.f + grp.k_bias;
+#pragma unroll
+                    for (int j = 0; j < DX_GROUP; ++j) {
+                        float hv[H_ROWS_PER_THREAD];
+#pragma unroll
+                        for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
+                            hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
+                        float xc[ROWS];
+                        exponents<ROWS, STEP_Y>(hv, xc, base, grp.k_dist);
+#pragma unroll
+                        for (int i = 0; i < ROWS; ++i) {
+                            float w = absolute_weight(xc[i]);
+                            if (!interior && !(inside >> i & 1u)) w = 0.f;
+                            wmax[i] = fmaxf(wmax[i], w);
+                            wb[i][j] = lane_box(w);
+                        }
+                    }
+                    __syncthreads();   // h_sums is read: its space takes the lane-box sums
+#pragma unroll
+                    for (int j = 0; j < DX_GROUP; ++j)
+#pragma unroll
+                        for (int i = 0; i < ROWS; ++i) boxes[(j * TILE_H + row0 + i) * TILE_W + box_column(lane)] = wb[i][j];
+                    __syncthreads();
+#pragma unroll
+                    for (int j = 0; j < DX_GROUP; ++j) {
+                        float wj[ROWS];
+                        column_boxes(boxes + j * TILE_H * TILE_W, row0, lane, wj);
+#pragma unroll
+                        for (int i = 0; i < ROWS; ++i) {
+                            if (!output_row(row0 + i)) continue;
+                            wsum[i] += wj[i];
+#pragma unroll
+                            for (int o = 0; o < N_OUTPUTS; ++o)
+                                acc[i][o] = fmaf(wj[i], refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j], acc[i][o]);
+                        }
+                    }
+                }
+#else
                 // Phase 2: vertical sums as weight exponents, weights, accumulation.
                 float x[ROWS][DX_GROUP];
                 const float base = col.base(grp.k_bias);
@@ -432,11 +575,40 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
                             val[o][j] = refo[o * O_PLANE + (row0 + i + dy + SEARCH_R) * O_PITCH + lane + first_dx + SEARCH_R + j];
                     col.add(i, x[i], val);
                 }
+#endif
                 __syncthreads();   // h_sums is rewritten by the next round
             }
         }
     }
 
+#if AGG_R > 0
+    // The centre: wref times the box sum of the largest weights, the target's own sample. (The
+    // last round ended with a barrier: the box sums' space is free.)
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) boxes[(row0 + i) * TILE_W + box_column(lane)] = lane_box(wmax[i]);
+    __syncthreads();
+    float wc[ROWS];
+    column_boxes(boxes, row0, lane, wc);
+    const int px = px0 + lane;
+    if (lane >= AGG_R && lane < TILE_W - AGG_R && px < out_w) {
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            const int py = py0 + row0 + i;
+            if (!output_row(row0 + i) || py >= out_h) continue;
+            const unsigned long long at = (unsigned long long)py * out_w + px;
+            const float c = args.wref * wc[i];
+            const float total = wsum[i] + c;
+#pragma unroll
+            for (int o = 0; o < N_OUTPUTS; ++o) {
+                const float centre = (float)reinterpret_cast<const sample_t*>(target + grp.output[o])[at];
+                const float v = total > 0.f ? (acc[i][o] + c * centre) / total : centre;
+                const float fl = floorf(v);
+                reinterpret_cast<sample_t*>(jv.dst() + grp.output[o])[at] =
+                    (sample_t)fminf(fmaxf(fl + (v - fl >= 0.5f ? 1.f : 0.f), 0.f), MAX_VALUE);
+            }
+        }
+    }
+#else
     // Write each sample, or queue it for the exact f64 path (nlm_exact.cu) where float cannot
     // decide like the f64 definition: a rounding tie within the float error, or weights in the
     // range where the definition's f64 arithmetic itself loses precision.
@@ -465,4 +637,5 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
             for (int o = 0; o < N_OUTPUTS; ++o) reinterpret_cast<sample_t*>(jv.dst() + grp.output[o])[at] = q[o];
         }
     }
+#endif
 }

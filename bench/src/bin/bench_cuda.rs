@@ -64,6 +64,12 @@ struct Args {
     /// Future frames (comma list).
     #[arg(long, value_delimiter = ',')]
     future: Vec<u32>,
+    /// Patch-wise aggregation radii (comma list; a window flag like the four above).
+    #[arg(long, value_delimiter = ',')]
+    aggregation_radius: Vec<u32>,
+    /// Centre weight of the custom configurations (R-live's 1 where not given).
+    #[arg(long)]
+    wref: Option<f32>,
     /// Only this reference configuration: live (R-live) or knlm (R-knlm).
     #[arg(long)]
     config: Option<String>,
@@ -136,15 +142,15 @@ struct Config {
 fn configs() -> Vec<Config> {
     let base = Params::default();
     vec![
-        Config { name: "R-live".into(), params: Params { search_radius: 3, patch_radius: 2, temporal_past: 2, temporal_future: 0, ..base } },
-        Config { name: "R-knlm".into(), params: Params { search_radius: 2, patch_radius: 4, temporal_past: 1, temporal_future: 1, ..base } },
+        Config { name: "R-live".into(), params: Params { search_radius: 3, patch_radius: 2, aggregation_radius: 0, wref: 1.0, temporal_past: 2, temporal_future: 0, ..base } },
+        Config { name: "R-knlm".into(), params: Params { search_radius: 2, patch_radius: 4, aggregation_radius: 0, wref: 1.0, temporal_past: 1, temporal_future: 1, ..base } },
     ]
 }
 
 /// The configurations the command line asks for: the reference ones (optionally one of them), or
 /// one "custom" configuration per combination of the window flags.
 fn selected_configs(args: &Args) -> Result<Vec<Config>, String> {
-    if args.search_radius.is_empty() && args.patch_radius.is_empty() && args.past.is_empty() && args.future.is_empty() {
+    if args.search_radius.is_empty() && args.patch_radius.is_empty() && args.past.is_empty() && args.future.is_empty() && args.aggregation_radius.is_empty() && args.wref.is_none() {
         let all = configs();
         return match args.config.as_deref() {
             None => Ok(all),
@@ -165,9 +171,13 @@ fn selected_configs(args: &Args) -> Result<Vec<Config>, String> {
         for &s in &or(&args.patch_radius, live.patch_radius) {
             for &p in &or(&args.past, live.temporal_past) {
                 for &f in &or(&args.future, live.temporal_future) {
-                    let params = Params { search_radius: a, patch_radius: s, temporal_past: p, temporal_future: f, ..live };
-                    params.validate().map_err(|e| format!("search {a} patch {s} past {p} future {f}: {e}"))?;
-                    out.push(Config { name: format!("custom a{a} s{s} p{p} f{f}"), params });
+                    for &r in &or(&args.aggregation_radius, 0) {
+                        let wref = args.wref.unwrap_or(live.wref);
+                        let params = Params { search_radius: a, patch_radius: s, temporal_past: p, temporal_future: f, aggregation_radius: r, wref, ..live };
+                        params.validate().map_err(|e| format!("search {a} patch {s} past {p} future {f} aggregation {r}: {e}"))?;
+                        let name = if r > 0 || args.wref.is_some() { format!("custom a{a} s{s} p{p} f{f} r{r} wref {wref}") } else { format!("custom a{a} s{s} p{p} f{f}") };
+                        out.push(Config { name, params });
+                    }
                 }
             }
         }
@@ -427,7 +437,7 @@ fn main() {
         let ops = ops_per_frame(&geometry, &plan, c.params.window_frames() as usize);
         let mut tiles: Vec<(Option<TileConfig>, bool)> = vec![(None, true), (None, false)];
         if args.sweep {
-            let d = TileConfig::choose(c.params.search_radius, c.params.patch_radius, 1, 1, 1);
+            let d = TileConfig::choose(c.params.search_radius, c.params.patch_radius, c.params.aggregation_radius, 1, 1, 1);
             for (h, r, g) in [(d.tile_h, 8, 4), (d.tile_h, 4, d.dx_group), (d.tile_h / 2, 8, d.dx_group), (d.tile_h * 2, 8, d.dx_group), (d.tile_h, 8, d.dx_group.min(3))] {
                 let t = TileConfig { tile_h: h, run_w: r, dx_group: g, threads: 128, min_blocks: 0 };
                 if t.is_valid() && Some(t) != Some(d) {

@@ -83,6 +83,10 @@ impl FusedNlm {
         if let Some(f) = self.functions.get(v) {
             return Ok(f.clone());
         }
+        let (out_w, out_h) = v.tile.output_tile(v.aggregation_radius);
+        if out_w == 0 || out_h == 0 {
+            return Err(Error::InvalidParameter(format!("fused-kernel tile {:?} has no room for aggregation radius {}", v.tile, v.aggregation_radius)));
+        }
         let smem = v.shared_bytes();
         if smem > self.device.max_shared {
             return Err(Error::Unsupported(format!(
@@ -144,7 +148,6 @@ impl CudaAlgorithm for FusedNlm {
 
     fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan, _ring_slots: usize) -> Result<()> {
         let plan = plan.nlm("the fused NLM kernel")?;
-        super::check_supported(plan)?;
         self.sample_bytes = geometry.bytes_per_sample;
         self.batches = launch::batches(geometry, plan);
         if self.batches.len() > EXACT_PARTS {
@@ -214,7 +217,7 @@ impl CudaAlgorithm for FusedNlm {
             let mut z = 0usize;
             for &bi in launch_batches {
                 let batch = &batches[bi];
-                let (tiles_x, tiles_y) = batch.tiles(&v.tile);
+                let (tiles_x, tiles_y) = batch.tiles(&v.tile, v.aggregation_radius);
                 for (k, &gi) in batch.groups.iter().enumerate() {
                     let g = plan.groups.get(gi).ok_or_else(|| Error::State("plan changed structure without configure".into()))?;
                     let (k_dist, k_bias) = launch::weight_constants(plan, g);
@@ -249,6 +252,9 @@ impl CudaAlgorithm for FusedNlm {
             // zero), on its own stream.
             self.fused_done[li].record(fused_stream).map_err(backend_err)?;
             self.exact.wait(&self.fused_done[li]).map_err(backend_err)?;
+            if v.aggregation_radius > 0 {
+                continue; // aggregated builds queue nothing for the exact path
+            }
             let mut z0 = 0usize;
             for &bi in launch_batches {
                 let batch = &batches[bi];

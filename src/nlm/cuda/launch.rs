@@ -58,10 +58,12 @@ pub fn auto_min_blocks(shared_bytes: usize, shared_per_sm: usize) -> u32 {
 
 impl TileConfig {
     /// The default shape for a group: phase 1 has about one run per thread, runs of 8 for one
-    /// guide plane (4 when three guide planes must fit in registers).
-    pub fn choose(search_radius: u32, patch_radius: u32, guides: u32, step_x: u32, step_y: u32) -> Self {
+    /// guide plane (4 when three guide planes must fit in registers); with patch-wise aggregation
+    /// (radius r) at least 4 output rows beside the 2r rows of halo.
+    pub fn choose(search_radius: u32, patch_radius: u32, aggregation_radius: u32, guides: u32, step_x: u32, step_y: u32) -> Self {
         let threads = 128;
         let tile_h = if step_y == 1 { ((32u32.saturating_sub(2 * patch_radius)) / 4 * 4).max(4) } else { 16 };
+        let tile_h = tile_h.max((2 * aggregation_radius + 4).div_ceil(4) * 4);
         let run_w = if guides == 1 && step_x == 1 { 8 } else { 4 };
         let max_group = if guides == 1 { 7 } else { 4 };
         let offsets = 2 * search_radius + 1;
@@ -78,6 +80,11 @@ impl TileConfig {
             [tile_h, run_w, dx_group, min_blocks] => Some(TileConfig { tile_h, run_w, dx_group, threads: 128, min_blocks }),
             _ => None,
         }
+    }
+
+    /// Output samples of a block (across, down): the tile less the aggregation halo.
+    pub fn output_tile(&self, aggregation_radius: u32) -> (u32, u32) {
+        (TILE_W.saturating_sub(2 * aggregation_radius), self.tile_h.saturating_sub(2 * aggregation_radius))
     }
 
     pub fn is_valid(&self) -> bool {
@@ -237,9 +244,11 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Tiles of one group: (across, down).
-    pub fn tiles(&self, tile: &TileConfig) -> (u32, u32) {
-        ((self.out_w as u32).div_ceil(TILE_W), (self.out_h as u32).div_ceil(tile.tile_h))
+    /// Tiles of one group: (across, down); `aggregation_radius` r: each tile writes its inner
+    /// samples, r from its edges.
+    pub fn tiles(&self, tile: &TileConfig, aggregation_radius: u32) -> (u32, u32) {
+        let (w, h) = tile.output_tile(aggregation_radius);
+        ((self.out_w as u32).div_ceil(w.max(1)), (self.out_h as u32).div_ceil(h.max(1)))
     }
 
     /// Shape of the fused kernel variant: batches with the same key can share a launch.
@@ -314,8 +323,12 @@ mod tests {
         let plan = NlmPlan::new(&g, &Params::default()).unwrap();
         let b = batches(&g, &plan);
         assert_eq!(b.iter().map(|b| b.groups.clone()).collect::<Vec<_>>(), vec![vec![0], vec![1, 2]]);
-        assert_eq!(b[1].tiles(&TileConfig::choose(3, 2, 1, 1, 1)), (1, 1));
-        assert_eq!(b[0].tiles(&TileConfig::choose(3, 2, 1, 1, 1)), (2, 2));
+        assert_eq!(b[1].tiles(&TileConfig::choose(3, 2, 0, 1, 1, 1), 0), (1, 1));
+        assert_eq!(b[0].tiles(&TileConfig::choose(3, 2, 0, 1, 1, 1), 0), (2, 2));
+        // With aggregation radius 2 a 32 x 24 tile writes 28 x 20 samples: 64 x 48 luma takes 3 x 3.
+        let t = TileConfig::choose(3, 3, 2, 1, 1, 1);
+        assert_eq!((t.tile_h, t.output_tile(2)), (24, (28, 20)));
+        assert_eq!(b[0].tiles(&t, 2), (3, 3));
         // Luma and chroma share one fused launch (three groups), or not when merging is off.
         assert_eq!(fused_launches(&b, true), vec![vec![0, 1]]);
         assert_eq!(fused_launches(&b, false), vec![vec![0], vec![1]]);
@@ -347,14 +360,17 @@ mod tests {
         for a in 0..=12 {
             for s in 0..=7 {
                 for (g, sx, sy) in [(1, 1, 1), (3, 1, 1), (1, 2, 2), (1, 2, 1)] {
-                    let t = TileConfig::choose(a, s, g, sx, sy);
+                    let t = TileConfig::choose(a, s, 0, g, sx, sy);
                     assert!(t.is_valid(), "{t:?}");
+                    // Every aggregation radius (at most the patch radius) leaves output samples.
+                    let (ow, oh) = TileConfig::choose(a, s, s, g, sx, sy).output_tile(s);
+                    assert!(ow >= 4 && oh >= 4, "a={a} s={s}: {ow}x{oh}");
                     assert!(t.shared_bytes(a, s, g, 3, sx, sy, true) <= 227 * 1024, "a={a} s={s} g={g}: {t:?}");
                 }
             }
         }
         // R-live: phase 1 has exactly one run per thread.
-        let t = TileConfig::choose(3, 2, 1, 1, 1);
+        let t = TileConfig::choose(3, 2, 0, 1, 1, 1);
         assert_eq!((t.tile_h, t.run_w, t.dx_group), (28, 8, 7));
     }
 }

@@ -35,11 +35,12 @@ pub fn exact_capacity(geometry: &Geometry) -> usize {
     geometry.total_samples()
 }
 
-/// What the CUDA kernels do not compute yet: patch-wise aggregation (the CPU backend does).
-pub fn check_supported(plan: &crate::nlm::NlmPlan) -> Result<()> {
+/// What the multi-pass kernels do not compute: patch-wise aggregation (the fused kernel and the
+/// CPU backend do).
+pub fn check_multipass_supported(plan: &crate::nlm::NlmPlan) -> Result<()> {
     if plan.aggregation_radius > 0 {
         return Err(Error::Unsupported(format!(
-            "aggregation radius {} on a CUDA device: not implemented there yet; use the CPU backend (--backend cpu, backend=cpu) or aggregation radius 0",
+            "aggregation radius {} with the multi-pass kernel: not implemented there; use the fused kernel (kernel=fused or auto, --kernel fused or auto) or aggregation radius 0",
             plan.aggregation_radius
         )));
     }
@@ -83,13 +84,14 @@ mod tests {
     use crate::nlm::NlmPlan;
     use crate::params::Params;
 
-    /// Patch-wise aggregation is refused with words that say where it runs, before any launch.
+    /// The multi-pass kernel refuses patch-wise aggregation with words that say where it runs,
+    /// before any launch.
     #[test]
-    fn aggregation_is_a_clear_error_on_the_device() {
+    fn aggregation_is_a_clear_error_in_the_multipass_kernel() {
         let geometry = Geometry::from_video_info(&VideoInfo::new(PixelFormat::I420, 16, 8).unwrap());
-        check_supported(&NlmPlan::new(&geometry, &Params::default()).unwrap()).unwrap();
+        check_multipass_supported(&NlmPlan::new(&geometry, &Params::default()).unwrap()).unwrap();
         let plan = NlmPlan::new(&geometry, &Params { aggregation_radius: 1, ..Params::default() }).unwrap();
-        let e = check_supported(&plan).unwrap_err().to_string();
-        assert!(e.contains("aggregation radius 1") && e.contains("CPU backend"), "{e}");
+        let e = check_multipass_supported(&plan).unwrap_err().to_string();
+        assert!(e.contains("aggregation radius 1") && e.contains("fused kernel"), "{e}");
     }
 }

@@ -551,7 +551,7 @@ impl CudaAlgorithm for MultipassNlm {
 
     fn configure(&mut self, _device: &DeviceInfo, geometry: &Geometry, _layout: &FrameLayout, plan: &Plan, _ring_slots: usize) -> Result<()> {
         let plan = plan.nlm("the multi-pass NLM kernel")?;
-        super::check_supported(plan)?;
+        super::check_multipass_supported(plan)?;
         self.sample_bytes = geometry.bytes_per_sample;
         self.exact_capacity = exact_capacity(geometry);
         self.batches.clear();

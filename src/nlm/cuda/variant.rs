@@ -37,6 +37,8 @@ pub struct Kernels {
 pub struct KernelVariant {
     pub search_radius: u32,
     pub patch_radius: u32,
+    /// Patch-wise aggregation radius (kernels/nlm/fused.cu, AGG_R; 0: pixel-wise).
+    pub aggregation_radius: u32,
     pub guides: u32,
     pub outputs: u32,
     pub step_x: u32,
@@ -69,6 +71,7 @@ impl KernelVariant {
         let mut v = KernelVariant {
             search_radius: plan.search_radius,
             patch_radius: plan.patch_radius,
+            aggregation_radius: plan.aggregation_radius,
             guides: batch.guides,
             outputs: batch.outputs,
             step_x: batch.step_x,
@@ -80,7 +83,7 @@ impl KernelVariant {
             distance_offset: plan.distance_offset != 0.0,
             outputs_are_guides: batch.outputs_are_guides,
             vec_loads: false,
-            tile: tile.unwrap_or_else(|| TileConfig::choose(plan.search_radius, plan.patch_radius, batch.guides, batch.step_x, batch.step_y)),
+            tile: tile.unwrap_or_else(|| TileConfig::choose(plan.search_radius, plan.patch_radius, plan.aggregation_radius, batch.guides, batch.step_x, batch.step_y)),
         };
         // 16-byte loads save phase-1 instructions, but their pitches (and rounded reads) take
         // more shared memory: not where that leaves fewer blocks per SM (a search radius 3 /
@@ -106,6 +109,7 @@ impl KernelVariant {
         let mut d = module::defines(&[
             ("SEARCH_R", self.search_radius),
             ("PATCH_R", self.patch_radius),
+            ("AGG_R", self.aggregation_radius),
             ("N_GUIDES", self.guides),
             ("N_OUTPUTS", self.outputs),
             ("STEP_X", self.step_x),
@@ -124,7 +128,9 @@ impl KernelVariant {
             // The kernel checks at compile time that its layout needs exactly this much.
             ("SMEM_BYTES", self.shared_bytes() as u32),
         ]);
-        d.push(format!("-DTIE_WINDOW={:e}f", if self.exact_ties && self.scale_to_8bit <= 4 { TIE_WINDOW * self.scale_to_8bit as f64 } else { 0.0 }));
+        // Aggregated builds have no exact path (kernels/nlm/fused.cu, AGG_R).
+        let ties = self.exact_ties && self.scale_to_8bit <= 4 && self.aggregation_radius == 0;
+        d.push(format!("-DTIE_WINDOW={:e}f", if ties { TIE_WINDOW * self.scale_to_8bit as f64 } else { 0.0 }));
         d.push(module::FAST_MATH.into());
         d
     }
