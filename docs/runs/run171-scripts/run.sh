@@ -39,6 +39,11 @@ if [ "$PART" = b ]; then
 echo "== memcheck, racecheck"
 timeout 150 "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=2 sanitizer_smoke patch_wise_aggregation_keeps > $O/memcheck_fused.txt 2>&1; echo "rc=$?"; grep -E "ERROR SUMMARY|test result" $O/memcheck_fused.txt | sort | uniq -c
 timeout 200 "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_vs_reference --test-threads=2 sanitizer_smoke > $O/racecheck_fused.txt 2>&1; echo "rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|test result" $O/racecheck_fused.txt | sort | uniq -c
+echo "== register cap: 3 blocks a SM (no spills in ptxas -v) against the default 5"
+for t in 24,8,7,3 28,8,7,3; do
+  echo "-- tile $t"
+  NLMDENOISE_CUDA_TILE=$t timeout 60 $B/bench_cuda --brief --only kernel --iters 200 $FIT --past 2 --future 0 2>&1 | grep -E "^\| custom"
+done
 echo "== cuda_vs_reference, every test"
 timeout 240 $B/cuda_vs_reference --test-threads=4 > $O/cuda_vs_reference.txt 2>&1; echo "rc=$?"
 grep -E "^test |test result|panicked" $O/cuda_vs_reference.txt | head -30
