@@ -3,7 +3,8 @@
 # reference, the whole CUDA NLM test file, kernel speed of the fitted setting beside R-live (tile
 # sweep), Nsight Compute of both, sanitizers. Carry [".devcarry"]. Parts (one device call each,
 # 600 s at most): `run.sh a` (tests of aggregation, benchmarks, Nsight Compute), `run.sh b`
-# (sanitizers, every test of the file).
+# (sanitizers, every test of the file), `run.sh c` (kernel rows of the patch/search/aggregation
+# grid; the BM3D Bayesian estimate's agreement test alone, issue #31).
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$PWD/.devcarry
@@ -47,5 +48,13 @@ done
 echo "== cuda_vs_reference, every test"
 timeout 240 $B/cuda_vs_reference --test-threads=4 > $O/cuda_vs_reference.txt 2>&1; echo "rc=$?"
 grep -E "^test |test result|panicked" $O/cuda_vs_reference.txt | head -30
+fi
+if [ "$PART" = c ]; then
+echo "== kernel rows (1080p I420): patch x search radius, pixel-wise (wref 1) and aggregated (wref 2), live and offline"
+timeout 200 $B/bench_cuda --brief --only kernel --iters 200 --search-radius 2,3 --patch-radius 2,3,4 --past 2 --future 0,2 2>&1 | grep -E "^\| custom"
+timeout 250 $B/bench_cuda --brief --only kernel --iters 200 --search-radius 2,3 --patch-radius 2,3,4 --aggregation-radius 1,2 --wref 2 --past 2 --future 0,2 2>&1 | grep -E "^\| custom"
+echo "== cuda_bm3d bayes_estimate_matches_the_reference alone (issue #31; not concluded in run 170)"
+timeout 120 $B/cuda_bm3d --test-threads=1 --exact bayes_estimate_matches_the_reference > $O/bayes_test.txt 2>&1; echo "rc=$?"
+grep -E "^test |test result|panicked|seed" $O/bayes_test.txt | head
 fi
 date -u
