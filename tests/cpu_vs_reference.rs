@@ -160,26 +160,9 @@ fn default_params_larger_frame() {
 #[test]
 fn patch_wise_aggregation() {
     let mut rng = SmallRng::seed_from_u64(seed());
-    for (w, h) in [(1, 1), (3, 5), (17, 9), (33, 20)] {
-        for (patch_radius, r) in [(1, 1), (2, 2)] {
-            let p = Params { patch_radius, aggregation_radius: r, wref: 2.0, ..base() };
-            check(&case(PixelFormat::I420, w, h, p), &mut rng);
-        }
+    for c in common::aggregation_cases() {
+        check(&c, &mut rng);
     }
-    let p = Params { patch_radius: 3, aggregation_radius: 2, sigma: Some(5.0), strength: 12.0, chroma_strength: 16.0, ..base() };
-    check(&Case { frames: 2, ..case(PixelFormat::GRAY8, 90, 70, p) }, &mut rng);
-    for (fmt, chroma_mode) in [(PixelFormat::I420, ChromaMode::LumaGuided), (PixelFormat::Y444, ChromaMode::Joint), (PixelFormat::RGBA, ChromaMode::Independent)] {
-        let p = Params { chroma_mode, aggregation_radius: 1, strength: 15.0, ..base() };
-        check(&case(fmt, 17, 9, p), &mut rng);
-    }
-    for fmt in [PixelFormat::I420_10LE, PixelFormat::GRAY16_LE] {
-        for weighting in [Weighting::Welsch, Weighting::Bisquare] {
-            let p = Params { weighting, patch_radius: 2, aggregation_radius: 2, wref: 0.0, strength: 14.0, chroma_strength: 14.0, ..base() };
-            check(&case(fmt, 33, 20, p), &mut rng);
-        }
-    }
-    let p = Params { temporal_past: 2, temporal_future: 1, patch_radius: 2, aggregation_radius: 2, wref: 3.0, ..base() };
-    check(&Case { frames: 5, ..case(PixelFormat::I420, 33, 20, p) }, &mut rng);
 }
 
 /// Patch-wise aggregation cleans more than pixel-wise NLM on a noisy natural-looking clip at the
@@ -206,18 +189,9 @@ fn patch_wise_aggregation_cleans_more() {
 /// samples kept or blown to 255 on the harness's mandelbrot clip).
 #[test]
 fn patch_wise_aggregation_keeps_tiny_weights() {
-    use rand::Rng;
     let mut rng = SmallRng::seed_from_u64(seed());
-    let info = nlmdenoise::VideoInfo::new(PixelFormat::GRAY8, 48, 24).unwrap();
-    let inputs: Vec<OwnedFrame> = (0..2)
-        .map(|_| {
-            let noise: Vec<u32> = (0..48 * 24).map(|_| rng.random_range(0..256)).collect();
-            common::frame_from(info, |_, x, y| if x < 24 { 100 + (x + y) as u32 % 3 } else { noise[y * 48 + x] })
-        })
-        .collect();
-    for (aggregation_radius, wref) in [(1, 1.0), (2, 0.0), (2, 2.0)] {
-        let p = Params { patch_radius: 2, aggregation_radius, wref, strength: 20.0, temporal_past: 1, ..base() };
-        let c = Case { frames: 2, ..case(PixelFormat::GRAY8, 48, 24, p) };
+    let inputs = common::tiny_weight_frames(&mut rng);
+    for c in common::tiny_weight_cases() {
         let reference = run(BackendKind::Reference, 0, &c, &inputs);
         let cpu = run(BackendKind::Cpu, 3, &c, &inputs);
         let diff = compare(&c, "cpu", &reference, &cpu, &inputs, 1, 0);

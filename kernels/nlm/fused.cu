@@ -358,6 +358,17 @@ __device__ __forceinline__ void horizontal_sums(float* h_sums, const float* tgt,
     }
 }
 
+// Phase 2 of one offset j of a round: the exponents of the thread's ROWS outputs in column `lane`
+// from rows row0.. of h_sums[j] (vertical patch sums, then x = base - d k).
+__device__ __forceinline__ void column_exponents(const float* h_sums, int j, int row0, int lane, float base, float k,
+                                                 float (&xc)[ROWS])
+{
+    float hv[H_ROWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < H_ROWS_PER_THREAD; ++r) hv[r] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + r) * H_PITCH + lane];
+    exponents<ROWS, STEP_Y>(hv, xc, base, k);
+}
+
 #if AGG_R > 0
 // Patch-wise aggregation: the absolute weight of exponent x (weight.cuh's formulas with the
 // reference level at 0).
@@ -515,12 +526,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
                     const float base = (WEIGHTING == WEIGHTING_WELSCH) ? grp.k_bias : 1.f + grp.k_bias;
 #pragma unroll
                     for (int j = 0; j < DX_GROUP; ++j) {
-                        float hv[H_ROWS_PER_THREAD];
-#pragma unroll
-                        for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
-                            hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
                         float xc[ROWS];
-                        exponents<ROWS, STEP_Y>(hv, xc, base, grp.k_dist);
+                        column_exponents(h_sums, j, row0, lane, base, grp.k_dist, xc);
 #pragma unroll
                         for (int i = 0; i < ROWS; ++i) {
                             float w = absolute_weight(xc[i]);
@@ -555,12 +562,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
                 const float base = col.base(grp.k_bias);
 #pragma unroll
                 for (int j = 0; j < DX_GROUP; ++j) {
-                    float hv[H_ROWS_PER_THREAD];
-#pragma unroll
-                    for (int k = 0; k < H_ROWS_PER_THREAD; ++k)
-                        hv[k] = h_sums[(j * GUIDE_ROWS + STEP_Y * row0 + k) * H_PITCH + lane];
                     float xc[ROWS];
-                    exponents<ROWS, STEP_Y>(hv, xc, base, grp.k_dist);
+                    column_exponents(h_sums, j, row0, lane, base, grp.k_dist, xc);
 #pragma unroll
                     for (int i = 0; i < ROWS; ++i) x[i][j] = xc[i];
                 }

@@ -98,6 +98,56 @@ pub fn case(format: PixelFormat, width: usize, height: usize, params: Params) ->
     Case { format, width, height, params, frames: 3, content: Content::Smooth { amp: 12 }, extra_in: 0, extra_out: 0, depth: 0, retune: None }
 }
 
+/// Patch-wise aggregation cases every backend is checked on against the reference: odd and tiny
+/// sizes, a frame of several bands or tiles, each chroma mode, deep formats and both weightings,
+/// a temporal window with future frames, centre weights 0-3.
+pub fn aggregation_cases() -> Vec<Case> {
+    use nlmdenoise::{ChromaMode, Weighting};
+    let mut cases = Vec::new();
+    for (w, h) in [(1, 1), (3, 5), (17, 9), (33, 20)] {
+        for (patch_radius, r) in [(1, 1), (2, 2)] {
+            cases.push(case(PixelFormat::I420, w, h, Params { patch_radius, aggregation_radius: r, wref: 2.0, ..base() }));
+        }
+    }
+    let p = Params { patch_radius: 3, aggregation_radius: 2, sigma: Some(5.0), strength: 12.0, chroma_strength: 16.0, ..base() };
+    cases.push(Case { frames: 2, ..case(PixelFormat::GRAY8, 90, 70, p) });
+    for (fmt, chroma_mode) in [(PixelFormat::I420, ChromaMode::LumaGuided), (PixelFormat::Y444, ChromaMode::Joint), (PixelFormat::RGBA, ChromaMode::Independent)] {
+        cases.push(case(fmt, 17, 9, Params { chroma_mode, aggregation_radius: 1, strength: 15.0, ..base() }));
+    }
+    for fmt in [PixelFormat::I420_10LE, PixelFormat::GRAY16_LE] {
+        for weighting in [Weighting::Welsch, Weighting::Bisquare] {
+            let p = Params { weighting, patch_radius: 2, aggregation_radius: 2, wref: 0.0, strength: 14.0, chroma_strength: 14.0, ..base() };
+            cases.push(case(fmt, 33, 20, p));
+        }
+    }
+    let p = Params { temporal_past: 2, temporal_future: 1, patch_radius: 2, aggregation_radius: 2, wref: 3.0, ..base() };
+    cases.push(Case { frames: 5, ..case(PixelFormat::I420, 33, 20, p) });
+    cases
+}
+
+/// Two GRAY8 48 x 24 frames whose patch weights differ by many orders of magnitude side by side:
+/// a flat left half (weights near 1) beside random samples (weights near 1e-12 at strength 20).
+pub fn tiny_weight_frames(rng: &mut SmallRng) -> Vec<OwnedFrame> {
+    let info = VideoInfo::new(PixelFormat::GRAY8, 48, 24).unwrap();
+    (0..2)
+        .map(|_| {
+            let noise: Vec<u32> = (0..48 * 24).map(|_| rng.random_range(0..256)).collect();
+            frame_from(info, |_, x, y| if x < 24 { 100 + (x + y) as u32 % 3 } else { noise[y * 48 + x] })
+        })
+        .collect()
+}
+
+/// The patch-wise aggregation settings `tiny_weight_frames` is checked with.
+pub fn tiny_weight_cases() -> Vec<Case> {
+    [(1, 1.0), (2, 0.0), (2, 2.0)]
+        .into_iter()
+        .map(|(aggregation_radius, wref)| {
+            let p = Params { patch_radius: 2, aggregation_radius, wref, strength: 20.0, temporal_past: 1, ..base() };
+            Case { frames: 2, ..case(PixelFormat::GRAY8, 48, 24, p) }
+        })
+        .collect()
+}
+
 /// The input frames of a case, drawn from `rng`.
 pub fn inputs(c: &Case, waves: Waves, rng: &mut SmallRng) -> Vec<OwnedFrame> {
     let info = VideoInfo::new(c.format, c.width, c.height).unwrap();
