@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PSNR-YUV (scripts/quality_lib/metrics.py's definition: MSE over Y, U and V samples per frame,
-mean over frames) of NLM with and without patch-wise aggregation on the harness clips (first 8
+mean over frames) of NLM with and without patch-wise aggregation on the harness clips (first 6
 frames, the harness's noisy clips at sigma 10/20/30), live (2 past) and offline (2 + 2), through
 the CLI on the given backend. Prints a markdown table.
   quality.py NLMDENOISE CLIPS_DIR BACKEND"""
@@ -48,7 +48,7 @@ with tempfile.TemporaryDirectory() as tmp:
             for cname, cargs in CONFIGS.items():
                 row = []
                 for c in CLIPS:
-                    cmd = [binary, "-y", "-q", f"{clips}/{c}-8f-sigma{sigma}.y4m", "-o", out, "--backend", backend, "--sigma", str(sigma), *wargs, *cargs]
+                    cmd = [binary, "-y", "-q", f"{clips}/{c}-6f-sigma{sigma}.y4m", "-o", out, "--backend", backend, "--sigma", str(sigma), *wargs, *cargs]
                     subprocess.run(cmd, check=True, capture_output=True)
-                    row.append(psnr_yuv(read(f"{clips}/{c}-8f-clean.y4m"), read(out)))
+                    row.append(psnr_yuv(read(f"{clips}/{c}-6f-clean.y4m"), read(out)))
                 print(f"| {wname} | {sigma} | {cname} | " + " | ".join(f"{v:.3f}" for v in row) + f" | **{np.mean(row):.3f}** |", flush=True)

@@ -4,7 +4,7 @@
 # (quality.py: the same table as the CPU backend's, docs/runs/run172-results/quality-cpu.txt),
 # and the element through GStreamer (pipeline_bench, appsrc ! nlmdenoise ! fakesink, 1080p I420).
 # Carry [".devcarry", ".gst-debs"] (.devcarry: cuda_vs_reference, nlmdenoise, pipeline_bench,
-# clips8/ = the first 8 frames of the harness clips).
+# clips6/ = the first 6 frames of the harness clips).
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$PWD/.devcarry
@@ -23,5 +23,5 @@ done
 echo "== aggregation on the multi-pass kernel: a clear error"
 timeout 60 $B/pipeline_bench 1920 1080 50 backend=cuda kernel=multipass aggregation-radius=2 patch-radius=3 2>&1 | tail -3
 echo "== quality through the CLI, CUDA backend"
-timeout 300 python3 docs/runs/run172-scripts/quality.py $B/nlmdenoise $B/clips8 cuda
+timeout 300 python3 docs/runs/run172-scripts/quality.py $B/nlmdenoise $B/clips6 cuda
 date -u
