@@ -212,6 +212,11 @@ fn patch_wise_aggregation() {
     check(&Case { frames: 3, depth: 1, ..case(PixelFormat::NV12, 97, 61, Params { sigma: None, strength: 12.0, ..fitted }) }, &mut rng);
     let p = Params { search_radius: 12, patch_radius: 7, aggregation_radius: 7, strength: 20.0, ..base() };
     check(&Case { frames: 2, ..case(PixelFormat::GRAY8, 40, 37, p) }, &mut rng);
+    // Every other aggregation radius: the row box's shuffles follow the binary digits of 2r + 1.
+    for r in 3..=6 {
+        let p = Params { search_radius: 2, patch_radius: 6, aggregation_radius: r, strength: 20.0, ..base() };
+        check(&Case { frames: 2, ..case(PixelFormat::GRAY8, 45, 31, p) }, &mut rng);
+    }
 }
 
 /// Patch-wise aggregation where weights of very different sizes meet (the CPU test of that name):
@@ -297,6 +302,7 @@ fn batched_launch_equals_single_launches() {
         case(PixelFormat::I420, 33, 20, Params { temporal_past: 1, temporal_future: 1, chroma_mode: ChromaMode::LumaGuided, ..base() }),
         case(PixelFormat::RGBA, 40, 23, Params { temporal_past: 2, weighting: Weighting::Bisquare, strength: 15.0, ..base() }),
         case(PixelFormat::P010_10LE, 17, 9, Params { temporal_past: 1, ..base() }),
+        case(PixelFormat::I420, 70, 40, Params { patch_radius: 3, aggregation_radius: 2, wref: 2.0, temporal_past: 2, ..base() }),
         Case { content: Content::Uniform, ..case(PixelFormat::GRAY8, 64, 48, Params { temporal_past: 3, strength: 3.0, ..base() }) },
     ];
     for c in cases {

@@ -62,6 +62,11 @@ fn variant_cases() -> Vec<(PixelFormat, Params)> {
         (PixelFormat::I420, Params { aggregation_radius: 1, chroma_mode: ChromaMode::LumaGuided, ..base }),
         (PixelFormat::GRAY16_LE, Params { aggregation_radius: 2, weighting: Weighting::Bisquare, planes: PlaneSelection::Luma, ..base }),
         (PixelFormat::Y444, Params { search_radius: 12, patch_radius: 7, aggregation_radius: 7, chroma_mode: ChromaMode::Joint, ..base }),
+        // Every other aggregation radius (the row box's shuffle pattern follows 2r + 1's digits).
+        (PixelFormat::GRAY8, Params { patch_radius: 6, aggregation_radius: 3, ..base }),
+        (PixelFormat::GRAY8, Params { patch_radius: 6, aggregation_radius: 4, ..base }),
+        (PixelFormat::GRAY8, Params { patch_radius: 6, aggregation_radius: 5, ..base }),
+        (PixelFormat::GRAY8, Params { patch_radius: 6, aggregation_radius: 6, ..base }),
     ]
 }
 

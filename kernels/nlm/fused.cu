@@ -3,7 +3,8 @@
 // (or, batched, of one job per blockIdx.z).
 //
 // The definition is src/nlm/reference.rs. Per block, a TILE_W x TILE_H tile of output
-// samples; per frame u of the window the block stages in shared memory (as float, borders
+// samples (with patch-wise aggregation, AGG_R below: the tile whose weights the block computes,
+// of which it writes the inner samples); per frame u of the window the block stages in shared memory (as float, borders
 // mirrored like src/planar.rs) the target's guide tile + patch halo (once), u's guide tile + patch
 // and search halo, and u's output-plane tile + search halo. For each search offset the patch
 // distance of every output sample is a separable box sum of squared differences:
@@ -38,7 +39,7 @@
 #define SAMPLE_BYTES 1  // 1: 8-bit samples, 2: 16-bit little-endian samples
 #endif
 #ifndef TILE_H
-#define TILE_H 28       // output rows per block
+#define TILE_H 28       // rows whose weights a block computes (its output rows unless AGG_R > 0)
 #endif
 #ifndef RUN_W
 #define RUN_W 8         // outputs per phase-1 run
@@ -464,8 +465,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
     // The tile whose weights the block computes: its output tile and AGG_R of halo around it.
     const int px0 = (tile - tile_y * grp.tiles_x) * OUT_TW - AGG_R, py0 = tile_y * OUT_TH - AGG_R;
     const int out_w = grp.out_w, out_h = grp.out_h, guide_w = grp.guide_w, guide_h = grp.guide_h;
-    const int lane = threadIdx.x % TILE_W;           // phase 2: output column in the tile
-    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first output row in the tile
+    const int lane = threadIdx.x % TILE_W;           // phase 2: column in the tile
+    const int row0 = (threadIdx.x / TILE_W) * ROWS;  // phase 2: first row in the tile
     const unsigned char* target = args.ring + (unsigned long long)jv.slot(tgt_index) * args.frame_bytes;
 
 #pragma unroll
@@ -491,6 +492,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) nlm_fused(cons
     const bool interior = px0 >= 0 && py0 >= 0 && px0 + TILE_W <= out_w && py0 + TILE_H <= out_h;
     float* boxes = h_sums;   // [DX_GROUP][TILE_H][TILE_W] lane-box sums, in h_sums' space once read
     static_assert(DX_GROUP * TILE_H * TILE_W <= H_FLOATS, "box sums must fit in h_sums' space");
+    static_assert(ROWS <= 32, "one bit of `inside` per row of a thread's column");
 #else
     ColumnAcc<ROWS, N_OUTPUTS> col;
     col.init();

@@ -440,7 +440,8 @@ fn main() {
             let d = TileConfig::choose(c.params.search_radius, c.params.patch_radius, c.params.aggregation_radius, 1, 1, 1);
             for (h, r, g) in [(d.tile_h, 8, 4), (d.tile_h, 4, d.dx_group), (d.tile_h / 2, 8, d.dx_group), (d.tile_h * 2, 8, d.dx_group), (d.tile_h, 8, d.dx_group.min(3))] {
                 let t = TileConfig { tile_h: h, run_w: r, dx_group: g, threads: 128, min_blocks: 0 };
-                if t.is_valid() && Some(t) != Some(d) {
+                let (ow, oh) = t.output_tile(c.params.aggregation_radius);
+                if t.is_valid() && ow > 0 && oh > 0 && Some(t) != Some(d) {
                     tiles.push((Some(t), true));
                 }
             }

@@ -1,7 +1,8 @@
 //! The fused NLM path: per launch group of planes one fused kernel (kernels/nlm/fused.cu: patch
 //! distances, weights and the weighted mean in one pass over a tile in shared memory) and one
 //! launch of the exact f64 pass (kernels/nlm/exact.cu) for the samples the fused kernel queued in
-//! the output frame's exact list (rounding ties, weights float cannot represent).
+//! the output frame's exact list (rounding ties, weights float cannot represent); builds with
+//! patch-wise aggregation queue nothing and launch no exact pass.
 //!
 //! Streams of its own beside the device's: two fused streams that consecutive calls alternate
 //! between (each waits for an event recorded on the compute stream after the call's preparations),
@@ -90,8 +91,8 @@ impl FusedNlm {
         let smem = v.shared_bytes();
         if smem > self.device.max_shared {
             return Err(Error::Unsupported(format!(
-                "search radius {} / patch radius {} need {smem} bytes of shared memory per block; {} has {}",
-                v.search_radius, v.patch_radius, self.device.name, self.device.max_shared
+                "search radius {} / patch radius {} / aggregation radius {} need {smem} bytes of shared memory per block; {} has {}",
+                v.search_radius, v.patch_radius, v.aggregation_radius, self.device.name, self.device.max_shared
             )));
         }
         let f = variant::kernels(&self.device.ctx, v).map_err(backend_err)?;

@@ -6,7 +6,8 @@ use crate::nlm::{NlmPlan, WeightGroup};
 use crate::params::Weighting;
 use crate::planar::Geometry;
 
-/// Output columns per block (one warp across); fixed in the kernel.
+/// Columns whose weights a block computes (one warp across; its output columns less twice the
+/// aggregation radius); fixed in the kernel.
 pub const TILE_W: u32 = 32;
 pub const MAX_FRAMES: usize = 16;
 pub const MAX_BATCH: usize = 3;
@@ -15,7 +16,8 @@ pub const MAX_PLANES: usize = 3;
 /// Block shape of the fused kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TileConfig {
-    /// Output rows per block (a multiple of threads / 32).
+    /// Rows whose weights a block computes (a multiple of threads / 32; its output rows less twice
+    /// the aggregation radius).
     pub tile_h: u32,
     /// Outputs per phase-1 run (divides 32).
     pub run_w: u32,
@@ -89,7 +91,15 @@ impl TileConfig {
 
     pub fn is_valid(&self) -> bool {
         let groups = self.threads / TILE_W;
-        self.threads % TILE_W == 0 && groups > 0 && self.tile_h > 0 && self.tile_h % groups == 0 && self.run_w > 0 && TILE_W % self.run_w == 0 && self.dx_group > 0 && self.min_blocks <= 32
+        self.threads % TILE_W == 0
+            && groups > 0
+            && self.tile_h > 0
+            && self.tile_h <= 32 * groups
+            && self.tile_h % groups == 0
+            && self.run_w > 0
+            && TILE_W % self.run_w == 0
+            && self.dx_group > 0
+            && self.min_blocks <= 32
     }
 
     /// Whether phase 1 can read its runs with 16-byte loads (kernels/nlm/fused.cu, VEC_LOADS):
@@ -363,8 +373,10 @@ mod tests {
                     let t = TileConfig::choose(a, s, 0, g, sx, sy);
                     assert!(t.is_valid(), "{t:?}");
                     // Every aggregation radius (at most the patch radius) leaves output samples.
-                    let (ow, oh) = TileConfig::choose(a, s, s, g, sx, sy).output_tile(s);
-                    assert!(ow >= 4 && oh >= 4, "a={a} s={s}: {ow}x{oh}");
+                    let t = TileConfig::choose(a, s, s, g, sx, sy);
+                    let (ow, oh) = t.output_tile(s);
+                    assert!(t.is_valid() && ow >= 4 && oh >= 4, "a={a} s={s}: {t:?}, {ow}x{oh}");
+                    assert!(t.shared_bytes(a, s, g, 3, sx, sy, true) <= 227 * 1024, "a={a} s={s} r={s} g={g}: {t:?}");
                     assert!(t.shared_bytes(a, s, g, 3, sx, sy, true) <= 227 * 1024, "a={a} s={s} g={g}: {t:?}");
                 }
             }
