@@ -346,7 +346,7 @@ pub struct Cli {
     /// NLM patch-wise aggregation: each patch's weight also counts for the samples within this
     /// radius of its centre (0 = pixel-wise NLM, up to --patch-radius; not with --kernel
     /// multipass). --patch-radius 3 --aggregation-radius 2 --wref 2: about 0.6 dB cleaner than the
-    /// defaults at 3x their GPU time and 4x their CPU time (docs/tuning.md, "Patch-wise aggregation").
+    /// defaults at 3x their GPU time and 1.4x their CPU time (docs/tuning.md, "Patch-wise aggregation").
     #[arg(allow_negative_numbers = true, long, default_value_t = Params::default().aggregation_radius)]
     aggregation_radius: u32,
 
