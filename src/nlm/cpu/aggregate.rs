@@ -71,33 +71,7 @@ pub(super) fn band(ctx: &GroupCtx, frames: &Frames, band: &mut Band, bufs: &mut 
                 let gdy = sy as isize * dy;
                 for ye in 0..ne {
                     let y = (ey0 + ye) as isize;
-                    if ye == 0 || full_init {
-                        v.fill(0.0);
-                        for &gi in &g.guides {
-                            let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                            for ky in -(s as isize)..=s as isize {
-                                let row = sy as isize * y + ky;
-                                kernels::add_sq_diff(v, gt.row(gx_t, row, nv), gu.row(gx_u, row + gdy, nv));
-                            }
-                        }
-                    } else {
-                        // The patch rows of row y - 1 less the sy leaving, plus the sy entering.
-                        let (si, syi) = (s as isize, sy as isize);
-                        for &gi in &g.guides {
-                            let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                            for j in 0..syi {
-                                let ra = syi * (y - 1) + si + 1 + j;
-                                let rr = syi * (y - 1) - si + j;
-                                kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
-                            }
-                        }
-                    }
-                    if sx == 1 {
-                        kernels::box_sum_unit(p, v, s);
-                    } else {
-                        kernels::box_sum_step(p, v, s, sx);
-                    }
-                    kernels::weights(wrow, x, p, &ctx.wp);
+                    super::weight_row(ctx, target, frame, y, (gx_t, gx_u, gdy), ye == 0 || full_init, v, p, wrow, x);
                     let m = &mut wmax[ye * w..(ye + 1) * w];
                     for (mi, &wi) in m.iter_mut().zip(wrow.iter()) {
                         *mi = mi.max(wi);

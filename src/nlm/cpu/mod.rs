@@ -522,6 +522,47 @@ fn process_tile(ctx: &GroupCtx, frames: &Frames, tile: Tile, band: &mut Band, sc
     finalize_tile(ctx, frames, target, tile, band, sc)
 }
 
+/// One row of weights for one search offset, for the samples of output row `y` whose patches in
+/// the target start at guide column `gx_t` (`gx_u` in `frame`, `gdy` guide rows below): the
+/// vertical sums of squared guide differences over guide rows sy*y - s ..= sy*y + s into `v`
+/// (afresh when `fresh`, else slid from row y - 1's sums already in `v`), their horizontal patch
+/// sums into `p`, the weights into `w` (exponents in `x`). Shared by the pixel-wise and the
+/// patch-wise paths.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn weight_row(ctx: &GroupCtx, target: &RingFrame, frame: &RingFrame, y: isize, (gx_t, gx_u, gdy): (isize, isize, isize), fresh: bool, v: &mut [f32], p: &mut [f32], w: &mut [f32], x: &mut [f32]) {
+    let g = ctx.group;
+    let s = ctx.plan.patch_radius as isize;
+    let (sx, sy) = (g.guide_step_x as isize, g.guide_step_y as isize);
+    let nv = v.len();
+    if fresh {
+        v.fill(0.0);
+        for &gi in &g.guides {
+            let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+            for ky in -s..=s {
+                let r = sy * y + ky;
+                kernels::add_sq_diff(v, gt.row(gx_t, r, nv), gu.row(gx_u, r + gdy, nv));
+            }
+        }
+    } else {
+        // The patch rows of row y - 1 less the sy leaving, plus the sy entering.
+        for &gi in &g.guides {
+            let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
+            for j in 0..sy {
+                let ra = sy * (y - 1) + s + 1 + j;
+                let rr = sy * (y - 1) - s + j;
+                kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
+            }
+        }
+    }
+    if sx == 1 {
+        kernels::box_sum_unit(p, v, s as usize);
+    } else {
+        kernels::box_sum_step(p, v, s as usize, sx as usize);
+    }
+    kernels::weights(w, x, p, &ctx.wp);
+}
+
 /// Accumulates the contributions of the offsets (dxs[k], dy) of `frame` to the tile; with `sym`,
 /// also those of (-dxs[k], -dy) (target frame only, dy > 0 or dy == 0 < dx). `K` offsets share
 /// one pass over the accumulators.
@@ -556,32 +597,7 @@ fn offset_pass<const K: usize>(ctx: &GroupCtx, target: &RingFrame, frame: &RingF
         for k in 0..K {
             let v = &mut *vs[k];
             let gx_u = gx_t + sx * dxs[k]; // guide column of v[0] in the reference frame
-                                           // Vertical sums of squared differences over guide rows sy*y - s ..= sy*y + s.
-            if y == qya || full_init {
-                v.fill(0.0);
-                for &gi in &g.guides {
-                    let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                    for ky in -s..=s {
-                        let r = sy * y + ky;
-                        kernels::add_sq_diff(v, gt.row(gx_t, r, nv), gu.row(gx_u, r + gdy, nv));
-                    }
-                }
-            } else {
-                for &gi in &g.guides {
-                    let (gt, gu) = (&target.planes[gi], &frame.planes[gi]);
-                    for j in 0..sy {
-                        let ra = sy * (y - 1) + s + 1 + j;
-                        let rr = sy * (y - 1) - s + j;
-                        kernels::slide_sq_diff(v, gt.row(gx_t, ra, nv), gu.row(gx_u, ra + gdy, nv), gt.row(gx_t, rr, nv), gu.row(gx_u, rr + gdy, nv));
-                    }
-                }
-            }
-            if sx == 1 {
-                kernels::box_sum_unit(ps[k], v, s as usize);
-            } else {
-                kernels::box_sum_step(ps[k], v, s as usize, sx as usize);
-            }
-            kernels::weights(ws[k], xs[k], ps[k], &ctx.wp);
+            weight_row(ctx, target, frame, y, (gx_t, gx_u, gdy), y == qya || full_init, v, ps[k], ws[k], xs[k]);
         }
 
         // Forward: q in the tile gets frame(q + d).
