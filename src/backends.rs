@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::bm3d::Bm3dOptions;
 use crate::device::chunked::{self, ChunkedBackend};
 use crate::device::cuda::{self, CudaAlgorithm, CudaBackend, CudaFactory, DeviceInfo};
 use crate::device::host::{HostAlgorithm, HostBackend, HostFactory, HostImpl};
@@ -38,6 +39,8 @@ pub struct BackendOptions {
     pub host_io: HostIo,
     /// How NLM is computed (GPU kernel, multi-pass settings, measurement switches).
     pub nlm: NlmOptions,
+    /// How BM3D is computed on the GPU (measurement switches).
+    pub bm3d: Bm3dOptions,
     /// Compute in this CUDA context (the pipeline's, `device::cuda::shared`) on its device instead
     /// of `device_id`'s primary context (one device, no chunks).
     pub cuda_context: Option<cuda::shared::SharedContext>,
@@ -54,6 +57,7 @@ impl Default for BackendOptions {
             devices: Devices::Default,
             host_io: HostIo::default(),
             nlm: NlmOptions::default(),
+            bm3d: Bm3dOptions::default(),
             cuda_context: None,
         }
     }
@@ -122,12 +126,12 @@ pub fn host_factory(which: HostImpl, nlm: &NlmOptions) -> HostFactory {
 }
 
 /// The CUDA implementations of every algorithm.
-pub fn cuda_factory(nlm: &NlmOptions) -> CudaFactory {
-    let nlm = *nlm;
+pub fn cuda_factory(nlm: &NlmOptions, bm3d: &Bm3dOptions) -> CudaFactory {
+    let (nlm, bm3d) = (*nlm, *bm3d);
     Arc::new(move |plan: &Plan, device: &DeviceInfo| -> Result<Box<dyn CudaAlgorithm>> {
         match plan.algorithm() {
             Algorithm::Nlm => crate::nlm::cuda::make(&nlm, device),
-            Algorithm::Bm3d => Ok(Box::new(crate::bm3d::cuda::CudaBm3d::new(device)?)),
+            Algorithm::Bm3d => Ok(Box::new(crate::bm3d::cuda::CudaBm3d::new(device, &bm3d)?)),
             Algorithm::NlmSr => Ok(Box::new(crate::sr::cuda::CudaSr::new(device)?)),
         }
     })
@@ -147,7 +151,7 @@ pub fn cpu(threads: usize) -> Result<HostBackend> {
 pub fn cuda(options: &BackendOptions) -> Result<CudaBackend> {
     // Options first: a bad option is reported as such, with or without a device.
     options.nlm.validate()?;
-    CudaBackend::new_in(options.device_id, options.cuda_context.as_ref(), options.pipeline_depth, options.host_io, cuda_factory(&options.nlm))
+    CudaBackend::new_in(options.device_id, options.cuda_context.as_ref(), options.pipeline_depth, options.host_io, cuda_factory(&options.nlm, &options.bm3d))
 }
 
 /// Creates the backend `options` ask for. `Auto` falls back to the CPU backend, with a log line

@@ -157,6 +157,65 @@ fn high_profile_at_its_own_radius() {
     check("high 1 + 1", &c, bm3d(20.0, p, 1, 1), 2);
 }
 
+/// The CUDA backend with the own-frame search on tensor cores (`tensor`, the default where the
+/// device has them) or on the CUDA cores.
+fn cuda_search(params: Params, inputs: &[OwnedFrame], tensor: bool) -> Vec<OwnedFrame> {
+    let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, bm3d: nlmdenoise::bm3d::Bm3dOptions { tensor_search: tensor }, ..Default::default() };
+    let mut b = nlmdenoise::backends::cuda(&opts).unwrap();
+    b.set_poison_outputs(true);
+    let d: Denoiser<usize> = Denoiser::with_backend(inputs[0].info, params, Box::new(b)).unwrap();
+    common::denoise(d, inputs, 3, 0xA7, None)
+}
+
+/// The own-frame search on tensor cores (kernels/bm3d/search_tc.cu): with 8-bit samples its
+/// hard-thresholding distances are exact, so one step gives the f32 search's bits on every tile
+/// shape (reference grids that are not a multiple of the block's 4 x 4 patches, block steps 3-5,
+/// radii 4-20, planes of two groups); with two steps and with 10-bit samples (f16 pairs split in
+/// two) the output agrees with the f64 reference. Needs compute capability 8.0 (skips visibly
+/// below: the f32 search alone would be compared with itself).
+#[test]
+fn tensor_search_matches_the_f32_search() {
+    if !gpu_or_skip("tensor_search_matches_the_f32_search") {
+        return;
+    }
+    let cc = cudarc::driver::CudaContext::new(0).unwrap().compute_capability().unwrap();
+    if cc.0 < 8 {
+        common::skip("tensor_search_matches_the_f32_search", "the device has no f16 mma (compute capability below 8.0)");
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let high = |radius, step, frame_groups| Bm3dParams {
+        profile: Bm3dProfile::High,
+        search_radius: Some(radius),
+        block_step: Some(step),
+        seed_radius: Some(2),
+        frame_groups: Some(frame_groups),
+        ..Default::default()
+    };
+    for (format, w, h, radius, step, frame_groups) in [
+        (PixelFormat::I420, 150, 70, 8, 4, true),
+        (PixelFormat::GRAY8, 97, 61, 12, 3, false),
+        (PixelFormat::NV12, 66, 42, 4, 5, true),
+        (PixelFormat::RGB, 53, 37, 6, 4, false),
+        (PixelFormat::GRAY8, 64, 64, 20, 3, true),
+    ] {
+        let c = clip(format, w, h, 3, 20.0, &mut rng);
+        let one = bm3d(20.0, Bm3dParams { steps: Some(1), ..high(radius, step, frame_groups) }, 1, 1);
+        let what = format!("{format:?} {w}x{h} radius {radius} step {step} frame groups {frame_groups}");
+        same_frames(&cuda_search(one, &c.noisy, true), &cuda_search(one, &c.noisy, false), &format!("{what}, one step"));
+        let two = bm3d(20.0, high(radius, step, frame_groups), 1, 1);
+        let tensor = cuda_search(two, &c.noisy, true);
+        agree(&format!("tensor search {what}, two steps"), &c, &reference(two, &c.noisy), &tensor);
+    }
+    // Fresh random frames (no structure: many near ties), and 10-bit samples.
+    let c = clip(PixelFormat::GRAY8, 70, 45, 3, 80.0, &mut rng);
+    let one = bm3d(80.0, Bm3dParams { steps: Some(1), ..high(7, 3, false) }, 1, 1);
+    same_frames(&cuda_search(one, &c.noisy, true), &cuda_search(one, &c.noisy, false), "noise, one step");
+    let c = clip(PixelFormat::P010_10LE, 90, 50, 3, 20.0, &mut rng);
+    let p = bm3d(20.0, high(8, 4, true), 1, 1);
+    agree("tensor search P010", &c, &reference(p, &c.noisy), &cuda_search(p, &c.noisy, true));
+}
+
 /// Chunks (batched launches) and a second run give the same bits as one run a frame at a time.
 #[test]
 fn batched_and_repeated_runs_are_identical() {

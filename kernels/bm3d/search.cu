@@ -54,10 +54,53 @@ __device__ __forceinline__ void search_row(const Bm3dArgs& a, int code, int j, i
     }
 }
 
+// Steps 2 and 3 for reference patch r (global index) from its distances: `dist` holds the
+// distance of corner (xa + c, ya + y) at [y * stride + c], for cols x rows corners (`count`), R at
+// row y_r, column c_r; `queue`: the warp's 64 shared keys. Warp-collective.
+template <bool WIENER>
+__device__ __forceinline__ void search_select(const Bm3dArgs& a, int r, const float* dist, int stride, u64* queue, int xa, int ya, int cols, int count, int y_r, int c_r, int lane)
+{
+    using Out = SearchOut<WIENER>;
+    constexpr int NSEEDS = SEEDS - 1;  // seeds written per patch
+    // 2. Selection: the group (within tau), R left out.
+    WarpBest<Out::GROUP> top;
+    top.start(queue, lane, KEY_NONE);
+    for (int base = 0; base < count; base += 32) {
+        const int i = base + lane;
+        const int y = i / cols, c = i - y * cols;
+        const bool ok = i < count && !(y == y_r && c == c_r);
+        const float d = ok ? dist[y * stride + c] : 0.0f;
+        top.offer(ok && d <= a.tau_ssd, make_key(d, 0, ya + y, xa + c));
+    }
+    top.finish();
+
+    // The seeds are the best NSEEDS at any distance: the group's first NSEEDS where it has that
+    // many (a key within tau is below every key beyond it); otherwise a second pass, each lane
+    // keeping its best in registers.
+    u64* out = (u64*)a.cache + (u64)r * Out::STRIDE;
+    const bool from_group = NSEEDS <= Out::GROUP && __shfl_sync(0xFFFFFFFFu, top.best, NSEEDS > 0 ? NSEEDS - 1 : 0) != KEY_NONE;
+    if (from_group) {
+        if (lane < NSEEDS) out[Out::GROUP + lane] = lane + 1 < a.n_seeds ? top.best : KEY_NONE;
+    } else {
+        u64 seed_list[SEEDS];
+        list_clear(seed_list);
+        for (int i = lane; i < count; i += 32) {
+            const int y = i / cols, c = i - y * cols;
+            if (y == y_r && c == c_r) continue;
+            list_insert(seed_list, make_key(dist[y * stride + c], 0, ya + y, xa + c));
+        }
+        for (int s = 0; s < NSEEDS; ++s) {
+            const u64 k = warp_take_best(seed_list);
+            if (lane == 0) out[Out::GROUP + s] = s + 1 < a.n_seeds ? k : KEY_NONE;
+        }
+    }
+    // 3. Output.
+    if (lane < Out::GROUP) out[lane] = top.best;
+}
+
 template <bool WIENER, bool MIRROR>
 __device__ void bm3d_search(const Bm3dArgs& a)
 {
-    using Out = SearchOut<WIENER>;
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -115,30 +158,7 @@ __device__ void bm3d_search(const Bm3dArgs& a)
         }
     }
     __syncwarp();
-    const int idx_r = (y0 - ya) * cols + (x0 - xa);
-
-    // 2. Selection: the group (within tau) and the seeds (at any distance), R left out.
-    WarpBest<Out::GROUP> top;
-    top.start(queue, lane, KEY_NONE);
-    u64 seed_list[SEEDS];
-    list_clear(seed_list);
-    for (int base = 0; base < count; base += 32) {
-        const int i = base + lane;
-        const bool ok = i < count && i != idx_r;
-        const float d = ok ? dist[i] : 0.0f;
-        const u64 k = make_key(d, 0, ya + i / cols, xa + i % cols);
-        top.offer(ok && d <= a.tau_ssd, k);
-        if (ok) list_insert(seed_list, k);
-    }
-    top.finish();
-
-    // 3. Output.
-    u64* out = (u64*)a.cache + (u64)r * Out::STRIDE;
-    for (int s = 0; s + 1 < SEEDS; ++s) {
-        const u64 k = warp_take_best(seed_list);
-        if (lane == 0) out[Out::GROUP + s] = s + 1 < a.n_seeds ? k : KEY_NONE;
-    }
-    if (lane < Out::GROUP) out[lane] = top.best;
+    search_select<WIENER>(a, r, dist, cols, queue, xa, ya, cols, count, y0 - ya, x0 - xa, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, SEARCH_MIN_BLOCKS) bm3d_search_hard(const Bm3dArgs a)

@@ -39,8 +39,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaFunction;
 
 use super::{
-    basics_to_compute, extent, frame_group_order, frame_id, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dPlan, FrameGroupOp, FrameId, PatchTransform,
-    FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA, MOTION_BLOCK, MOTION_CELL, MOTION_REACH,
+    basics_to_compute, extent, frame_group_order, frame_id, job_dts, kaiser_1d, kaiser_window, reference_corners, reference_dts, step_window, Bm3dOptions, Bm3dPlan, FrameGroupOp, FrameId,
+    PatchTransform, FIXED_ONE, FRAME_CODE_BIAS, KAISER_BETA, MOTION_BLOCK, MOTION_CELL, MOTION_REACH,
 };
 use crate::bm3d::reference::slot_of;
 use crate::device::cuda::raw::Context as _;
@@ -52,8 +52,18 @@ use crate::planar::Geometry;
 use crate::window::Job;
 
 /// The kernel sources, in the order they are concatenated (after the generated constants).
-pub const SOURCES: &[(&str, &str)] =
-    crate::kernel_sources!["common/border.cuh", "bm3d/args.cuh", "bm3d/select.cuh", "bm3d/transform.cuh", "bm3d/group.cu", "bm3d/search.cu", "bm3d/finish.cu", "bm3d/motion.cu", "bm3d/bayes.cu"];
+pub const SOURCES: &[(&str, &str)] = crate::kernel_sources![
+    "common/border.cuh",
+    "bm3d/args.cuh",
+    "bm3d/select.cuh",
+    "bm3d/transform.cuh",
+    "bm3d/group.cu",
+    "bm3d/search.cu",
+    "bm3d/search_tc.cu",
+    "bm3d/finish.cu",
+    "bm3d/motion.cu",
+    "bm3d/bayes.cu"
+];
 
 pub const PROGRAM_NAME: &str = "bm3d.cu";
 
@@ -239,6 +249,10 @@ struct Kernels {
     wiener_frames: CudaFunction,
     search_hard: CudaFunction,
     search_wiener: CudaFunction,
+    /// The own-frame search on tensor cores (kernels/bm3d/search_tc.cu; compute capability 8.0
+    /// and later).
+    search_tc_hard: CudaFunction,
+    search_tc_wiener: CudaFunction,
     finish: CudaFunction,
     motion_cells: CudaFunction,
     motion_field: CudaFunction,
@@ -255,6 +269,20 @@ const SELECT_QUEUE_FLOATS: usize = 128;
 pub fn search_floats(radius: u32, patch: u32) -> usize {
     let side = (2 * radius + 1) as usize;
     (side * side + SELECT_QUEUE_FLOATS + (patch * patch) as usize).next_multiple_of(2)
+}
+
+/// Reference patches per block of the tensor-core search, across and down (kernels/bm3d/search_tc.cu
+/// `TC_SIDE`); one warp each.
+pub const SEARCH_TC_SIDE: u32 = 4;
+
+/// Shared bytes of a block of the tensor-core search (kernels/bm3d/search_tc.cu, the layout at its
+/// top) for 8x8 patches: `split` for the Wiener step and samples of more than 8 bits.
+pub fn search_tc_bytes(radius: u32, block_step: u32, split: bool) -> usize {
+    let refs = (SEARCH_TC_SIDE * SEARCH_TC_SIDE) as usize;
+    let union = 2 * radius as usize + 1 + (SEARCH_TC_SIDE as usize - 1) * block_step as usize;
+    let (us, tw) = (union.next_multiple_of(2), union.next_multiple_of(8) + 8);
+    let words = refs * union * us + refs * SELECT_QUEUE_FLOATS + tw * (union + 7) * (1 + split as usize) + union * (union + 7) + union * us;
+    4 * words
 }
 
 /// The keys of one ring slot's search cache entries and where each (plane group, step) starts,
@@ -374,6 +402,7 @@ impl MotionCache {
 /// BM3D as a CUDA algorithm.
 pub struct CudaBm3d {
     device: DeviceInfo,
+    options: Bm3dOptions,
     kernels: HashMap<Bm3dVariant, Kernels>,
     variant: Option<Bm3dVariant>,
     /// Fixed-point numerators and corner weights, one extent per plane of the largest group
@@ -407,9 +436,10 @@ struct BayesBuffers {
 }
 
 impl CudaBm3d {
-    pub fn new(device: &DeviceInfo) -> Result<Self> {
+    pub fn new(device: &DeviceInfo, options: &Bm3dOptions) -> Result<Self> {
         Ok(CudaBm3d {
             device: device.clone(),
+            options: *options,
             kernels: HashMap::new(),
             variant: None,
             num: None,
@@ -440,6 +470,8 @@ impl CudaBm3d {
             wiener_frames: load("bm3d_wiener_frames")?,
             search_hard: load("bm3d_search_hard")?,
             search_wiener: load("bm3d_search_wiener")?,
+            search_tc_hard: load("bm3d_search_tc_hard")?,
+            search_tc_wiener: load("bm3d_search_tc_wiener")?,
             finish: load("bm3d_finish")?,
             motion_cells: load("bm3d_motion_cells")?,
             motion_field: load("bm3d_motion_field")?,
@@ -604,7 +636,7 @@ impl CudaBm3d {
             return Err(Error::Unsupported(format!("bm3d search radius {} needs {bytes} bytes of shared memory per block; {} has {}", s.search_radius, self.device.name, self.device.max_shared)));
         }
         let kernels = self.kernels(&v)?;
-        for f in [&kernels.search_hard, &kernels.search_wiener] {
+        for f in [&kernels.search_hard, &kernels.search_wiener, &kernels.search_tc_hard, &kernels.search_tc_wiener] {
             raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
         }
         let (slot_keys, offsets) = search_cache_layout(plan, &self.plane_sizes);
@@ -612,12 +644,34 @@ impl CudaBm3d {
         Ok(SearchCache { buffer, slot_keys, offsets, frames: vec![None; slots * plan.groups.len() * 2], smem_floats })
     }
 
+    /// Whether the own-frame search may run on tensor cores for `plan` (switched on, compute
+    /// capability 8.0 and later, 8x8 patches); each launch then checks its planes and layout.
+    fn tensor_search_possible(&self, plan: &Bm3dPlan) -> bool {
+        self.options.tensor_search && self.device.compute_capability.0 >= 8 && plan.settings.patch_size == 8
+    }
+
+    /// Shared bytes of the tensor-core search for this launch, or None where it does not apply:
+    /// switched off, a device before compute capability 8.0, patches other than 8x8, planes
+    /// smaller than a patch (the border rule), or a layout beyond the device's shared memory.
+    fn tensor_search_bytes(&self, v: &Bm3dVariant, wiener: bool, args: &Bm3dArgs) -> Option<usize> {
+        let usable = self.options.tensor_search && self.device.compute_capability.0 >= 8 && v.patch == 8 && args.w >= 8 && args.h >= 8 && args.radius >= 0;
+        let bytes = search_tc_bytes(args.radius as u32, args.block_step as u32, wiener || v.sample_bytes != 1);
+        (usable && bytes <= self.device.max_shared).then_some(bytes)
+    }
+
     /// Queues the own-frame search of every reference patch of `args` into the cache entry at
     /// `args.cache` (kernels/bm3d/search.cu); `smem_floats`: the cache's shared floats per warp.
     fn launch_search(&mut self, launch: &Launch<'_>, v: &Bm3dVariant, wiener: bool, smem_floats: usize, args: &mut Bm3dArgs) -> Result<()> {
         let k = self.kernels(v)?;
-        let f = if wiener { &k.search_wiener } else { &k.search_hard };
         args.search_floats = smem_floats as i32;
+        if let Some(bytes) = self.tensor_search_bytes(v, wiener, args) {
+            let f = if wiener { &k.search_tc_wiener } else { &k.search_tc_hard };
+            let tiles = (args.refs_x as u32).div_ceil(SEARCH_TC_SIDE) * (args.refs_y as u32).div_ceil(SEARCH_TC_SIDE);
+            // SAFETY: as below; the kernel reads the tile's samples within the plane (w, h at
+            // least 8: checked) and `bytes` is its layout's size for these arguments.
+            return unsafe { raw::launch(f, (tiles, 1, 1), SEARCH_TC_SIDE * SEARCH_TC_SIDE * 32, bytes as u32, launch.compute, args) }.map_err(|e| Error::Backend(e.ctx("bm3d search (tensor cores)")));
+        }
+        let f = if wiener { &k.search_wiener } else { &k.search_hard };
         let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
         // SAFETY: as launch_groups; the search kernel writes the keys of every reference patch
         // into the entry at `args.cache`, which lies in the cache buffer (sized in configure for
@@ -656,11 +710,19 @@ impl CudaBm3d {
         // Every reference frame is grouped over the whole window here (per-frame groups take
         // `group_frame`).
         let refs: Vec<i32> = reference_dts(&relative, plan).into_iter().map(|(r, _)| r).collect();
-        // A window of one frame reuses nothing: its group kernels search inline (faster there).
+        // A window of one frame reuses nothing: its group kernels search inline (faster there
+        // than the f32 search kernel), unless the search runs on tensor cores.
         let keep_searches = refs.len() > 1;
+        let tensor = self.tensor_search_bytes(&v, wiener, &args).is_some();
         for rdt in refs {
             args.ref_code = rdt + FRAME_CODE_BIAS;
-            if let Some(cache) = self.search.as_mut().filter(|_| keep_searches) {
+            if let Some(cache) = self.search.as_ref().filter(|_| tensor && !plan.settings.window_references) {
+                // The target's own search into the one scratch entry, read by the group launch
+                // that follows on the same stream.
+                args.cache = cache.buffer.ptr + 8 * cache.offsets[2 * gi + wiener as usize] as u64;
+                let smem_floats = cache.smem_floats;
+                self.launch_search(launch, &v, wiener, smem_floats, &mut args)?;
+            } else if let Some(cache) = self.search.as_mut().filter(|_| keep_searches || tensor) {
                 // The reference frame's own search: kept from an earlier job, or made now.
                 let frame_slot = slot_of(job, center + rdt);
                 let entry = 2 * gi + wiener as usize;
@@ -751,7 +813,7 @@ impl CudaBm3d {
             let at = 8 * offset as u64;
             (args.num, args.wimg, args.sum_stride) = (num + at, wimg + at, stride as u64);
             self.prepare_motion(launch, plan, gi, job, &window, &mut args)?;
-            if let Some(cache) = self.search.as_ref().filter(|_| window.len() > 1) {
+            if let Some(cache) = self.search.as_ref().filter(|_| window.len() > 1 || self.tensor_search_bytes(&v, step == 1, &args).is_some()) {
                 // The own-frame search into the scratch entry, read by the group launch that
                 // follows on the same stream.
                 args.cache = cache.buffer.ptr + 8 * cache.offsets[2 * gi + step] as u64;
@@ -879,6 +941,10 @@ impl CudaAlgorithm for CudaBm3d {
             self.wimg = Some(DeviceBuffer::new(ctx, 8 * sum_floats).map_err(backend_err)?);
             if plan.settings.window_references {
                 self.search = Some(self.search_cache(plan, ring_slots)?);
+            } else if self.tensor_search_possible(plan) {
+                // The own-frame search on tensor cores, into one scratch entry that every step's
+                // group launch reads.
+                self.search = Some(self.search_cache(plan, 1)?);
             }
         }
         Ok(())
@@ -937,6 +1003,17 @@ mod tests {
         let plan = Plan::new(&geometry, &params).unwrap();
         let sizes: Vec<(usize, usize)> = geometry.planes.iter().map(|p| (p.width, p.height)).collect();
         search_cache_layout(plan.bm3d("test").unwrap(), &sizes)
+    }
+
+    /// The tensor-core search's block fits an H100 / H200 block's opt-in shared memory (227 KB)
+    /// at `high`'s radius 20 with block step 3 (so `high` takes it), and not at the largest radius
+    /// (24), which falls back to the f32 search (src/bm3d/cuda.rs `tensor_search_bytes`).
+    #[test]
+    fn tensor_search_layout_fits_high_but_not_the_largest_radius() {
+        let limit = 227 * 1024;
+        assert!(search_tc_bytes(20, 3, true) <= limit, "{}", search_tc_bytes(20, 3, true));
+        assert!(search_tc_bytes(8, 4, true) <= limit / 2, "two blocks a SM at the candidate default's radius 8");
+        assert!(search_tc_bytes(crate::params::BM3D_MAX_SEARCH_RADIUS, 3, false) > limit);
     }
 
     /// The search cache's size as docs/design.md states it (1080p I420, `high`: about 124 MB a

@@ -92,6 +92,23 @@ use crate::params::{Bm3dSettings, Params, PlaneSelection};
 use crate::planar::Geometry;
 use crate::window::Job;
 
+/// How BM3D is computed (not what: that is [`crate::params::Bm3dSettings`]): switches of its GPU
+/// implementation, handed to it by the composition root ([`crate::backends`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bm3dOptions {
+    /// CUDA: the own-frame search's distances on tensor cores where the device has them (compute
+    /// capability 8.0 and later, 8x8 patches; default on; kernels/bm3d/search_tc.cu). The same
+    /// keys bit for bit with 8-bit samples in the hard-thresholding step; elsewhere distances
+    /// within f32 rounding of the CUDA cores' (off: those).
+    pub tensor_search: bool,
+}
+
+impl Default for Bm3dOptions {
+    fn default() -> Self {
+        Bm3dOptions { tensor_search: true }
+    }
+}
+
 /// Kaiser window parameter of the aggregation weights (as in the published BM3D for 8x8 patches).
 pub const KAISER_BETA: f64 = 2.0;
 

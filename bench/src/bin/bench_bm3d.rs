@@ -67,6 +67,10 @@ struct Args {
     /// builds meant to compute the same output print the same digest.
     #[arg(long)]
     digest: bool,
+    /// The own-frame search on tensor cores where the device has them (default true; false: on
+    /// the CUDA cores in f32, rows labelled `f32s`).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    tensor_search: bool,
 }
 
 fn window(name: &str) -> Option<(u32, u32, u32)> {
@@ -87,7 +91,7 @@ fn main() {
         std::process::exit(2)
     });
     let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
-    let options = BackendOptions { kind, pipeline_depth: args.depth, ..Default::default() };
+    let options = BackendOptions { kind, pipeline_depth: args.depth, bm3d: nlmdenoise::bm3d::Bm3dOptions { tensor_search: args.tensor_search }, ..Default::default() };
     println!("| profile | window | past | future | steps | size | frames/s | ms/frame |");
     println!("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |");
     let mut described = None;
@@ -131,6 +135,9 @@ fn main() {
     }
     if args.bayes {
         overrides.push_str(" bayes");
+    }
+    if !args.tensor_search {
+        overrides.push_str(" f32s");
     }
     match args.motion {
         Some(true) => overrides.push_str(" mo"),
