@@ -59,3 +59,20 @@ echo "== ncu: one high spatial frame, every launch"
 timeout 150 "$NCU" --launch-skip 36 --launch-count 14 --section SpeedOfLight --section Occupancy $B/bench_bm3d --frames 4 --profiles high --windows spatial > $O/ncu_high_spatial.txt 2>&1; echo "rc=$?"
 grep -E "^  [a-z_0-9]+ \(|Duration|Achieved Occupancy" $O/ncu_high_spatial.txt | head -50
 fi
+if [ "$PART" = d ]; then
+# Run 179: the selection in three passes (lo, a histogram of 32 buckets, WarpBest over the
+# buckets that can hold the group), against run 178's build (bench_bm3d_prev) on one lease.
+echo "== cuda_bm3d: the tensor test and the search-related tests"
+timeout 300 $B/cuda_bm3d --test-threads=4 tensor_search window_references_reuse frame_groups_match high_profile_at spatial_and_temporal > $O/tests_d.txt 2>&1; echo "rc=$?"
+grep -E "^test |test result|panicked|seed" $O/tests_d.txt | head -20
+echo "== bench_bm3d: this build, then run 178's"
+for bin in bench_bm3d bench_bm3d_prev; do
+  echo "-- $bin"
+  timeout 200 $B/$bin --frames 30 --profiles fast,normal,high --windows spatial,vbm3d,live2,offline2 2>&1 | grep -E "^\| [a-z]"
+  timeout 100 $B/$bin --frames 30 $CAND --windows vbm3d,live2,offline2 2>&1 | grep -E "^\| high"
+done
+echo "== ncu: search launches of one candidate-default 1 + 1 frame, this build"
+timeout 100 "$NCU" --kernel-name regex:bm3d_search --launch-skip 16 --launch-count 4 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+  $B/bench_bm3d --frames 4 $CAND --windows vbm3d > "$O/ncu_d.txt" 2>&1; echo "rc=$?"
+grep -E "  bm3d_search|Duration|Achieved Occupancy|Compute \(SM\) Throughput|Issued Ipc" "$O/ncu_d.txt" | head -24
+fi
