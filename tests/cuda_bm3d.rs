@@ -8,6 +8,7 @@ mod common;
 
 use common::clips::{agree, clip, moving_clip, psnr, Clip};
 use common::{gpu_or_skip, samples, seed};
+use nlmdenoise::bm3d::Bm3dOptions;
 use nlmdenoise::device::ChunkFrames;
 use nlmdenoise::BackendOptions;
 use nlmdenoise::{Algorithm, BackendKind, Bm3dParams, Bm3dProfile, Denoiser, OwnedFrame, Params, PixelFormat};
@@ -160,7 +161,12 @@ fn high_profile_at_its_own_radius() {
 /// The CUDA backend with the own-frame search on tensor cores (`tensor`, the default where the
 /// device has them) or on the CUDA cores.
 fn cuda_search(params: Params, inputs: &[OwnedFrame], tensor: bool) -> Vec<OwnedFrame> {
-    let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, bm3d: nlmdenoise::bm3d::Bm3dOptions { tensor_search: tensor }, ..Default::default() };
+    cuda_options(params, inputs, Bm3dOptions { tensor_search: tensor, ..Default::default() })
+}
+
+/// The CUDA backend with these BM3D options, output frames poisoned.
+fn cuda_options(params: Params, inputs: &[OwnedFrame], bm3d: Bm3dOptions) -> Vec<OwnedFrame> {
+    let opts = BackendOptions { kind: BackendKind::Cuda, pipeline_depth: 1, bm3d, ..Default::default() };
     let mut b = nlmdenoise::backends::cuda(&opts).unwrap();
     b.set_poison_outputs(true);
     let d: Denoiser<usize> = Denoiser::with_backend(inputs[0].info, params, Box::new(b)).unwrap();
@@ -214,6 +220,36 @@ fn tensor_search_matches_the_f32_search() {
     let c = clip(PixelFormat::P010_10LE, 90, 50, 3, 20.0, &mut rng);
     let p = bm3d(20.0, high(8, 4, true), 1, 1);
     agree("tensor search P010", &c, &reference(p, &c.noisy), &cuda_search(p, &c.noisy, true));
+}
+
+/// The Wiener step's block matching in a launch of its own (kernels/bm3d/group.cu PHASE 1 and 2,
+/// the default for Wiener groups of 32) gives the bits of the one launch that does both: each
+/// output's own groups, window references, per-frame groups, a spatial window, the Bayesian
+/// estimate (which reads the same groups), 10-bit samples, gray and the U+V group of I420, the
+/// tensor search on and off (and groups of 8, which never run apart).
+#[test]
+fn wiener_matching_apart_gives_the_same_bits() {
+    if !gpu_or_skip("wiener_matching_apart_gives_the_same_bits") {
+        return;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed());
+    let high = Bm3dParams { profile: Bm3dProfile::High, search_radius: Some(6), block_step: Some(4), seed_radius: Some(2), ..Default::default() };
+    for (format, w, h, p, past, future) in [
+        (PixelFormat::I420, 72, 48, Bm3dParams { frame_groups: Some(false), ..small(2) }, 1, 1),
+        (PixelFormat::I420, 72, 48, Bm3dParams { frame_groups: Some(false), ..high }, 1, 1),
+        (PixelFormat::I420, 72, 48, Bm3dParams { frame_groups: Some(true), ..high }, 1, 1),
+        (PixelFormat::GRAY8, 61, 37, high, 0, 0),
+        (PixelFormat::I420, 64, 40, Bm3dParams { bayes: Some(true), frame_groups: Some(true), ..high }, 1, 1),
+        (PixelFormat::P010_10LE, 48, 32, Bm3dParams { frame_groups: Some(true), ..high }, 2, 0),
+    ] {
+        let c = clip(format, w, h, 4, 20.0, &mut rng);
+        let params = bm3d(20.0, p, past, future);
+        for tensor in [true, false] {
+            let apart = cuda_options(params, &c.noisy, Bm3dOptions { tensor_search: tensor, wiener_match_apart: true });
+            let together = cuda_options(params, &c.noisy, Bm3dOptions { tensor_search: tensor, wiener_match_apart: false });
+            same_frames(&apart, &together, &format!("{format:?} {w}x{h} {p:?} past {past} future {future} tensor {tensor}"));
+        }
+    }
 }
 
 /// Chunks (batched launches) and a second run give the same bits as one run a frame at a time.

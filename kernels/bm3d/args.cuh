@@ -70,6 +70,9 @@ struct Bm3dArgs {
     // null: no Bayesian estimate.
     int* bayes_members;
     float* bayes_weight;
+    // The Wiener step apart (group.cu PHASE 1 and 2): per reference patch of the launch, its group
+    // in the layout of bayes_members, written by bm3d_wiener*_match, read by bm3d_wiener*_filter.
+    int* group_members;
 };
 
 #define BAYES_MEMBER_INTS (4 + 4 * NMAX_WIENER)

@@ -257,7 +257,11 @@ __device__ __forceinline__ void own_frame_search(const Bm3dArgs& a, const float*
 // FRAMES: per-frame groups, members added to the sums of their own frames (`sum_slot`); otherwise
 // only the target's members (frame code BM3D_CODE_BIAS) are, to the one set of sums at num / wimg
 // (a separate kernel, so that the default path keeps its registers).
-template <bool WIENER, bool MIRROR, bool FRAMES>
+// PHASE 0: the whole step in one launch; 1: block matching only (steps 1-3), the group written to
+// a.group_members; 2: filtering and aggregation only (step 4) of the group read from there. The
+// Wiener step runs apart (src/bm3d/cuda.rs): its group buffer holds it to a quarter of the SM's
+// warps, which the block matching, a matter of load latency, needs more of.
+template <bool WIENER, bool MIRROR, bool FRAMES, int PHASE>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
     constexpr int NMAX = Step<WIENER>::NMAX;
@@ -280,146 +284,162 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     const int max_x = a.ew - PATCH, max_y = a.eh - PATCH;
     const float tau = a.tau_ssd;
 
-    // 1. The reference patch.
-    for (int e = lane; e < a.n_planes * PP; e += 32) {
-        const int j = e / PP, p = e % PP;
-        ref[e] = match_at<WIENER>(a, a.ref_code, j, x0 + p % PATCH, y0 + p / PATCH);
-    }
-    __syncwarp();
-
-    // The group's best NMAX - 1 keys within tau besides R, across the lanes (WarpBest).
-    WarpBest<NMAX - 1> top;
-    u64 seed_list[SEEDS];
-    list_clear(seed_list);
-
-    // 2a. The reference's frame, exhaustively, or its result kept by bm3d_search (the same
-    // candidates: the best NMAX - 1 within tau, ascending, and the best SEEDS - 1, keys of frame
-    // code 0).
-    if (a.cache) {
-        const u64* kept = a.cache + (u64)r * (NMAX + SEEDS);
-        const u64 code_bits = (u64)a.ref_code << 28;
-        u64 k = lane < NMAX - 1 ? kept[lane] : KEY_NONE;
-        top.start(queue, lane, k == KEY_NONE ? KEY_NONE : k | code_bits);
-        if (lane == 0) {
-            seeds[0] = y0; seeds[1] = x0;
-            for (int s = 1; s < a.n_seeds; ++s) {
-                k = kept[(NMAX - 1) + s - 1];
-                seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
-                seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
-            }
+    int n;
+    if (PHASE != 2) {
+        // 1. The reference patch.
+        for (int e = lane; e < a.n_planes * PP; e += 32) {
+            const int j = e / PP, p = e % PP;
+            ref[e] = match_at<WIENER>(a, a.ref_code, j, x0 + p % PATCH, y0 + p / PATCH);
         }
-    } else {
-        top.start(queue, lane, KEY_NONE);
-        own_frame_search<WIENER, MIRROR>(a, ref, x0, y0, top, seed_list, lane);
-        // Seeds of the reference frame's neighbours: R, then the best others.
-        if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
-        for (int s = 1; s < a.n_seeds; ++s) {
-            const u64 k = warp_take_best(seed_list);
+        __syncwarp();
+
+        // The group's best NMAX - 1 keys within tau besides R, across the lanes (WarpBest).
+        WarpBest<NMAX - 1> top;
+        u64 seed_list[SEEDS];
+        list_clear(seed_list);
+
+        // 2a. The reference's frame, exhaustively, or its result kept by bm3d_search (the same
+        // candidates: the best NMAX - 1 within tau, ascending, and the best SEEDS - 1, keys of frame
+        // code 0).
+        if (a.cache) {
+            const u64* kept = a.cache + (u64)r * (NMAX + SEEDS);
+            const u64 code_bits = (u64)a.ref_code << 28;
+            u64 k = lane < NMAX - 1 ? kept[lane] : KEY_NONE;
+            top.start(queue, lane, k == KEY_NONE ? KEY_NONE : k | code_bits);
             if (lane == 0) {
-                seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
-                seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
-            }
-        }
-    }
-    __syncwarp();
-    int first[2 * SEEDS];
-#pragma unroll
-    for (int s = 0; s < 2 * SEEDS; ++s) first[s] = seeds[s];
-
-    // 2b. The other frames: predictive search, backwards then forwards: the squares of side
-    // 2 seed_radius + 1 around the seeds, each position once (a position in an earlier seed's
-    // square is that seed's). Each seed's square of patches is staged in the group buffer (free
-    // until step 4): its candidates then read shared memory, not L1 lines of several rows each.
-    float* stage = g;
-    for (int dir = -1; dir <= 1; dir += 2) {
-        if (dir == 1) {
-            __syncwarp();
-#pragma unroll
-            for (int s = 0; s < 2 * SEEDS; ++s) if (lane == 0) seeds[s] = first[s];
-            __syncwarp();
-        }
-        for (int code = a.ref_code + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
-            int squares = a.n_seeds;
-            if (a.motion != nullptr) {
-                // Motion seeds: the first seed's companion, moved along the coarse motion from
-                // the frame one step closer (code - dir) to this one, goes first.
-                int moved = 0;
-                __syncwarp();  // every lane has read the seeds (`first` included)
-                if (lane == 0 && seeds[0] >= 0) {
-                    const int sy = seeds[0], sx = seeds[1];
-                    const int span = MOTION_CELL * MOTION_BLOCK;
-                    const int by = min(sy / span, a.motion_bh - 1), bx = min(sx / span, a.motion_bw - 1);
-                    const int* v = a.motion + (u64)a.slot[code - dir] * a.motion_stride + (dir > 0 ? a.motion_dir : 0) + 2 * (by * a.motion_bw + bx);
-                    const int my = min(max(sy + MOTION_CELL * v[0], 0), max_y), mx = min(max(sx + MOTION_CELL * v[1], 0), max_x);
-                    if (my != sy || mx != sx) {
-                        for (int s = a.n_seeds; s > 0; --s) { seeds[2 * s] = seeds[2 * s - 2]; seeds[2 * s + 1] = seeds[2 * s - 1]; }
-                        seeds[0] = my; seeds[1] = mx;
-                        moved = 1;
-                    }
-                }
-                squares += __shfl_sync(0xFFFFFFFFu, moved, 0);
-                __syncwarp();
-            }
-            list_clear(seed_list);
-            for (int si = 0; si < squares; ++si) {
-                const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
-                if (sy < 0) continue;  // warp-uniform
-                // Corners [xa, xb] x [ya, yb]; the staged samples [xa, xb + PATCH) x [ya, yb + PATCH).
-                const int xa = max(sx - a.seed_radius, 0), xb = min(sx + a.seed_radius, max_x);
-                const int ya = max(sy - a.seed_radius, 0), yb = min(sy + a.seed_radius, max_y);
-                const int cw = xb - xa + 1, count = cw * (yb - ya + 1);
-                const int rw = cw + PATCH - 1, rh = yb - ya + PATCH, plane_floats = rw * rh;
-                __syncwarp();  // the previous square's candidates are scored
-                // Whole rows per pass (rw <= 2 BM3D_MAX_SEED_RADIUS + PATCH <= 32): no division
-                // per sample.
-                const int rows_per_pass = 32 / rw, col = lane % rw, row0 = lane / rw;
-                if (row0 < rows_per_pass) {
-                    for (int j = 0; j < a.n_planes; ++j) {
-                        for (int row = row0; row < rh; row += rows_per_pass)
-                            stage[j * plane_floats + row * rw + col] = match_in<WIENER, MIRROR>(a, code, j, xa + col, ya + row);
-                    }
-                }
-                __syncwarp();
-                for (int base = 0; base < count; base += 32) {
-                    const int c = base + lane;
-                    const int u = c % cw, v = c / cw;
-                    const int x = xa + u, y = ya + v;
-                    bool ok = c < count;
-                    for (int q = 0; ok && q < si; ++q) {
-                        const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
-                        ok = !(qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius);
-                    }
-                    const float d = ok ? staged_ssd(ref, stage + v * rw + u, a.n_planes, rw, plane_floats) : 0.0f;
-                    const u64 k = make_key(d, code, y, x);
-                    top.offer(ok && d <= tau, k);
-                    if (ok) list_insert(seed_list, k);
+                seeds[0] = y0; seeds[1] = x0;
+                for (int s = 1; s < a.n_seeds; ++s) {
+                    k = kept[(NMAX - 1) + s - 1];
+                    seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+                    seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
                 }
             }
-            __syncwarp();
-            for (int s = 0; s < a.n_seeds; ++s) {
+        } else {
+            top.start(queue, lane, KEY_NONE);
+            own_frame_search<WIENER, MIRROR>(a, ref, x0, y0, top, seed_list, lane);
+            // Seeds of the reference frame's neighbours: R, then the best others.
+            if (lane == 0) { seeds[0] = y0; seeds[1] = x0; }
+            for (int s = 1; s < a.n_seeds; ++s) {
                 const u64 k = warp_take_best(seed_list);
                 if (lane == 0) {
                     seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
                     seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
                 }
             }
-            __syncwarp();
         }
-    }
-    top.finish();
+        __syncwarp();
+        int first[2 * SEEDS];
+    #pragma unroll
+        for (int s = 0; s < 2 * SEEDS; ++s) first[s] = seeds[s];
 
-    // 3. The group: R, then the best keys in order, cut to a power of two.
-    const bool member = lane < NMAX - 1 && top.best != KEY_NONE;
-    const int count = 1 + __popc(__ballot_sync(0xFFFFFFFFu, member));
-    if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; if (FRAMES) members[3] = a.sum_slot[a.ref_code]; }
-    if (member) {
-        members[4 * (lane + 1)] = key_code(top.best);
-        members[4 * (lane + 1) + 1] = key_y(top.best);
-        members[4 * (lane + 1) + 2] = key_x(top.best);
-        if (FRAMES) members[4 * (lane + 1) + 3] = a.sum_slot[key_code(top.best)];
+        // 2b. The other frames: predictive search, backwards then forwards: the squares of side
+        // 2 seed_radius + 1 around the seeds, each position once (a position in an earlier seed's
+        // square is that seed's). Each seed's square of patches is staged in the group buffer (free
+        // until step 4): its candidates then read shared memory, not L1 lines of several rows each.
+        float* stage = g;
+        for (int dir = -1; dir <= 1; dir += 2) {
+            if (dir == 1) {
+                __syncwarp();
+    #pragma unroll
+                for (int s = 0; s < 2 * SEEDS; ++s) if (lane == 0) seeds[s] = first[s];
+                __syncwarp();
+            }
+            for (int code = a.ref_code + dir; code >= 0 && code < BM3D_FRAME_CODES && a.slot[code] >= 0; code += dir) {
+                int squares = a.n_seeds;
+                if (a.motion != nullptr) {
+                    // Motion seeds: the first seed's companion, moved along the coarse motion from
+                    // the frame one step closer (code - dir) to this one, goes first.
+                    int moved = 0;
+                    __syncwarp();  // every lane has read the seeds (`first` included)
+                    if (lane == 0 && seeds[0] >= 0) {
+                        const int sy = seeds[0], sx = seeds[1];
+                        const int span = MOTION_CELL * MOTION_BLOCK;
+                        const int by = min(sy / span, a.motion_bh - 1), bx = min(sx / span, a.motion_bw - 1);
+                        const int* v = a.motion + (u64)a.slot[code - dir] * a.motion_stride + (dir > 0 ? a.motion_dir : 0) + 2 * (by * a.motion_bw + bx);
+                        const int my = min(max(sy + MOTION_CELL * v[0], 0), max_y), mx = min(max(sx + MOTION_CELL * v[1], 0), max_x);
+                        if (my != sy || mx != sx) {
+                            for (int s = a.n_seeds; s > 0; --s) { seeds[2 * s] = seeds[2 * s - 2]; seeds[2 * s + 1] = seeds[2 * s - 1]; }
+                            seeds[0] = my; seeds[1] = mx;
+                            moved = 1;
+                        }
+                    }
+                    squares += __shfl_sync(0xFFFFFFFFu, moved, 0);
+                    __syncwarp();
+                }
+                list_clear(seed_list);
+                for (int si = 0; si < squares; ++si) {
+                    const int sy = seeds[2 * si], sx = seeds[2 * si + 1];
+                    if (sy < 0) continue;  // warp-uniform
+                    // Corners [xa, xb] x [ya, yb]; the staged samples [xa, xb + PATCH) x [ya, yb + PATCH).
+                    const int xa = max(sx - a.seed_radius, 0), xb = min(sx + a.seed_radius, max_x);
+                    const int ya = max(sy - a.seed_radius, 0), yb = min(sy + a.seed_radius, max_y);
+                    const int cw = xb - xa + 1, count = cw * (yb - ya + 1);
+                    const int rw = cw + PATCH - 1, rh = yb - ya + PATCH, plane_floats = rw * rh;
+                    __syncwarp();  // the previous square's candidates are scored
+                    // Whole rows per pass (rw <= 2 BM3D_MAX_SEED_RADIUS + PATCH <= 32): no division
+                    // per sample.
+                    const int rows_per_pass = 32 / rw, col = lane % rw, row0 = lane / rw;
+                    if (row0 < rows_per_pass) {
+                        for (int j = 0; j < a.n_planes; ++j) {
+                            for (int row = row0; row < rh; row += rows_per_pass)
+                                stage[j * plane_floats + row * rw + col] = match_in<WIENER, MIRROR>(a, code, j, xa + col, ya + row);
+                        }
+                    }
+                    __syncwarp();
+                    for (int base = 0; base < count; base += 32) {
+                        const int c = base + lane;
+                        const int u = c % cw, v = c / cw;
+                        const int x = xa + u, y = ya + v;
+                        bool ok = c < count;
+                        for (int q = 0; ok && q < si; ++q) {
+                            const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
+                            ok = !(qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius);
+                        }
+                        const float d = ok ? staged_ssd(ref, stage + v * rw + u, a.n_planes, rw, plane_floats) : 0.0f;
+                        const u64 k = make_key(d, code, y, x);
+                        top.offer(ok && d <= tau, k);
+                        if (ok) list_insert(seed_list, k);
+                    }
+                }
+                __syncwarp();
+                for (int s = 0; s < a.n_seeds; ++s) {
+                    const u64 k = warp_take_best(seed_list);
+                    if (lane == 0) {
+                        seeds[2 * s] = k == KEY_NONE ? -1 : key_y(k);
+                        seeds[2 * s + 1] = k == KEY_NONE ? -1 : key_x(k);
+                    }
+                }
+                __syncwarp();
+            }
+        }
+        top.finish();
+
+        // 3. The group: R, then the best keys in order, cut to a power of two.
+        const bool member = lane < NMAX - 1 && top.best != KEY_NONE;
+        const int count = 1 + __popc(__ballot_sync(0xFFFFFFFFu, member));
+        if (lane == 0) { members[0] = a.ref_code; members[1] = y0; members[2] = x0; if (FRAMES) members[3] = a.sum_slot[a.ref_code]; }
+        if (member) {
+            members[4 * (lane + 1)] = key_code(top.best);
+            members[4 * (lane + 1) + 1] = key_y(top.best);
+            members[4 * (lane + 1) + 2] = key_x(top.best);
+            if (FRAMES) members[4 * (lane + 1) + 3] = a.sum_slot[key_code(top.best)];
+        }
+        n = 1 << (31 - __clz(count));
+        __syncwarp();
+        if (PHASE == 1) {
+            // Block matching apart: the group for the filtering launch that follows.
+            int* keep = a.group_members + (u64)r * BAYES_MEMBER_INTS;
+            if (lane == 0) keep[0] = n;
+            for (int e = lane; e < 4 * n; e += 32) keep[4 + e] = members[e];
+            return;
+        }
+    } else {
+        // Filtering apart: the group the block-matching launch wrote.
+        const int* keep = a.group_members + (u64)r * BAYES_MEMBER_INTS;
+        n = keep[0];
+        for (int e = lane; e < 4 * n; e += 32) members[e] = keep[4 + e];
+        __syncwarp();
     }
-    const int n = 1 << (31 - __clz(count));
-    __syncwarp();
     // With the Bayesian estimate (bayes.cu, launched next), the group it estimates.
     if (WIENER && a.bayes_members) {
         int* keep = a.bayes_members + (u64)r * BAYES_MEMBER_INTS;
@@ -514,13 +534,19 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 #endif
 
 // Planes at least a patch wide and high (nearly always) take the path without border reads.
-#define BM3D_GROUP_KERNEL(name, bounds, wiener, frames)                        \
-    extern "C" __global__ void bounds name(const Bm3dArgs a)                   \
-    {                                                                          \
-        if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames>(a); \
-        else bm3d_step<wiener, true, frames>(a);                               \
+#define BM3D_GROUP_KERNEL(name, bounds, wiener, frames, phase)                        \
+    extern "C" __global__ void bounds name(const Bm3dArgs a)                          \
+    {                                                                                 \
+        if (a.w >= PATCH && a.h >= PATCH) bm3d_step<wiener, false, frames, phase>(a); \
+        else bm3d_step<wiener, true, frames, phase>(a);                               \
     }
-BM3D_GROUP_KERNEL(bm3d_hard, GROUP_BOUNDS_HARD, false, false)
-BM3D_GROUP_KERNEL(bm3d_wiener, GROUP_BOUNDS_WIENER, true, false)
-BM3D_GROUP_KERNEL(bm3d_hard_frames, GROUP_BOUNDS_HARD, false, true)
-BM3D_GROUP_KERNEL(bm3d_wiener_frames, GROUP_BOUNDS_WIENER, true, true)
+BM3D_GROUP_KERNEL(bm3d_hard, GROUP_BOUNDS_HARD, false, false, 0)
+BM3D_GROUP_KERNEL(bm3d_wiener, GROUP_BOUNDS_WIENER, true, false, 0)
+BM3D_GROUP_KERNEL(bm3d_hard_frames, GROUP_BOUNDS_HARD, false, true, 0)
+BM3D_GROUP_KERNEL(bm3d_wiener_frames, GROUP_BOUNDS_WIENER, true, true, 0)
+// The Wiener step apart: block matching (shared memory for the staged squares only, registers
+// of ptxas's choice) and filtering.
+BM3D_GROUP_KERNEL(bm3d_wiener_match, GROUP_BOUNDS_HARD, true, false, 1)
+BM3D_GROUP_KERNEL(bm3d_wiener_filter, GROUP_BOUNDS_WIENER, true, false, 2)
+BM3D_GROUP_KERNEL(bm3d_wiener_frames_match, GROUP_BOUNDS_HARD, true, true, 1)
+BM3D_GROUP_KERNEL(bm3d_wiener_frames_filter, GROUP_BOUNDS_WIENER, true, true, 2)

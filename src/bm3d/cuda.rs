@@ -125,6 +125,7 @@ pub struct Bm3dArgs {
     pub motion_pad: i32,
     pub bayes_members: u64,
     pub bayes_weight: u64,
+    pub group_members: u64,
 }
 
 /// The by-value argument of the motion kernels (kernels/bm3d/motion.cu, MotionArgs).
@@ -193,6 +194,16 @@ impl Bm3dVariant {
         (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * n + group.max(square)).next_multiple_of(4)
     }
 
+    /// Shared floats of one warp of the Wiener step's block-matching kernel (kernels/bm3d/group.cu
+    /// PHASE 1): the layout of [`group_floats`](Self::group_floats) with the group buffer cut to the
+    /// staged square.
+    pub fn match_floats(&self, planes: usize, seed_radius: u32) -> usize {
+        let pp = (self.patch * self.patch) as usize;
+        let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
+        let seed_ints = (2 * (self.seeds as usize + 1)).next_multiple_of(4);
+        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * self.nmax_wiener as usize + square).next_multiple_of(4)
+    }
+
     /// Shared floats of one warp of the Bayesian estimate's kernel (kernels/bm3d/bayes.cu,
     /// BAYES_FLOATS): the centred basic patches, a work area (the noisy patches, the Gram matrix,
     /// the estimates), the projections and a mean patch, rows padded.
@@ -247,6 +258,11 @@ struct Kernels {
     /// Per-frame groups: members added to their own frames' sums (`Bm3dArgs::sum_slot`).
     hard_frames: CudaFunction,
     wiener_frames: CudaFunction,
+    /// The Wiener step apart: block matching, then filtering (`Bm3dOptions::wiener_match_apart`).
+    wiener_match: CudaFunction,
+    wiener_filter: CudaFunction,
+    wiener_frames_match: CudaFunction,
+    wiener_frames_filter: CudaFunction,
     search_hard: CudaFunction,
     search_wiener: CudaFunction,
     /// The own-frame search on tensor cores (kernels/bm3d/search_tc.cu; compute capability 8.0
@@ -426,6 +442,10 @@ pub struct CudaBm3d {
     /// With the Bayesian estimate: the groups and weights of one Wiener launch (the largest plane
     /// group's reference patches), read by the launch after it.
     bayes: Option<BayesBuffers>,
+    /// The Wiener step apart (`Bm3dOptions::wiener_match_apart`, two steps): the groups of one
+    /// launch's reference patches (`[refs][bayes_member_ints]` ints, the largest plane group's),
+    /// written by its block matching, read by its filtering.
+    group_members: Option<DeviceBuffer>,
 }
 
 /// The Wiener launch's groups (`[refs][bayes_member_ints]` ints) and weights (`[refs][MAX_PLANES]`
@@ -454,6 +474,7 @@ impl CudaBm3d {
             frame_sums: None,
             motion: None,
             bayes: None,
+            group_members: None,
         })
     }
 
@@ -468,6 +489,10 @@ impl CudaBm3d {
             wiener: load("bm3d_wiener")?,
             hard_frames: load("bm3d_hard_frames")?,
             wiener_frames: load("bm3d_wiener_frames")?,
+            wiener_match: load("bm3d_wiener_match")?,
+            wiener_filter: load("bm3d_wiener_filter")?,
+            wiener_frames_match: load("bm3d_wiener_frames_match")?,
+            wiener_frames_filter: load("bm3d_wiener_frames_filter")?,
             search_hard: load("bm3d_search_hard")?,
             search_wiener: load("bm3d_search_wiener")?,
             search_tc_hard: load("bm3d_search_tc_hard")?,
@@ -480,7 +505,7 @@ impl CudaBm3d {
         };
         // The group kernels' shared memory depends on the launch (plane group, seed radius), and
         // engines of other settings share these functions: allow the device's limit once.
-        for f in [&k.hard, &k.wiener, &k.hard_frames, &k.wiener_frames, &k.bayes, &k.bayes_frames] {
+        for f in [&k.hard, &k.wiener, &k.hard_frames, &k.wiener_frames, &k.wiener_match, &k.wiener_filter, &k.wiener_frames_match, &k.wiener_frames_filter, &k.bayes, &k.bayes_frames] {
             raw::allow_device_max_dynamic_shared(f, self.device.max_shared).map_err(backend_err)?;
         }
         self.kernels.insert(*v, k.clone());
@@ -537,14 +562,31 @@ impl CudaBm3d {
     /// `args.ref_code`); `frames`: per-frame groups (the members' own frames' sums).
     fn launch_groups(&mut self, launch: &Launch<'_>, v: &Bm3dVariant, wiener: bool, frames: bool, args: &mut Bm3dArgs) -> Result<()> {
         let k = self.kernels(v)?;
-        let f = match (wiener, frames) {
-            (false, false) => &k.hard,
-            (true, false) => &k.wiener,
-            (false, true) => &k.hard_frames,
-            (true, true) => &k.wiener_frames,
+        let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
+        let apart = self.group_members.as_ref().filter(|_| wiener);
+        args.group_members = apart.map_or(0, |b| b.ptr);
+        if apart.is_some() {
+            // The Wiener step's block matching first, in a launch of its own (shared memory for
+            // the staged squares only); the filtering launch below reads its groups.
+            let f = if frames { &k.wiener_frames_match } else { &k.wiener_match };
+            let floats = args.group_floats;
+            args.group_floats = v.match_floats(args.n_planes as usize, args.seed_radius as u32) as i32;
+            let smem = WARPS as usize * 4 * args.group_floats as usize;
+            // SAFETY: as below; the launch writes the groups of its reference patches into the
+            // group buffer (sized for the largest plane group's reference patches at configure).
+            let launched = unsafe { raw::launch(f, grid, WARPS * 32, smem as u32, launch.compute, args) };
+            args.group_floats = floats;
+            launched.map_err(|e| Error::Backend(e.ctx("bm3d wiener block matching")))?;
+        }
+        let f = match (wiener, frames, apart.is_some()) {
+            (false, false, _) => &k.hard,
+            (true, false, false) => &k.wiener,
+            (true, false, true) => &k.wiener_filter,
+            (false, true, _) => &k.hard_frames,
+            (true, true, false) => &k.wiener_frames,
+            (true, true, true) => &k.wiener_frames_filter,
         };
         let smem = WARPS as usize * 4 * args.group_floats as usize;
-        let grid = (((args.refs_x * args.refs_y) as u32).div_ceil(WARPS), 1, 1);
         let bayes = self.bayes.as_ref().filter(|_| wiener);
         (args.bayes_members, args.bayes_weight) = bayes.map_or((0, 0), |b| (b.members.ptr, b.weight.ptr));
         // SAFETY: the argument block matches Bm3dArgs (size checked at compile time); every
@@ -900,6 +942,21 @@ impl CudaAlgorithm for CudaBm3d {
         (self.num, self.wimg, self.search, self.frame_sums) = (None, None, None, None);
         self.motion = if plan.settings.motion { Some(MotionCache::new(ctx, plan, &self.plane_sizes, ring_slots)?) } else { None };
         self.bayes = None;
+        let most_refs = plan
+            .groups
+            .iter()
+            .map(|g| {
+                let (ew, eh) = extent(self.plane_sizes[g.planes[0]].0, self.plane_sizes[g.planes[0]].1, k);
+                let step = plan.settings.block_step as usize;
+                reference_corners(ew, k, step).len() * reference_corners(eh, k, step).len()
+            })
+            .max()
+            .unwrap_or(1);
+        // Apart only where the Wiener group buffer limits the warps (groups of 32: 4 blocks a SM);
+        // with smaller groups registers do, and the extra launch cost (`normal` spatial -18%,
+        // run 180).
+        let apart = self.options.wiener_match_apart && plan.two_step() && v.nmax_wiener >= 32;
+        self.group_members = if apart { Some(DeviceBuffer::new(ctx, 4 * most_refs * v.bayes_member_ints()).map_err(backend_err)?) } else { None };
         if plan.settings.bayes && plan.two_step() {
             let smem = WARPS as usize * 4 * v.bayes_floats();
             if smem > device.max_shared {
@@ -908,18 +965,8 @@ impl CudaAlgorithm for CudaBm3d {
                     v.nmax_wiener, device.name, device.max_shared
                 )));
             }
-            let refs = plan
-                .groups
-                .iter()
-                .map(|g| {
-                    let (ew, eh) = extent(self.plane_sizes[g.planes[0]].0, self.plane_sizes[g.planes[0]].1, k);
-                    let step = plan.settings.block_step as usize;
-                    reference_corners(ew, k, step).len() * reference_corners(eh, k, step).len()
-                })
-                .max()
-                .unwrap_or(1);
-            let members = DeviceBuffer::new(ctx, 4 * refs * v.bayes_member_ints()).map_err(backend_err)?;
-            let weight = DeviceBuffer::new(ctx, 4 * refs * MAX_PLANES).map_err(backend_err)?;
+            let members = DeviceBuffer::new(ctx, 4 * most_refs * v.bayes_member_ints()).map_err(backend_err)?;
+            let weight = DeviceBuffer::new(ctx, 4 * most_refs * MAX_PLANES).map_err(backend_err)?;
             self.bayes = Some(BayesBuffers { members, weight });
         }
         if plan.settings.frame_groups {
@@ -1045,6 +1092,10 @@ mod tests {
         assert_eq!(high.group_floats(true, 2, 4), (head + 4 * 32 + 32 * 64 + 32 * 32).next_multiple_of(4));
         // Seed radius 8 with three planes (3 x 24 x 24 samples) outgrows the hard group of 16.
         assert_eq!(high.group_floats(false, 3, 8), (head + 4 * 16 + 3 * 24 * 24).next_multiple_of(4));
+        // The Wiener step's block-matching launch keeps the layout but only the staged square:
+        // under half of the one launch's shared memory (what it runs apart for), 16-byte aligned.
+        assert_eq!(high.match_floats(2, 4), (head + 4 * 32 + 2 * 16 * 16).next_multiple_of(4));
+        assert!(2 * high.match_floats(2, 4) < high.group_floats(true, 2, 4));
         let tiny = Bm3dVariant { patch: 4, nmax_hard: 1, nmax_wiener: 1, seeds: 1, sample_bytes: 2 };
         for (wiener, planes, radius) in [(false, 1, 0), (true, 3, 8), (false, 2, 3)] {
             let floats = tiny.group_floats(wiener, planes, radius);

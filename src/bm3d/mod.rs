@@ -101,11 +101,16 @@ pub struct Bm3dOptions {
     /// keys bit for bit with 8-bit samples in the hard-thresholding step; elsewhere distances
     /// within f32 rounding of the CUDA cores' (off: those).
     pub tensor_search: bool,
+    /// CUDA: the Wiener step's block matching in a launch of its own before its filtering, for
+    /// Wiener groups of 32 (default on): the filtering's group buffer then no longer limits the
+    /// warps that match. The same output bit for bit (off, or smaller groups: one launch does
+    /// both).
+    pub wiener_match_apart: bool,
 }
 
 impl Default for Bm3dOptions {
     fn default() -> Self {
-        Bm3dOptions { tensor_search: true }
+        Bm3dOptions { tensor_search: true, wiener_match_apart: true }
     }
 }
 

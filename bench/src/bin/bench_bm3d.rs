@@ -71,6 +71,10 @@ struct Args {
     /// the CUDA cores in f32, rows labelled `f32s`).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     tensor_search: bool,
+    /// The Wiener step's block matching in a launch of its own (default true; false: one launch
+    /// does both, rows labelled `w1`).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    wiener_apart: bool,
 }
 
 fn window(name: &str) -> Option<(u32, u32, u32)> {
@@ -91,7 +95,8 @@ fn main() {
         std::process::exit(2)
     });
     let info = VideoInfo::new(PixelFormat::I420, args.width, args.height).expect("size");
-    let options = BackendOptions { kind, pipeline_depth: args.depth, bm3d: nlmdenoise::bm3d::Bm3dOptions { tensor_search: args.tensor_search }, ..Default::default() };
+    let options =
+        BackendOptions { kind, pipeline_depth: args.depth, bm3d: nlmdenoise::bm3d::Bm3dOptions { tensor_search: args.tensor_search, wiener_match_apart: args.wiener_apart }, ..Default::default() };
     println!("| profile | window | past | future | steps | size | frames/s | ms/frame |");
     println!("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |");
     let mut described = None;
@@ -138,6 +143,9 @@ fn main() {
     }
     if !args.tensor_search {
         overrides.push_str(" f32s");
+    }
+    if !args.wiener_apart {
+        overrides.push_str(" w1");
     }
     match args.motion {
         Some(true) => overrides.push_str(" mo"),

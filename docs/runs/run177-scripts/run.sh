@@ -76,3 +76,33 @@ timeout 100 "$NCU" --kernel-name regex:bm3d_search --launch-skip 16 --launch-cou
   $B/bench_bm3d --frames 4 $CAND --windows vbm3d > "$O/ncu_d.txt" 2>&1; echo "rc=$?"
 grep -E "  bm3d_search|Duration|Achieved Occupancy|Compute \(SM\) Throughput|Issued Ipc" "$O/ncu_d.txt" | head -24
 fi
+if [ "$PART" = e ]; then
+# Run 180: the Wiener step's block matching in a launch of its own (group.cu PHASE 1 / 2), on and
+# off on one lease; every cuda_bm3d test; memcheck and racecheck; Nsight Compute of one frame.
+echo "== cuda_bm3d, every test"
+timeout 200 $B/cuda_bm3d --test-threads=4 > $O/cuda_bm3d_e.txt 2>&1; echo "rc=$?"
+grep -E "^test |test result|panicked|seed" $O/cuda_bm3d_e.txt | head -30
+echo "== memcheck, racecheck (sanitizer_smoke_bm3d)"
+timeout 90 "$SAN" --tool memcheck --error-exitcode 9 $B/cuda_bm3d --test-threads=1 sanitizer_smoke_bm3d > $O/memcheck_e.txt 2>&1; echo "rc=$?"; grep -E "ERROR SUMMARY|test result" $O/memcheck_e.txt | sort | uniq -c
+timeout 90 "$SAN" --tool racecheck --error-exitcode 9 $B/cuda_bm3d --test-threads=1 sanitizer_smoke_bm3d > $O/racecheck_e.txt 2>&1; echo "rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|test result" $O/racecheck_e.txt | sort | uniq -c
+echo "== bench_bm3d: Wiener matching apart (default) / in one launch"
+for wa in true false; do
+  timeout 100 $B/bench_bm3d --frames 30 --profiles fast,normal,high --windows spatial,vbm3d,live2 --wiener-apart $wa 2>&1 | grep -E "^\| [a-z]"
+  timeout 60 $B/bench_bm3d --frames 30 $CAND --windows vbm3d,live2,offline2 --wiener-apart $wa 2>&1 | grep -E "^\| high"
+done
+echo "== ncu: one candidate-default 1 + 1 frame, every launch"
+timeout 60 "$NCU" --launch-skip 40 --launch-count 20 --section SpeedOfLight --section Occupancy $B/bench_bm3d --frames 4 $CAND --windows vbm3d > $O/ncu_frame_e.txt 2>&1; echo "rc=$?"
+grep -E "^  [a-z_0-9]+ \(|Duration|Achieved Occupancy" $O/ncu_frame_e.txt | head -70
+fi
+if [ "$PART" = f ]; then
+# Run 181: the Wiener step apart for groups of 32 only; the two cuda_bm3d tests run 180 did not
+# see through (its 200 s limit), bench rows apart (default) / in one launch.
+echo "== cuda_bm3d spatial_and_temporal_gray_i420, wiener_matching_apart_gives_the_same_bits"
+timeout 200 $B/cuda_bm3d --test-threads=2 spatial_and_temporal wiener_matching_apart > $O/tests_f.txt 2>&1; echo "rc=$?"
+grep -E "^test |test result|panicked|seed" $O/tests_f.txt | head
+echo "== bench_bm3d: default / in one launch"
+for wa in true false; do
+  timeout 80 $B/bench_bm3d --frames 30 --profiles normal,high --windows spatial,vbm3d --wiener-apart $wa 2>&1 | grep -E "^\| [a-z]"
+  timeout 60 $B/bench_bm3d --frames 30 $CAND --windows vbm3d,live2 --wiener-apart $wa 2>&1 | grep -E "^\| high"
+done
+fi
