@@ -230,7 +230,21 @@ fn every_bm3d_variant_compiles() {
             let name = format!("bm3d_p{}_h{}_w{}_s{}_b{}.ptx", v.patch, v.nmax_hard, v.nmax_wiener, v.seeds, v.sample_bytes);
             std::fs::write(dir.join(name), ptx.as_bytes()).expect("PTX dump");
         }
-        for entry in ["bm3d_hard", "bm3d_wiener", "bm3d_finish", "bm3d_bayes", "bm3d_bayes_frames", "bm3d_search_hard", "bm3d_search_wiener", "bm3d_search_tc_hard", "bm3d_search_tc_wiener"] {
+        for entry in [
+            "bm3d_hard",
+            "bm3d_wiener",
+            "bm3d_finish",
+            "bm3d_bayes",
+            "bm3d_bayes_frames",
+            "bm3d_search_hard",
+            "bm3d_search_wiener",
+            "bm3d_search_tc_hard",
+            "bm3d_search_tc_wiener",
+            "bm3d_wiener_match",
+            "bm3d_wiener_filter",
+            "bm3d_wiener_frames_match",
+            "bm3d_wiener_frames_filter",
+        ] {
             assert!(ptx.contains(&format!(".entry {entry}")), "{entry} missing in the PTX of {v:?}");
         }
         // Shared memory of the largest group and seed square stays within an H100 block's opt-in limit.

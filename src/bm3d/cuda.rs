@@ -696,7 +696,7 @@ impl CudaBm3d {
     /// switched off, a device before compute capability 8.0, patches other than 8x8, planes
     /// smaller than a patch (the border rule), or a layout beyond the device's shared memory.
     fn tensor_search_bytes(&self, v: &Bm3dVariant, wiener: bool, args: &Bm3dArgs) -> Option<usize> {
-        let usable = self.options.tensor_search && self.device.compute_capability.0 >= 8 && v.patch == 8 && args.w >= 8 && args.h >= 8 && args.radius >= 0;
+        let usable = self.options.tensor_search && self.device.compute_capability.0 >= 8 && v.patch == 8 && args.w >= 8 && args.h >= 8;
         let bytes = search_tc_bytes(args.radius as u32, args.block_step as u32, wiener || v.sample_bytes != 1);
         (usable && bytes <= self.device.max_shared).then_some(bytes)
     }
