@@ -98,8 +98,11 @@ use crate::window::Job;
 pub struct Bm3dOptions {
     /// CUDA: the own-frame search's distances on tensor cores where the device has them (compute
     /// capability 8.0 and later, 8x8 patches; default on; kernels/bm3d/search_tc.cu). The same
-    /// keys bit for bit with 8-bit samples in the hard-thresholding step; elsewhere distances
-    /// within f32 rounding of the CUDA cores' (off: those).
+    /// keys bit for bit with 8-bit samples in the hard-thresholding step; elsewhere (basic
+    /// estimates, samples of more than 8 bits) the distances come from norms less cross terms,
+    /// whose rounding scales with the patches' energy about the tile's shift rather than with the
+    /// distance, so near ties may rank otherwise than in the f32 search (the output still meets the
+    /// agreement rule with the f64 reference; off: the f32 search).
     pub tensor_search: bool,
     /// CUDA: the Wiener step's block matching in a launch of its own before its filtering, for
     /// Wiener groups of 32 (default on): the filtering's group buffer then no longer limits the
