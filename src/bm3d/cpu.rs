@@ -373,35 +373,41 @@ fn group_and_aggregate(
 }
 
 /// Estimates from sums (one per plane of a group): numerator / sum over the patches covering the
-/// sample of weight x window.
+/// sample of weight x window. The corner weights go to an f64 image padded with k - 1 zero rows
+/// above and zero columns to the left, so that every sample takes the same k x k corners and a
+/// row's denominators are k^2 passes of multiply-adds over contiguous arrays (vectorized), each
+/// sample's sum still in the order (window row, window column): the bits of adding only the
+/// corners inside the extent with a nonzero weight (adding +0.0 changes no sum).
 fn estimates(sums: &[Sums], k: usize, pool: &rayon::ThreadPool) -> Vec<FImage> {
-    let kaiser = kaiser_f32(k);
+    let kaiser: Vec<f64> = kaiser_f32(k).iter().map(|&v| v as f64).collect();
     sums.iter()
         .map(|sj| {
             let (ew, eh) = (sj.w, sj.h);
+            let pw = ew + k - 1;
+            let mut weights = vec![0.0f64; pw * (eh + k - 1)];
             let mut out = FImage { w: ew, h: eh, data: vec![0.0; ew * eh] };
             pool.install(|| {
+                weights.par_chunks_mut(pw).skip(k - 1).enumerate().for_each(|(cy, row)| {
+                    for (cx, w) in row[k - 1..].iter_mut().enumerate() {
+                        *w = sj.wimg[cy * ew + cx].load(Ordering::Relaxed) as f64;
+                    }
+                });
                 out.data.par_chunks_mut(ew).enumerate().for_each(|(yy, row)| {
-                    for (xx, o) in row.iter_mut().enumerate() {
-                        let mut den = 0.0f64;
-                        for i in 0..k {
-                            let Some(cy) = yy.checked_sub(i) else { break };
-                            if cy > eh - k {
-                                continue;
-                            }
-                            for c in 0..k {
-                                let Some(cx) = xx.checked_sub(c) else { break };
-                                if cx > ew - k {
-                                    continue;
-                                }
-                                let wv = sj.wimg[cy * ew + cx].load(Ordering::Relaxed);
-                                if wv != 0 {
-                                    den += wv as f64 * kaiser[i * k + c] as f64;
-                                }
+                    let mut den = vec![0.0f64; ew];
+                    for i in 0..k {
+                        // Corner row yy - i (padded row yy - i + k - 1).
+                        let corners = &weights[(yy + k - 1 - i) * pw..][..pw];
+                        for c in 0..k {
+                            let kv = kaiser[i * k + c];
+                            // Corner column xx - c (padded column xx - c + k - 1).
+                            for (d, &w) in den.iter_mut().zip(&corners[k - 1 - c..k - 1 - c + ew]) {
+                                *d += w * kv;
                             }
                         }
+                    }
+                    for (xx, o) in row.iter_mut().enumerate() {
                         let num = sj.num[yy * ew + xx].load(Ordering::Relaxed) as f64;
-                        *o = if den > 0.0 { (num / den) as f32 } else { 0.0 };
+                        *o = if den[xx] > 0.0 { (num / den[xx]) as f32 } else { 0.0 };
                     }
                 });
             });
@@ -641,5 +647,69 @@ impl HostAlgorithm for CpuBm3d {
             store_output(g, &est, plan, out);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// The denominators as the definition reads (each sample: the corners inside the extent whose
+    /// patch covers it, window row then window column, nonzero weights only), written plainly.
+    fn estimates_plainly(sj: &Sums, k: usize) -> Vec<f32> {
+        let kaiser = kaiser_f32(k);
+        let (ew, eh) = (sj.w, sj.h);
+        let mut out = vec![0.0f32; ew * eh];
+        for yy in 0..eh {
+            for xx in 0..ew {
+                let mut den = 0.0f64;
+                for i in 0..k.min(yy + 1) {
+                    let cy = yy - i;
+                    if cy > eh - k {
+                        continue;
+                    }
+                    for c in 0..k.min(xx + 1) {
+                        let cx = xx - c;
+                        if cx > ew - k {
+                            continue;
+                        }
+                        let wv = sj.wimg[cy * ew + cx].load(Ordering::Relaxed);
+                        if wv != 0 {
+                            den += wv as f64 * kaiser[i * k + c] as f64;
+                        }
+                    }
+                }
+                let num = sj.num[yy * ew + xx].load(Ordering::Relaxed) as f64;
+                out[yy * ew + xx] = if den > 0.0 { (num / den) as f32 } else { 0.0 };
+            }
+        }
+        out
+    }
+
+    /// The padded, vectorized denominators give the plain loop's bits: weights at a third of the
+    /// corners (the rest 0, as where no patch was grouped), patches of 8 and 4, an extent that is
+    /// not a multiple of anything, samples with no covering weight.
+    #[test]
+    fn estimates_equal_the_plain_loop_bit_for_bit() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let mut rng = SmallRng::seed_from_u64(29);
+        for (k, ew, eh) in [(8, 37, 23), (4, 19, 11), (8, 8, 8)] {
+            let sj = Sums { num: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), wimg: (0..ew * eh).map(|_| AtomicI64::new(0)).collect(), w: ew, h: eh };
+            for cy in 0..=eh - k {
+                for cx in 0..=ew - k {
+                    if rng.random_range(0..3) == 0 {
+                        sj.wimg[cy * ew + cx].store(rng.random_range(1..1i64 << 34), Ordering::Relaxed);
+                    }
+                }
+            }
+            for v in &sj.num {
+                v.store(rng.random_range(0..1i64 << 44), Ordering::Relaxed);
+            }
+            let fast = estimates(std::slice::from_ref(&sj), k, &pool);
+            let plain = estimates_plainly(&sj, k);
+            assert_eq!(fast[0].data.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), plain.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "k {k}, {ew}x{eh}");
+        }
     }
 }
