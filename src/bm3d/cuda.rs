@@ -188,20 +188,28 @@ impl Bm3dVariant {
         let pp = (self.patch * self.patch) as usize;
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
         let group = n * pp + if wiener { n * pp / 2 } else { 0 };
-        let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
-        // The seeds and the first one's companion (motion seeds).
-        let seed_ints = (2 * (self.seeds as usize + 1)).next_multiple_of(4);
-        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * n + group.max(square)).next_multiple_of(4)
+        self.warp_floats(n, group.max(self.square_floats(planes, seed_radius)))
     }
 
     /// Shared floats of one warp of the Wiener step's block-matching kernel (kernels/bm3d/group.cu
     /// PHASE 1): the layout of [`group_floats`](Self::group_floats) with the group buffer cut to the
     /// staged square.
     pub fn match_floats(&self, planes: usize, seed_radius: u32) -> usize {
+        self.warp_floats(self.nmax_wiener as usize, self.square_floats(planes, seed_radius))
+    }
+
+    /// A predictive-search square of `planes` planes at `seed_radius`, staged.
+    fn square_floats(&self, planes: usize, seed_radius: u32) -> usize {
+        planes * ((2 * seed_radius + self.patch) as usize).pow(2)
+    }
+
+    /// The layout at the top of kernels/bm3d/group.cu for groups of `n` with a group buffer of
+    /// `buffer` floats; a multiple of 4 (16-byte aligned warps).
+    fn warp_floats(&self, n: usize, buffer: usize) -> usize {
         let pp = (self.patch * self.patch) as usize;
-        let square = planes * ((2 * seed_radius + self.patch) as usize).pow(2);
+        // The seeds and the first one's companion (motion seeds).
         let seed_ints = (2 * (self.seeds as usize + 1)).next_multiple_of(4);
-        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * self.nmax_wiener as usize + square).next_multiple_of(4)
+        (MAX_PLANES * pp + SELECT_QUEUE_FLOATS + seed_ints + 4 * n + buffer).next_multiple_of(4)
     }
 
     /// Shared floats of one warp of the Bayesian estimate's kernel (kernels/bm3d/bayes.cu,
@@ -689,14 +697,19 @@ impl CudaBm3d {
     /// Whether the own-frame search may run on tensor cores for `plan` (switched on, compute
     /// capability 8.0 and later, 8x8 patches); each launch then checks its planes and layout.
     fn tensor_search_possible(&self, plan: &Bm3dPlan) -> bool {
-        self.options.tensor_search && self.device.compute_capability.0 >= 8 && plan.settings.patch_size == 8
+        self.tensor_cores_for(plan.settings.patch_size)
+    }
+
+    /// The tensor-core search switched on, a device that has it, and patches of `patch` it takes.
+    fn tensor_cores_for(&self, patch: u32) -> bool {
+        self.options.tensor_search && self.device.compute_capability.0 >= 8 && patch == 8
     }
 
     /// Shared bytes of the tensor-core search for this launch, or None where it does not apply:
     /// switched off, a device before compute capability 8.0, patches other than 8x8, planes
     /// smaller than a patch (the border rule), or a layout beyond the device's shared memory.
     fn tensor_search_bytes(&self, v: &Bm3dVariant, wiener: bool, args: &Bm3dArgs) -> Option<usize> {
-        let usable = self.options.tensor_search && self.device.compute_capability.0 >= 8 && v.patch == 8 && args.w >= 8 && args.h >= 8;
+        let usable = self.tensor_cores_for(v.patch) && args.w >= 8 && args.h >= 8;
         let bytes = search_tc_bytes(args.radius as u32, args.block_step as u32, wiener || v.sample_bytes != 1);
         (usable && bytes <= self.device.max_shared).then_some(bytes)
     }
