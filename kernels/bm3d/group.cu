@@ -16,7 +16,7 @@
 //   3. The group: the reference patch and the best NMAX - 1 in key order, cut to a power of two.
 //   4. Per plane: in step 2 the basic estimate's group goes to shared memory, through the DCT and
 //      the Haar transform along the group, and its coefficients give the Wiener weights (kept as
-//      f16); then the noisy group, through the 2D transform (bior1.5 in step 1, DCT in step 2)
+//      f16, in registers); then the noisy group, through the 2D transform (bior1.5 in step 1, DCT in step 2)
 //      and the Haar transform, hard thresholding (step 1) or Wiener shrinkage (step 2), back;
 //      the patches of frames with sums (the target's, or with per-frame groups every frame's)
 //      are added to the fixed-point numerators with the group's weight and the Kaiser window,
@@ -25,9 +25,9 @@
 //
 // Shared memory per warp, `a.group_floats` (the host sizes it, src/bm3d/cuda.rs `group_floats`):
 // the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds
-// (padded to 4 ints), the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats and in
-// step 2 the Wiener weights (NMAX x PP f16), or a predictive-search square of n_planes x
-// (2 seed_radius + PATCH)^2 floats while the group is searched, whichever is larger.
+// (padded to 4 ints), the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats, or a
+// predictive-search square of n_planes x (2 seed_radius + PATCH)^2 floats while the group is
+// searched, whichever is larger.
 
 template <bool WIENER>
 struct Step {
@@ -200,22 +200,54 @@ __device__ __forceinline__ float staged_ssd(const float* ref, const float* p, in
 // batch rather than once per sample (the copies were latency-bound).
 #define GATHER_BATCH 4
 
+// A 64-bit value of lane `src` (a pointer: one member's, to every lane that works on it).
+__device__ __forceinline__ u64 shfl_u64(u64 v, int src)
+{
+    const unsigned lo = __shfl_sync(0xFFFFFFFFu, (unsigned)v, src);
+    const unsigned hi = __shfl_sync(0xFFFFFFFFu, (unsigned)(v >> 32), src);
+    return ((u64)hi << 32) | lo;
+}
+
 // Plane j of the n members (`members`: 4 ints each, code, y, x, ...) into the group buffer g
-// (`gidx`): their basic estimates (BASIC) or noisy samples.
+// (`gidx`): their basic estimates (BASIC) or noisy samples. Element e = e0 + lane of the group is
+// sample e % PP of member e / PP. Without border reads each lane < n finds its member's first
+// sample once and hands it to the lanes that read that member (a shuffle): the loads need one
+// add each instead of the member's frame, plane and row found per sample.
 template <bool BASIC, bool MIRROR>
 __device__ __forceinline__ void gather_group(const Bm3dArgs& a, float* g, const int* members, int n, int j, int lane)
 {
     const int total = n * PP;
+    u64 first = 0;
+    if (!MIRROR && lane < n) {
+        const int code = members[4 * lane], at = members[4 * lane + 1] * a.w + members[4 * lane + 2];
+        first = BASIC ? (u64)(basic_plane(a, code, j) + at) : (u64)(noisy_plane(a, code, j) + (u64)at * SAMPLE_BYTES);
+    }
     for (int e0 = 0; e0 < total; e0 += 32 * GATHER_BATCH) {
         float v[GATHER_BATCH];
 #pragma unroll
         for (int b = 0; b < GATHER_BATCH; ++b) {
             const int e = e0 + 32 * b + lane;
+            const int m = e / PP, p = e % PP;
             v[b] = 0.0f;
-            if (e < total) {
-                const int m = e / PP, p = e % PP;
-                const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
-                v[b] = BASIC ? basic_in<MIRROR>(basic_plane(a, code, j), x, y, a) : noisy_in<MIRROR>(noisy_plane(a, code, j), x, y, a);
+            if (MIRROR) {
+                if (e < total) {
+                    const int code = members[4 * m], y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
+                    v[b] = BASIC ? basic_in<true>(basic_plane(a, code, j), x, y, a) : noisy_in<true>(noisy_plane(a, code, j), x, y, a);
+                }
+            } else {
+                const u64 base = shfl_u64(first, m & 31);  // every lane takes part; m < n where e < total
+                if (e < total) {
+                    const int off = (p / PATCH) * a.w + p % PATCH;
+                    if (BASIC) {
+                        v[b] = __ldg((const float*)base + off);
+                    } else {
+#if SAMPLE_BYTES == 1
+                        v[b] = (float)__ldg((const unsigned char*)base + off);
+#else
+                        v[b] = (float)__ldg((const unsigned short*)base + off) * a.inv_scale;
+#endif
+                    }
+                }
             }
         }
 #pragma unroll
@@ -254,6 +286,101 @@ __device__ __forceinline__ void own_frame_search(const Bm3dArgs& a, const float*
     }
 }
 
+// Step 4's work along the group, one coefficient t of every patch (a column) at a time in
+// registers: each lane takes coefficients lane and lane + 32 (PP = 64; with PP = 16 the lanes
+// below 16 one). N is the group's size (a power of two), a compile-time constant so that the
+// columns and the Haar butterflies need no per-member bounds (the *_any functions pick N).
+constexpr int COLUMN_COEFS = PP >= 32 ? PP / 32 : 1;
+
+// The Wiener weights of the basic estimate's transformed group in g (before the Haar transform
+// along the group), as f16 in omega_pair[m] (coefficient lane in the low half, lane + 32 in the
+// high); returns the lane's sum of their squares.
+template <int N, int NW>
+__device__ __forceinline__ float wiener_weights(const float* g, int lane, float sigma, unsigned (&omega_pair)[NW])
+{
+    float weight_part = 0.0f;
+#pragma unroll
+    for (int c = 0; c < COLUMN_COEFS; ++c) {
+        const int t = lane + 32 * c;
+        if (t >= PP) continue;
+        float v[N];
+        load_column(g, t, v);
+        haar_regs(v, false);
+#pragma unroll
+        for (int m = 0; m < N; ++m) {
+            const float bv = v[m];
+            // The fast division (within 2 ulp): an IEEE division brings a range check and a
+            // branch per coefficient (FCHK, run 151's profile); the agreement rule with the f64
+            // reference does not see the difference.
+            // The operations written out: the bits do not depend on what the compiler fuses.
+            const float b2 = __fmul_rn(bv, bv);
+            const float omega = sigma == 0.0f ? 1.0f : __fdividef(b2, fmaf(sigma, sigma, b2));
+            const unsigned h = f32_to_f16(omega);
+            omega_pair[m] = c == 0 ? h : (omega_pair[m] | (h << 16));
+            weight_part = fmaf(omega, omega, weight_part);
+        }
+    }
+    return weight_part;
+}
+
+// The noisy group's transformed coefficients in g along the group: Haar, Wiener shrinkage by
+// omega_pair (WIENER) or hard thresholding at thr, inverse Haar. Returns the lane's count of kept
+// coefficients (hard thresholding; 0 for Wiener).
+template <bool WIENER, int N, int NW>
+__device__ __forceinline__ float shrink_columns(float* g, int lane, float thr, const unsigned (&omega_pair)[NW])
+{
+    float kept = 0.0f;
+#pragma unroll
+    for (int c = 0; c < COLUMN_COEFS; ++c) {
+        const int t = lane + 32 * c;
+        if (t >= PP) continue;
+        float v[N];
+        load_column(g, t, v);
+        haar_regs(v, false);
+#pragma unroll
+        for (int m = 0; m < N; ++m) {
+            if (WIENER) {
+                v[m] = __fmul_rn(v[m], f16_to_f32((unsigned short)(omega_pair[m] >> (16 * c))));
+            } else if (fabsf(v[m]) <= thr) {
+                v[m] = 0.0f;
+            } else {
+                kept += 1.0f;
+            }
+        }
+        haar_regs(v, true);
+        store_column(g, t, v);
+    }
+    return kept;
+}
+
+// N of a group of n (a power of two <= NW, the step's largest group), capped at NW so that no
+// larger arrays are made.
+#define BM3D_GROUP_SIZES(CALL)                     \
+    switch (n) {                                   \
+        case 32: return CALL(NW < 32 ? NW : 32);   \
+        case 16: return CALL(NW < 16 ? NW : 16);   \
+        case 8: return CALL(NW < 8 ? NW : 8);      \
+        case 4: return CALL(NW < 4 ? NW : 4);      \
+        case 2: return CALL(NW < 2 ? NW : 2);      \
+        default: return CALL(1);                   \
+    }
+
+template <int NW>
+__device__ __forceinline__ float wiener_weights_any(const float* g, int n, int lane, float sigma, unsigned (&omega_pair)[NW])
+{
+#define BM3D_CALL(N) wiener_weights<N>(g, lane, sigma, omega_pair)
+    BM3D_GROUP_SIZES(BM3D_CALL)
+#undef BM3D_CALL
+}
+
+template <bool WIENER, int NW>
+__device__ __forceinline__ float shrink_any(float* g, int n, int lane, float thr, const unsigned (&omega_pair)[NW])
+{
+#define BM3D_CALL(N) shrink_columns<WIENER, N>(g, lane, thr, omega_pair)
+    BM3D_GROUP_SIZES(BM3D_CALL)
+#undef BM3D_CALL
+}
+
 // FRAMES: per-frame groups, members added to the sums of their own frames (`sum_slot`); otherwise
 // only the target's members (frame code BM3D_CODE_BIAS) are, to the one set of sums at num / wimg
 // (a separate kernel, so that the default path keeps its registers).
@@ -277,7 +404,6 @@ __device__ void bm3d_step(const Bm3dArgs& a)
     int* seeds = (int*)(queue + 64);            // (SEEDS + 1) x (y, x)
     int* members = seeds + SEED_INTS;           // NMAX x (code, y, x, with FRAMES the sum slot or -1)
     float* g = (float*)(members + 4 * NMAX);    // NMAX x PP (noisy group, `gidx`), 16-byte aligned
-    unsigned short* omega16 = (unsigned short*)(g + NMAX * PP);  // NMAX x PP f16 Wiener weights (step 2)
 
     const int x0 = corner(r % a.refs_x, a.block_step, a.ew);
     const int y0 = corner(r / a.refs_x, a.block_step, a.eh);
@@ -447,48 +573,27 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         for (int e = lane; e < 4 * n; e += 32) keep[4 + e] = members[e];
     }
 
-    // 4. Filtering and aggregation, plane by plane.
+    // 4. Filtering and aggregation, plane by plane. The Haar transforms along the group, the
+    // shrinkage and the Wiener weights work on one coefficient of every patch at a time in
+    // registers (wiener_weights, shrink_columns), the weights kept there as f16 pairs between the basic
+    // estimate's group and the noisy one.
     const u64 extent = (u64)a.ew * a.eh;
     for (int j = 0; j < a.n_planes; ++j) {
         const float sigma = a.sigma[j];
         float weight_part = 0.0f;
+        unsigned omega_pair[NMAX];  // Wiener only
         if (WIENER) {
-            // The basic estimate's group first, in g: its coefficients give the Wiener weights,
-            // kept as f16 (half the shared memory of a second f32 group: more warps per SM).
+            // The basic estimate's group first, in g: its coefficients give the Wiener weights.
             gather_group<true, MIRROR>(a, g, members, n, j, lane);
             __syncwarp();
             transform2(g, n, BM3D_WN_FWD, lane);
-            for (int t = lane; t < PP; t += 32) {
-                haar_column(g, n, t, false);
-                for (int m = 0; m < n; ++m) {
-                    const float bv = g[gidx(m, t)];
-                    // The fast division (within 2 ulp): an IEEE division brings a range check and a
-                    // branch per coefficient (FCHK, run 151's profile); the agreement rule with the
-                    // f64 reference does not see the difference.
-                    const float omega = sigma == 0.0f ? 1.0f : __fdividef(bv * bv, bv * bv + sigma * sigma);
-                    omega16[m * PP + t] = f32_to_f16(omega);  // read back by this lane only (same t)
-                    weight_part += omega * omega;
-                }
-            }
+            weight_part = wiener_weights_any(g, n, lane, sigma, omega_pair);
             __syncwarp();
         }
         gather_group<false, MIRROR>(a, g, members, n, j, lane);
         __syncwarp();
         transform2(g, n, WIENER ? BM3D_WN_FWD : BM3D_HT_FWD, lane);
-        const float thr = a.lambda_ * sigma;
-        for (int t = lane; t < PP; t += 32) {
-            haar_column(g, n, t, false);
-            if (WIENER) {
-                for (int m = 0; m < n; ++m) g[gidx(m, t)] *= f16_to_f32(omega16[m * PP + t]);
-            } else {
-                for (int m = 0; m < n; ++m) {
-                    const float v = g[gidx(m, t)];
-                    if (fabsf(v) <= thr) g[gidx(m, t)] = 0.0f;
-                    else weight_part += 1.0f;
-                }
-            }
-            haar_column(g, n, t, true);
-        }
+        weight_part += shrink_any<WIENER>(g, n, lane, a.lambda_ * sigma, omega_pair);
         __syncwarp();
         const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
         transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
@@ -504,14 +609,20 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         // product equals weight * window * value * FIXED_ONE bit for bit.
         const float scale_lo = half * weight * BM3D_KAISER[lane % PP] * BM3D_FIXED_ONE;
         const float scale_hi = half * weight * BM3D_KAISER[(lane + 32) % PP] * BM3D_FIXED_ONE;
-        for (int e = lane; e < n * PP; e += 32) {
-            const int m = e / PP, p = e % PP;
-            const int ss = FRAMES ? members[4 * m + 3] : (members[4 * m] == BM3D_CODE_BIAS ? 0 : -1);
-            if (ss < 0) continue;
-            const int y = members[4 * m + 1] + p / PATCH, x = members[4 * m + 2] + p % PATCH;
+        // Lane m < n finds member m's first sum (none: its frame keeps no sums) and hands it to
+        // the lanes that add that member's samples, as gather_group does.
+        u64 first = 0;
+        if (lane < n) {
+            const int ss = FRAMES ? members[4 * lane + 3] : (members[4 * lane] == BM3D_CODE_BIAS ? 0 : -1);
+            if (ss >= 0)
+                first = (u64)(a.num + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent + (u64)members[4 * lane + 1] * a.ew + members[4 * lane + 2]);
+        }
+        for (int e0 = 0; e0 < n * PP; e0 += 32) {
+            const int e = e0 + lane, m = e / PP, p = e % PP;
+            const u64 base = shfl_u64(first, m & 31);
+            if (e >= n * PP || base == 0) continue;
             const long long v = __float2ll_rn(((e & 32) ? scale_hi : scale_lo) * g[gidx(m, p)]);
-            long long* num = a.num + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent;
-            atomicAdd((unsigned long long*)(num + (u64)y * a.ew + x), (unsigned long long)v);
+            atomicAdd((unsigned long long*)base + (p / PATCH) * a.ew + p % PATCH, (unsigned long long)v);
         }
         const int ss = lane >= n ? -1 : FRAMES ? members[4 * lane + 3] : (members[4 * lane] == BM3D_CODE_BIAS ? 0 : -1);
         if (ss >= 0) {
@@ -529,8 +640,10 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 #define GROUP_BOUNDS_HARD __launch_bounds__(WARPS * 32)
 #if NMAX_WIENER >= 32
 #define GROUP_BOUNDS_WIENER __launch_bounds__(WARPS * 32, 4)
+#define GROUP_BOUNDS_FILTER __launch_bounds__(WARPS * 32, 5)
 #else
 #define GROUP_BOUNDS_WIENER __launch_bounds__(WARPS * 32)
+#define GROUP_BOUNDS_FILTER __launch_bounds__(WARPS * 32)
 #endif
 
 // Planes at least a patch wide and high (nearly always) take the path without border reads.
@@ -547,6 +660,6 @@ BM3D_GROUP_KERNEL(bm3d_wiener_frames, GROUP_BOUNDS_WIENER, true, true, 0)
 // The Wiener step apart: block matching (shared memory for the staged squares only, registers
 // of ptxas's choice) and filtering.
 BM3D_GROUP_KERNEL(bm3d_wiener_match, GROUP_BOUNDS_HARD, true, false, 1)
-BM3D_GROUP_KERNEL(bm3d_wiener_filter, GROUP_BOUNDS_WIENER, true, false, 2)
+BM3D_GROUP_KERNEL(bm3d_wiener_filter, GROUP_BOUNDS_FILTER, true, false, 2)
 BM3D_GROUP_KERNEL(bm3d_wiener_frames_match, GROUP_BOUNDS_HARD, true, true, 1)
-BM3D_GROUP_KERNEL(bm3d_wiener_frames_filter, GROUP_BOUNDS_WIENER, true, true, 2)
+BM3D_GROUP_KERNEL(bm3d_wiener_frames_filter, GROUP_BOUNDS_FILTER, true, true, 2)

@@ -187,8 +187,7 @@ impl Bm3dVariant {
     pub fn group_floats(&self, wiener: bool, planes: usize, seed_radius: u32) -> usize {
         let pp = (self.patch * self.patch) as usize;
         let n = if wiener { self.nmax_wiener } else { self.nmax_hard } as usize;
-        let group = n * pp + if wiener { n * pp / 2 } else { 0 };
-        self.warp_floats(n, group.max(self.square_floats(planes, seed_radius)))
+        self.warp_floats(n, (n * pp).max(self.square_floats(planes, seed_radius)))
     }
 
     /// Shared floats of one warp of the Wiener step's block-matching kernel (kernels/bm3d/group.cu
@@ -1093,7 +1092,7 @@ mod tests {
         assert_eq!(offsets1, vec![0, luma * 19, luma * 19, luma * 19 + chroma * 19]);
     }
 
-    /// A warp's shared memory holds the group (and the Wiener weights) or, while the group is
+    /// A warp's shared memory holds the group or, while the group is
     /// searched, a predictive-search square of every plane, whichever is larger; warps stay
     /// 16-byte aligned (kernels/bm3d/group.cu reads the reference patch as vectors).
     #[test]
@@ -1102,7 +1101,7 @@ mod tests {
         let head = 3 * 64 + SELECT_QUEUE_FLOATS + 8;
         // `high` (seed radius 4: squares of 16 x 16 samples): the groups are larger.
         assert_eq!(high.group_floats(false, 1, 4), (head + 4 * 16 + 16 * 64).next_multiple_of(4));
-        assert_eq!(high.group_floats(true, 2, 4), (head + 4 * 32 + 32 * 64 + 32 * 32).next_multiple_of(4));
+        assert_eq!(high.group_floats(true, 2, 4), (head + 4 * 32 + 32 * 64).next_multiple_of(4));
         // Seed radius 8 with three planes (3 x 24 x 24 samples) outgrows the hard group of 16.
         assert_eq!(high.group_floats(false, 3, 8), (head + 4 * 16 + 3 * 24 * 24).next_multiple_of(4));
         // The Wiener step's block-matching launch keeps the layout but only the staged square:
