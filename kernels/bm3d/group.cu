@@ -586,17 +586,17 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             // The basic estimate's group first, in g: its coefficients give the Wiener weights.
             gather_group<true, MIRROR>(a, g, members, n, j, lane);
             __syncwarp();
-            transform2(g, n, BM3D_WN_FWD, lane);
+            transform2<Bm3dFwd<true>>(g, n, lane);
             weight_part = wiener_weights_any(g, n, lane, sigma, omega_pair);
             __syncwarp();
         }
         gather_group<false, MIRROR>(a, g, members, n, j, lane);
         __syncwarp();
-        transform2(g, n, WIENER ? BM3D_WN_FWD : BM3D_HT_FWD, lane);
+        transform2<Bm3dFwd<WIENER>>(g, n, lane);
         weight_part += shrink_any<WIENER>(g, n, lane, a.lambda_ * sigma, omega_pair);
         __syncwarp();
         const float weight = 1.0f / fmaxf(warp_sum(weight_part), 1.0f);
-        transform2(g, n, WIENER ? BM3D_WN_INV : BM3D_HT_INV, lane);
+        transform2<Bm3dInv<WIENER>>(g, n, lane);
         // With the Bayesian estimate, this step's estimate is half of the group's (bayes.cu adds
         // the other half with this weight); a power of two, so the products stay exact.
         const bool bayes = WIENER && a.bayes_members;
