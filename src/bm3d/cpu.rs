@@ -92,6 +92,40 @@ fn ssd(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, 
     s
 }
 
+/// Candidates whose distances [`ssd_run`] computes side by side.
+const RUN_LANES: usize = 8;
+
+/// The distances of the patch at (`ax`, `ay`) of `a` to the patches at (`bx`, `by`), (`bx` + 1,
+/// `by`), ... of `b`, `out.len()` of them: each summed as [`ssd`] sums it (plane, row, column in
+/// the same order, so the same bits), [`RUN_LANES`] candidates at a time so that the compiler keeps
+/// them in vector lanes (one candidate's sum is a chain of dependent adds; eight chains run
+/// together).
+fn ssd_run(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, by: usize, out: &mut [f32]) {
+    let n = out.len();
+    let mut c0 = 0;
+    while c0 + RUN_LANES <= n {
+        let mut acc = [0.0f32; RUN_LANES];
+        for (pa, pb) in a.iter().zip(b) {
+            for i in 0..k {
+                let r = pa.row(ax, ay + i, k);
+                let q = pb.row(bx + c0, by + i, k + RUN_LANES - 1);
+                for (col, &u) in r.iter().enumerate() {
+                    let v: &[f32; RUN_LANES] = q[col..col + RUN_LANES].try_into().expect("a run of RUN_LANES");
+                    for (s, &w) in acc.iter_mut().zip(v) {
+                        let d = u - w;
+                        *s += d * d;
+                    }
+                }
+            }
+        }
+        out[c0..c0 + RUN_LANES].copy_from_slice(&acc);
+        c0 += RUN_LANES;
+    }
+    for (c, d) in out.iter_mut().enumerate().skip(c0) {
+        *d = ssd(a, b, k, ax, ay, bx + c, by);
+    }
+}
+
 /// The group of the reference patch at (`x0`, `y0`) of frame 0 (keys, R's first): `matching`
 /// holds the matching planes of the step's frames, dt ascending.
 fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool, x0: usize, y0: usize, rdt: i32, motion: &MotionFields) -> Vec<u64> {
@@ -108,12 +142,16 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     // The reference's frame: exhaustive; seeds: R, then the best others.
     let (r, sr) = (s.search_radius as usize, s.seed_radius as usize);
     let mut seeds0 = TopList::new(seeds_n.saturating_sub(1));
+    // One row of candidates' distances at a time (ssd_run).
+    let mut run = vec![0.0f32; 2 * r.max(sr) + 1];
     for y in y0.saturating_sub(r)..=(y0 + r).min(max_y) {
-        for x in x0.saturating_sub(r)..=(x0 + r).min(max_x) {
+        let xa = x0.saturating_sub(r);
+        let dists = &mut run[..(x0 + r).min(max_x) + 1 - xa];
+        ssd_run(frame0, frame0, k, x0, y0, xa, y, dists);
+        for (x, &d) in (xa..).zip(dists.iter()) {
             if (x, y) == (x0, y0) {
                 continue;
             }
-            let d = ssd(frame0, frame0, k, x0, y0, x, y);
             let key0 = key(d, rdt, y, x);
             if d <= tau_ssd {
                 group.insert(key0);
@@ -138,11 +176,15 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
             let mut next = TopList::new(seeds_n);
             for (si, &(sy, sx)) in seeds.iter().enumerate() {
                 for y in sy.saturating_sub(sr)..=(sy + sr).min(max_y) {
-                    for x in sx.saturating_sub(sr)..=(sx + sr).min(max_x) {
+                    let xa = sx.saturating_sub(sr);
+                    let dists = &mut run[..(sx + sr).min(max_x) + 1 - xa];
+                    // Positions of an earlier seed's square are that seed's (skipped below); the
+                    // run computes them too, which costs less than breaking it up.
+                    ssd_run(frame0, &f.1, k, x0, y0, xa, y, dists);
+                    for (x, &d) in (xa..).zip(dists.iter()) {
                         if seeds[..si].iter().any(|&(py, px)| py.abs_diff(y) <= sr && px.abs_diff(x) <= sr) {
                             continue;
                         }
-                        let d = ssd(frame0, &f.1, k, x0, y0, x, y);
                         let kk = key(d, dt, y, x);
                         if d <= tau_ssd {
                             group.insert(kk);
@@ -446,8 +488,24 @@ fn estimates(sums: &[Sums], k: usize, pool: &rayon::ThreadPool) -> Vec<FImage> {
                         let corners = &weights[(yy + k - 1 - i) * pw..][..pw];
                         for c in 0..k {
                             let kv = kaiser[i * k + c];
-                            // Corner column xx - c (padded column xx - c + k - 1).
-                            for (d, &w) in den.iter_mut().zip(&corners[k - 1 - c..k - 1 - c + ew]) {
+                            // Corner column xx - c (padded column xx - c + k - 1). In blocks of
+                            // four samples, which the compiler keeps in vector registers (the plain
+                            // loop stayed scalar); each sample's sum is the same.
+                            let src = &corners[k - 1 - c..k - 1 - c + ew];
+                            let mut den4 = den.chunks_exact_mut(4);
+                            let mut src4 = src.chunks_exact(4);
+                            for (d, w) in (&mut den4).zip(&mut src4) {
+                                // Through local arrays: the compiler cannot otherwise tell that
+                                // `den` and `weights` do not overlap, and keeps to one sample at
+                                // a time.
+                                let w: [f64; 4] = w.try_into().expect("a block of 4");
+                                let mut v: [f64; 4] = (&*d).try_into().expect("a block of 4");
+                                for (v, w) in v.iter_mut().zip(w) {
+                                    *v += w * kv;
+                                }
+                                d.copy_from_slice(&v);
+                            }
+                            for (d, &w) in den4.into_remainder().iter_mut().zip(src4.remainder()) {
                                 *d += w * kv;
                             }
                         }
@@ -737,6 +795,33 @@ mod tests {
 
     /// The 8x8 transforms a row of outputs at a time give the bits of one output at a time (the
     /// loop of the other patch sizes), forward and inverse, both steps' transforms, random patches.
+    /// A run of candidates' distances is each candidate's distance bit for bit, for runs shorter
+    /// than, equal to and longer than a block of lanes, patch sizes 4 and 8, one to three planes.
+    #[test]
+    fn distance_runs_equal_single_distances_bit_for_bit() {
+        let mut rng = SmallRng::seed_from_u64(31);
+        let (w, h) = (64, 40);
+        let mut image = |rng: &mut SmallRng| FImage { w, h, data: (0..w * h).map(|_| rng.random_range(-40.0..300.0)).collect() };
+        let a: Vec<FImage> = (0..3).map(|_| image(&mut rng)).collect();
+        let b: Vec<FImage> = (0..3).map(|_| image(&mut rng)).collect();
+        for planes in 1..=3 {
+            let (a, b): (Vec<&FImage>, Vec<&FImage>) = (a[..planes].iter().collect(), b[..planes].iter().collect());
+            for k in [4, 8] {
+                for n in [1, 5, RUN_LANES, RUN_LANES + 1, 17, 41] {
+                    for _ in 0..20 {
+                        let (ax, ay, by) = (rng.random_range(0..=w - k), rng.random_range(0..=h - k), rng.random_range(0..=h - k));
+                        let bx = rng.random_range(0..=w - k - (n - 1));
+                        let mut run = vec![f32::NAN; n];
+                        ssd_run(&a, &b, k, ax, ay, bx, by, &mut run);
+                        for (c, d) in run.iter().enumerate() {
+                            assert_eq!(d.to_bits(), ssd(&a, &b, k, ax, ay, bx + c, by).to_bits(), "planes {planes}, k {k}, run of {n}, candidate {c}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn transforms_of_8x8_patches_equal_the_generic_loop_bit_for_bit() {
         let mut rng = SmallRng::seed_from_u64(30);
