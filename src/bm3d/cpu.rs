@@ -95,12 +95,12 @@ fn ssd(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, 
 /// Candidates whose distances [`ssd_run`] computes side by side.
 const RUN_LANES: usize = 8;
 
-/// The distances of the patch at (`ax`, `ay`) of `a` to the patches at (`bx`, `by`), (`bx` + 1,
-/// `by`), ... of `b`, `out.len()` of them: each summed as [`ssd`] sums it (plane, row, column in
+/// The distances of the patch at `(ax, ay)` of `a` to the patches at `(bx, by)`, `(bx + 1, by)`, ...
+/// of `b`, `out.len()` of them: each summed as [`ssd`] sums it (plane, row, column in
 /// the same order, so the same bits), [`RUN_LANES`] candidates at a time so that the compiler keeps
 /// them in vector lanes (one candidate's sum is a chain of dependent adds; eight chains run
 /// together).
-fn ssd_run(a: &[&FImage], b: &[&FImage], k: usize, ax: usize, ay: usize, bx: usize, by: usize, out: &mut [f32]) {
+fn ssd_run(a: &[&FImage], b: &[&FImage], k: usize, (ax, ay): (usize, usize), (bx, by): (usize, usize), out: &mut [f32]) {
     let n = out.len();
     let mut c0 = 0;
     while c0 + RUN_LANES <= n {
@@ -147,7 +147,7 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
     for y in y0.saturating_sub(r)..=(y0 + r).min(max_y) {
         let xa = x0.saturating_sub(r);
         let dists = &mut run[..(x0 + r).min(max_x) + 1 - xa];
-        ssd_run(frame0, frame0, k, x0, y0, xa, y, dists);
+        ssd_run(frame0, frame0, k, (x0, y0), (xa, y), dists);
         for (x, &d) in (xa..).zip(dists.iter()) {
             if (x, y) == (x0, y0) {
                 continue;
@@ -180,7 +180,7 @@ fn select_group(plan: &Bm3dPlan, matching: &[(i32, Vec<&FImage>)], wiener: bool,
                     let dists = &mut run[..(sx + sr).min(max_x) + 1 - xa];
                     // Positions of an earlier seed's square are that seed's (skipped below); the
                     // run computes them too, which costs less than breaking it up.
-                    ssd_run(frame0, &f.1, k, x0, y0, xa, y, dists);
+                    ssd_run(frame0, &f.1, k, (x0, y0), (xa, y), dists);
                     for (x, &d) in (xa..).zip(dists.iter()) {
                         if seeds[..si].iter().any(|&(py, px)| py.abs_diff(y) <= sr && px.abs_diff(x) <= sr) {
                             continue;
@@ -801,7 +801,7 @@ mod tests {
     fn distance_runs_equal_single_distances_bit_for_bit() {
         let mut rng = SmallRng::seed_from_u64(31);
         let (w, h) = (64, 40);
-        let mut image = |rng: &mut SmallRng| FImage { w, h, data: (0..w * h).map(|_| rng.random_range(-40.0..300.0)).collect() };
+        let image = |rng: &mut SmallRng| FImage { w, h, data: (0..w * h).map(|_| rng.random_range(-40.0..300.0)).collect() };
         let a: Vec<FImage> = (0..3).map(|_| image(&mut rng)).collect();
         let b: Vec<FImage> = (0..3).map(|_| image(&mut rng)).collect();
         for planes in 1..=3 {
@@ -812,7 +812,7 @@ mod tests {
                         let (ax, ay, by) = (rng.random_range(0..=w - k), rng.random_range(0..=h - k), rng.random_range(0..=h - k));
                         let bx = rng.random_range(0..=w - k - (n - 1));
                         let mut run = vec![f32::NAN; n];
-                        ssd_run(&a, &b, k, ax, ay, bx, by, &mut run);
+                        ssd_run(&a, &b, k, (ax, ay), (bx, by), &mut run);
                         for (c, d) in run.iter().enumerate() {
                             assert_eq!(d.to_bits(), ssd(&a, &b, k, ax, ay, bx + c, by).to_bits(), "planes {planes}, k {k}, run of {n}, candidate {c}");
                         }
