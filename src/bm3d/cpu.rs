@@ -102,8 +102,16 @@ const RUN_LANES: usize = 8;
 /// together).
 fn ssd_run(a: &[&FImage], b: &[&FImage], k: usize, (ax, ay): (usize, usize), (bx, by): (usize, usize), out: &mut [f32]) {
     let n = out.len();
+    if n < RUN_LANES {
+        for (c, d) in out.iter_mut().enumerate() {
+            *d = ssd(a, b, k, ax, ay, bx + c, by);
+        }
+        return;
+    }
+    // Blocks of RUN_LANES, the last one ending at the run's end (it may repeat candidates of the
+    // one before, with the same bits): a scalar tail would cost as much as a block.
     let mut c0 = 0;
-    while c0 + RUN_LANES <= n {
+    loop {
         let mut acc = [0.0f32; RUN_LANES];
         for (pa, pb) in a.iter().zip(b) {
             for i in 0..k {
@@ -119,10 +127,10 @@ fn ssd_run(a: &[&FImage], b: &[&FImage], k: usize, (ax, ay): (usize, usize), (bx
             }
         }
         out[c0..c0 + RUN_LANES].copy_from_slice(&acc);
-        c0 += RUN_LANES;
-    }
-    for (c, d) in out.iter_mut().enumerate().skip(c0) {
-        *d = ssd(a, b, k, ax, ay, bx + c, by);
+        if c0 + RUN_LANES == n {
+            return;
+        }
+        c0 = (c0 + RUN_LANES).min(n - RUN_LANES);
     }
 }
 
