@@ -541,3 +541,32 @@ fn no_frame_borrows_across_a_scene_cut() {
         }
     }
 }
+
+/// Tests report skips from several threads into one log (scripts/test.sh counts its lines): each
+/// line arrives whole.
+#[test]
+fn skip_lines_from_many_threads_stay_whole() {
+    let dir = std::env::temp_dir().join(format!("nlm-skip-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("skips.txt");
+    let _ = std::fs::remove_file(&path);
+    let why = "no usable CUDA device/driver/NVRTC";
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let path = &path;
+            s.spawn(move || {
+                for i in 0..400 {
+                    common::append_skip_line(path, &format!("thread_{t}_test_{i}"), why);
+                }
+            });
+        }
+    });
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 8 * 400);
+    for line in lines {
+        let (test, reason) = line.split_once(": ").unwrap_or_else(|| panic!("a broken line: {line:?}"));
+        assert!(test.starts_with("thread_") && !test.contains(' ') && reason == why, "a broken line: {line:?}");
+    }
+}

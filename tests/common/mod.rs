@@ -32,10 +32,16 @@ pub fn skip(test: &str, why: &str) {
     println!("SKIPPED: {test}: {why}");
     eprintln!("SKIPPED: {test}: {why}");
     if let Some(path) = std::env::var_os("NLMDENOISE_TEST_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(f, "{test}: {why}");
-        }
+        append_skip_line(std::path::Path::new(&path), test, why);
+    }
+}
+
+/// Appends "test: why" to the skip log in one write: tests skip from several threads at once, and
+/// `writeln!` on a file writes each piece of its format apart, so their lines interleaved.
+pub fn append_skip_line(path: &std::path::Path, test: &str, why: &str) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(format!("{test}: {why}\n").as_bytes());
     }
 }
 

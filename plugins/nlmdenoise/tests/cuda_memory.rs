@@ -28,8 +28,9 @@ fn skip(test: &str, why: &str) {
     eprintln!("SKIPPED: {test}: {why}");
     if let Some(path) = std::env::var_os("NLMDENOISE_TEST_SKIP_LOG") {
         use std::io::Write;
+        // One write per line: tests skip from several threads at once (tests/common/mod.rs).
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(f, "{test}: {why}");
+            let _ = f.write_all(format!("{test}: {why}\n").as_bytes());
         }
     }
 }
