@@ -16,8 +16,9 @@
 //   3. The group: the reference patch and the best NMAX - 1 in key order, cut to a power of two.
 //   4. Per plane: in step 2 the basic estimate's group goes to shared memory, through the DCT and
 //      the Haar transform along the group, and its coefficients give the Wiener weights (kept as
-//      f16, in registers); then the noisy group, through the 2D transform (bior1.5 in step 1, DCT in step 2)
-//      and the Haar transform, hard thresholding (step 1) or Wiener shrinkage (step 2), back;
+//      f16, in registers); then the noisy group, through the 2D transform (bior1.5 in step 1,
+//      DCT in step 2) and the Haar transform, hard thresholding (step 1) or Wiener shrinkage
+//      (step 2), back;
 //      the patches of frames with sums (the target's, or with per-frame groups every frame's)
 //      are added to the fixed-point numerators with the group's weight and the Kaiser window,
 //      and the weight to the patch's corner in `wimg` (bm3d_finish.cu turns those into the
@@ -309,10 +310,10 @@ __device__ __forceinline__ float wiener_weights(const float* g, int lane, float 
 #pragma unroll
         for (int m = 0; m < N; ++m) {
             const float bv = v[m];
-            // The fast division (within 2 ulp): an IEEE division brings a range check and a
-            // branch per coefficient (FCHK, run 151's profile); the agreement rule with the f64
+            // The operations written out, so that the bits do not depend on what the compiler
+            // fuses. The fast division (within 2 ulp): an IEEE division brings a range check and
+            // a branch per coefficient (FCHK, run 151's profile); the agreement rule with the f64
             // reference does not see the difference.
-            // The operations written out: the bits do not depend on what the compiler fuses.
             const float b2 = __fmul_rn(bv, bv);
             const float omega = sigma == 0.0f ? 1.0f : __fdividef(b2, fmaf(sigma, sigma, b2));
             const unsigned h = f32_to_f16(omega);
