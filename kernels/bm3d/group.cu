@@ -387,8 +387,9 @@ __device__ __forceinline__ float shrink_any(float* g, int n, int lane, float thr
 // (a separate kernel, so that the default path keeps its registers).
 // PHASE 0: the whole step in one launch; 1: block matching only (steps 1-3), the group written to
 // a.group_members; 2: filtering and aggregation only (step 4) of the group read from there. The
-// Wiener step runs apart (src/bm3d/cuda.rs): its group buffer holds it to a quarter of the SM's
-// warps, which the block matching, a matter of load latency, needs more of.
+// Wiener step with groups of 32 runs apart (src/bm3d/cuda.rs): in one launch it runs at a quarter
+// of the SM's warps (128 registers; before runs 182-187 its group buffer held it there too),
+// which the block matching, a matter of load latency, needs more of.
 template <bool WIENER, bool MIRROR, bool FRAMES, int PHASE>
 __device__ void bm3d_step(const Bm3dArgs& a)
 {
@@ -636,8 +637,10 @@ __device__ void bm3d_step(const Bm3dArgs& a)
 }
 
 // Registers of the group kernels: ptxas's own choice (64 a thread, 8 blocks of 4 warps), but
-// Wiener groups of 32, which their shared memory holds to 4 blocks (56 KB a block) anyway, may use
-// 128 (fewer spills: +3-6% on the rows that run them, runs 152-153).
+// Wiener groups of 32 in one launch may use 128 (4 blocks; fewer spills: +3-6% on the rows that
+// ran them when their shared memory held them to 4 blocks anyway, runs 152-153), and their
+// filtering launch apart 96 (5 blocks, what its 40 KB of shared memory a block allows: +2%
+// against 128, run 184).
 #define GROUP_BOUNDS_HARD __launch_bounds__(WARPS * 32)
 #if NMAX_WIENER >= 32
 #define GROUP_BOUNDS_WIENER __launch_bounds__(WARPS * 32, 4)

@@ -974,9 +974,10 @@ impl CudaAlgorithm for CudaBm3d {
             })
             .max()
             .unwrap_or(1);
-        // Apart only where the Wiener group buffer limits the warps (groups of 32: 4 blocks a SM);
-        // with smaller groups registers do, and the extra launch cost (`normal` spatial -18%,
-        // run 180).
+        // Apart only for Wiener groups of 32, whose one launch runs 4 blocks a SM (their group
+        // buffer limited it when this was measured, runs 180-181; 128 registers do since runs
+        // 182-187, not measured one launch against apart again); with smaller groups the extra
+        // launch cost (`normal` spatial -18%, run 180).
         let apart = self.options.wiener_match_apart && plan.two_step() && v.nmax_wiener >= 32;
         self.group_members = if apart { Some(DeviceBuffer::new(ctx, 4 * most_refs * v.bayes_member_ints()).map_err(backend_err)?) } else { None };
         if plan.settings.bayes && plan.two_step() {
