@@ -28,7 +28,8 @@
 // the reference patch (BM3D_MAX_PLANES x PP floats), the selection's queue (64 keys), the seeds
 // (padded to 4 ints), the members (NMAX x 4 ints), then the group buffer: NMAX x PP floats, or a
 // predictive-search square of n_planes x (2 seed_radius + PATCH)^2 floats while the group is
-// searched, whichever is larger.
+// searched, whichever is larger (8-bit samples in the hard step: the reference packed, n_planes x
+// PP bytes, then the square as bytes, rows `staged_pitch` apart: less than the floats).
 
 template <bool WIENER>
 struct Step {
@@ -194,6 +195,47 @@ __device__ __forceinline__ float staged_ssd(const float* ref, const float* p, in
         }
     }
     return s0 + s1;
+}
+
+// The predictive search of 8-bit samples in the hard-thresholding step (no border reads) stages
+// its squares as bytes and scores them with integer dot products: ||r - c||^2 = ||r||^2 +
+// ||c||^2 - 2 r.c, four samples per IDP4A, exact in 32-bit integers (at most 3 x 64 x 255^2 <
+// 2^24, so the float the selection takes equals the f32 sum of squared differences bit for bit).
+// A row of a staged square takes ceil(PATCH / 4) + 1 aligned words, funnel-shifted to the
+// candidate's first byte: a tenth of the instructions of staged_ssd's float row.
+#define PATCH_WORDS (PATCH / 4)
+
+// Bytes between the rows of a staged square of `rw` columns: a multiple of 4, with a word of
+// slack after the row for the last aligned read.
+__device__ __forceinline__ int staged_pitch(int rw)
+{
+    return ((rw + 3) & ~3) + 4;
+}
+
+// ||c||^2 - 2 r.c for the staged candidate whose first sample is byte `u` of the row at `row0`
+// (4-byte aligned; rows `pitch` bytes apart, planes `plane_bytes` apart) against the packed
+// reference `refw` (PATCH_WORDS words a row, PP / 4 a plane).
+__device__ __forceinline__ int staged_ssd_bytes(const unsigned* refw, const unsigned char* row0, int u, int n_planes, int pitch, int plane_bytes)
+{
+    const unsigned* w = (const unsigned*)(row0 + (u & ~3));
+    const unsigned shift = 8 * (u & 3);
+    const int wpitch = pitch >> 2, wplane = plane_bytes >> 2;
+    unsigned cc = 0, rc = 0;
+    for (int j = 0; j < n_planes; ++j) {
+#pragma unroll
+        for (int i = 0; i < PATCH; ++i) {
+            unsigned x[PATCH_WORDS + 1];
+#pragma unroll
+            for (int k = 0; k <= PATCH_WORDS; ++k) x[k] = w[j * wplane + i * wpitch + k];
+#pragma unroll
+            for (int k = 0; k < PATCH_WORDS; ++k) {
+                const unsigned c = __funnelshift_r(x[k], x[k + 1], shift);
+                cc = __dp4a(c, c, cc);
+                rc = __dp4a(c, refw[j * (PP / 4) + i * PATCH_WORDS + k], rc);
+            }
+        }
+    }
+    return (int)cc - 2 * (int)rc;
 }
 
 // Loads in flight per lane when a warp copies samples to shared memory (the members of a
@@ -465,6 +507,22 @@ __device__ void bm3d_step(const Bm3dArgs& a)
         // square is that seed's). Each seed's square of patches is staged in the group buffer (free
         // until step 4): its candidates then read shared memory, not L1 lines of several rows each.
         float* stage = g;
+        // 8-bit samples of the hard step: the squares as bytes after the reference packed four
+        // samples a word (staged_ssd_bytes), and the reference's squared norm.
+        constexpr bool BYTES = !WIENER && !MIRROR && SAMPLE_BYTES == 1;
+        unsigned* refw = (unsigned*)g;
+        unsigned char* stage_bytes = (unsigned char*)g + a.n_planes * PP;
+        int ref_norm = 0;
+        if (BYTES) {
+            for (int e = lane; e < a.n_planes * (PP / 4); e += 32) {
+                const int j = e / (PP / 4), q = 4 * (e % (PP / 4));
+                const unsigned char* p = noisy_plane(a, a.ref_code, j) + (y0 + q / PATCH) * a.w + x0 + q % PATCH;
+                refw[e] = (unsigned)__ldg(p) | ((unsigned)__ldg(p + 1) << 8) | ((unsigned)__ldg(p + 2) << 16) | ((unsigned)__ldg(p + 3) << 24);
+                ref_norm = (int)__dp4a(refw[e], refw[e], (unsigned)ref_norm);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ref_norm += __shfl_xor_sync(0xFFFFFFFFu, ref_norm, o);
+        }
         for (int dir = -1; dir <= 1; dir += 2) {
             if (dir == 1) {
                 __syncwarp();
@@ -503,14 +561,20 @@ __device__ void bm3d_step(const Bm3dArgs& a)
                     const int ya = max(sy - a.seed_radius, 0), yb = min(sy + a.seed_radius, max_y);
                     const int cw = xb - xa + 1, count = cw * (yb - ya + 1);
                     const int rw = cw + PATCH - 1, rh = yb - ya + PATCH, plane_floats = rw * rh;
+                    const int pitch = staged_pitch(rw), plane_bytes = pitch * rh;
                     __syncwarp();  // the previous square's candidates are scored
                     // Whole rows per pass (rw <= 2 BM3D_MAX_SEED_RADIUS + PATCH <= 32): no division
                     // per sample.
                     const int rows_per_pass = 32 / rw, col = lane % rw, row0 = lane / rw;
                     if (row0 < rows_per_pass) {
                         for (int j = 0; j < a.n_planes; ++j) {
-                            for (int row = row0; row < rh; row += rows_per_pass)
-                                stage[j * plane_floats + row * rw + col] = match_in<WIENER, MIRROR>(a, code, j, xa + col, ya + row);
+                            for (int row = row0; row < rh; row += rows_per_pass) {
+                                if (BYTES) {
+                                    stage_bytes[j * plane_bytes + row * pitch + col] = __ldg(noisy_plane(a, code, j) + (ya + row) * a.w + xa + col);
+                                } else {
+                                    stage[j * plane_floats + row * rw + col] = match_in<WIENER, MIRROR>(a, code, j, xa + col, ya + row);
+                                }
+                            }
                         }
                     }
                     __syncwarp();
@@ -523,7 +587,9 @@ __device__ void bm3d_step(const Bm3dArgs& a)
                             const int qy = seeds[2 * q], qx = seeds[2 * q + 1];
                             ok = !(qy >= 0 && abs(qy - y) <= a.seed_radius && abs(qx - x) <= a.seed_radius);
                         }
-                        const float d = ok ? staged_ssd(ref, stage + v * rw + u, a.n_planes, rw, plane_floats) : 0.0f;
+                        float d = 0.0f;
+                        if (ok && BYTES) d = (float)(ref_norm + staged_ssd_bytes(refw, stage_bytes + v * pitch, u, a.n_planes, pitch, plane_bytes));
+                        else if (ok) d = staged_ssd(ref, stage + v * rw + u, a.n_planes, rw, plane_floats);
                         const u64 k = make_key(d, code, y, x);
                         top.offer(ok && d <= tau, k);
                         if (ok) list_insert(seed_list, k);
