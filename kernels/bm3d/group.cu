@@ -256,6 +256,23 @@ __device__ __forceinline__ u64 shfl_u64(u64 v, int src)
 // sample e % PP of member e / PP. Without border reads each lane < n finds its member's first
 // sample once and hands it to the lanes that read that member (a shuffle): the loads need one
 // add each instead of the member's frame, plane and row found per sample.
+//
+// 8x8 patches take the path of whole members: lane l reads samples l and l + 32 of every member
+// (rows 0-3 and 4-7, the same two offsets from each member's first sample), members in batches of
+// four from a multiple of four, so that member m0 + i has the swizzle i (`gidx`): the store
+// offsets are the lane's four `lane ^ (8 i)`, found once. Per sample a load, a store and half a
+// shuffle, against the general path's division of the element index, swizzle and shuffle each.
+template <bool BASIC>
+__device__ __forceinline__ float member_sample(const Bm3dArgs& a, u64 base, int off)
+{
+    if (BASIC) return __ldg((const float*)base + off);
+#if SAMPLE_BYTES == 1
+    return (float)__ldg((const unsigned char*)base + off);
+#else
+    return (float)__ldg((const unsigned short*)base + off) * a.inv_scale;
+#endif
+}
+
 template <bool BASIC, bool MIRROR>
 __device__ __forceinline__ void gather_group(const Bm3dArgs& a, float* g, const int* members, int n, int j, int lane)
 {
@@ -264,6 +281,29 @@ __device__ __forceinline__ void gather_group(const Bm3dArgs& a, float* g, const 
     if (!MIRROR && lane < n) {
         const int code = members[4 * lane], at = members[4 * lane + 1] * a.w + members[4 * lane + 2];
         first = BASIC ? (u64)(basic_plane(a, code, j) + at) : (u64)(noisy_plane(a, code, j) + (u64)at * SAMPLE_BYTES);
+    }
+    if (!MIRROR && PATCH == 8) {
+        const int off_lo = (lane >> 3) * a.w + (lane & 7), off_hi = off_lo + 4 * a.w;
+        for (int m0 = 0; m0 < n; m0 += 4) {
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const u64 base = shfl_u64(first, (m0 + i) & 31);  // every lane takes part
+                if (m0 + i < n) {
+                    v[2 * i] = member_sample<BASIC>(a, base, off_lo);
+                    v[2 * i + 1] = member_sample<BASIC>(a, base, off_hi);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                if (m0 + i < n) {
+                    float* at = g + (m0 + i) * PP + (lane ^ (8 * i));  // gidx(m0 + i, lane)
+                    at[0] = v[2 * i];
+                    at[32] = v[2 * i + 1];
+                }
+            }
+        }
+        return;
     }
     for (int e0 = 0; e0 < total; e0 += 32 * GATHER_BATCH) {
         float v[GATHER_BATCH];
@@ -685,12 +725,27 @@ __device__ void bm3d_step(const Bm3dArgs& a)
             if (ss >= 0)
                 first = (u64)(a.num + (FRAMES ? (u64)ss * a.sum_stride : 0) + j * extent + (u64)members[4 * lane + 1] * a.ew + members[4 * lane + 2]);
         }
-        for (int e0 = 0; e0 < n * PP; e0 += 32) {
-            const int e = e0 + lane, m = e / PP, p = e % PP;
-            const u64 base = shfl_u64(first, m & 31);
-            if (e >= n * PP || base == 0) continue;
-            const long long v = __float2ll_rn(((e & 32) ? scale_hi : scale_lo) * g[gidx(m, p)]);
-            atomicAdd((unsigned long long*)base + (p / PATCH) * a.ew + p % PATCH, (unsigned long long)v);
+        if (!MIRROR && PATCH == 8) {
+            // Whole members, as gather_group's path for 8x8 patches: samples lane and lane + 32.
+            const int off_lo = (lane >> 3) * a.ew + (lane & 7), off_hi = off_lo + 4 * a.ew;
+            for (int m0 = 0; m0 < n; m0 += 4) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const u64 base = shfl_u64(first, (m0 + i) & 31);  // every lane takes part
+                    if (m0 + i >= n || base == 0) continue;
+                    const float* at = g + (m0 + i) * PP + (lane ^ (8 * i));  // gidx(m0 + i, lane)
+                    atomicAdd((unsigned long long*)base + off_lo, (unsigned long long)__float2ll_rn(scale_lo * at[0]));
+                    atomicAdd((unsigned long long*)base + off_hi, (unsigned long long)__float2ll_rn(scale_hi * at[32]));
+                }
+            }
+        } else {
+            for (int e0 = 0; e0 < n * PP; e0 += 32) {
+                const int e = e0 + lane, m = e / PP, p = e % PP;
+                const u64 base = shfl_u64(first, m & 31);
+                if (e >= n * PP || base == 0) continue;
+                const long long v = __float2ll_rn(((e & 32) ? scale_hi : scale_lo) * g[gidx(m, p)]);
+                atomicAdd((unsigned long long*)base + (p / PATCH) * a.ew + p % PATCH, (unsigned long long)v);
+            }
         }
         const int ss = lane >= n ? -1 : FRAMES ? members[4 * lane + 3] : (members[4 * lane] == BM3D_CODE_BIAS ? 0 : -1);
         if (ss >= 0) {
