@@ -164,7 +164,8 @@ impl SrParams {
 pub enum Bm3dProfile {
     /// Sparse reference patches, small search window and groups: real time at 1080p.
     Fast,
-    /// The default: the balance of speed and quality.
+    /// The default: `high`'s picture at real-time speed on a GPU (denser reference patches than
+    /// `fast`, a smaller search than `high`, per-frame groups with future frames).
     #[default]
     Normal,
     /// Dense reference patches, wide search, large groups: closest to the published BM3D.
@@ -293,11 +294,11 @@ pub const BM3D_MAX_SEARCH_RADIUS: u32 = 24;
 pub const BM3D_MAX_SEEDS: u32 = 8;
 pub const BM3D_MAX_SEED_RADIUS: u32 = 8;
 
-/// Noise level (8-bit code values) from which `fast` and `normal` search wider and group more
-/// (docs/tuning.md, "BM3D at high noise"): with the search square of a few patches, the group of a
-/// flat area is made of patches that overlap the reference and each other, its noise is averaged
-/// over few independent samples, and the noise coefficients that survive hard thresholding come
-/// back as patch-sized blotches and streaks.
+/// Noise level (8-bit code values) from which `fast` and `normal` search wider (`fast` also groups
+/// more) (docs/tuning.md, "BM3D at high noise"): with the search square of a few patches, the
+/// group of a flat area is made of patches that overlap the reference and each other, its noise is
+/// averaged over few independent samples, and the noise coefficients that survive hard
+/// thresholding come back as patch-sized blotches and streaks.
 pub const BM3D_HIGH_NOISE_SIGMA: f32 = 30.0;
 
 /// The hard-thresholding step's group threshold (mean squared difference per sample) is at least
@@ -331,7 +332,10 @@ impl Bm3dProfile {
         };
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 6, group_size: 8, wiener_group_size: 8, seed_radius: 2, ..base },
-            Bm3dProfile::Normal => base,
+            // `high`'s picture at real-time speed on a GPU (issue #29, docs/tuning.md "The default
+            // profile"): reference patches every 4 samples, radius 8, the Wiener step's predictive
+            // search from 2 seeds.
+            Bm3dProfile::Normal => Bm3dSettings { block_step: 4, hard_block_step: 4, wiener_group_size: 32, seeds: 3, wiener_seeds: 2, seed_radius: 4, window_references: true, ..base },
             Bm3dProfile::High => {
                 Bm3dSettings { search_radius: 20, block_step: 3, hard_block_step: 3, wiener_group_size: 32, seeds: 3, wiener_seeds: 3, seed_radius: 4, window_references: true, ..base }
             }
@@ -342,7 +346,7 @@ impl Bm3dProfile {
     /// values of [`settings`](Self::settings)): the hard-thresholding group threshold at least
     /// [`BM3D_THRESHOLD_PER_VARIANCE`] sigma^2 (every profile, from sigma 29); from
     /// [`BM3D_HIGH_NOISE_SIGMA`] on, `fast` searches radius 12 with groups of 16 in both steps and
-    /// `normal` radius 16 with Wiener groups of 32.
+    /// `normal` radius 16 (its Wiener groups hold 32 already).
     pub fn settings_for(self, sigma: Option<f32>) -> Bm3dSettings {
         let s = self.settings();
         let Some(sigma) = sigma else { return s };
@@ -353,7 +357,7 @@ impl Bm3dProfile {
         }
         match self {
             Bm3dProfile::Fast => Bm3dSettings { search_radius: 12, group_size: 16, wiener_group_size: 16, ..s },
-            Bm3dProfile::Normal => Bm3dSettings { search_radius: 16, wiener_group_size: 32, ..s },
+            Bm3dProfile::Normal => Bm3dSettings { search_radius: 16, ..s },
             Bm3dProfile::High => s,
         }
     }
@@ -377,7 +381,7 @@ impl Bm3dParams {
             wiener_threshold: self.wiener_threshold.unwrap_or(p.wiener_threshold),
             lambda: self.lambda.unwrap_or(p.lambda),
             seeds: self.seeds.unwrap_or(p.seeds),
-            wiener_seeds: 0, // below: seeds' unless set
+            wiener_seeds: 0, // below
             seed_radius: self.seed_radius.unwrap_or(p.seed_radius),
             window_references: self.window_references.unwrap_or(p.window_references),
             frame_groups: self.frame_groups.unwrap_or(p.frame_groups),
@@ -386,7 +390,9 @@ impl Bm3dParams {
         };
         // An explicit patch size smaller than the profile's step brings the step down with it.
         let s = if self.block_step.is_none() { Bm3dSettings { block_step: s.block_step.min(s.patch_size), ..s } } else { s };
-        let s = Bm3dSettings { hard_block_step: self.hard_block_step.unwrap_or(s.block_step), wiener_seeds: self.wiener_seeds.unwrap_or(s.seeds), ..s };
+        // The Wiener step's seeds: as set, else with `seeds` set the same, else the profile's.
+        let wiener_seeds = self.wiener_seeds.unwrap_or(if self.seeds.is_some() { s.seeds } else { p.wiener_seeds });
+        let s = Bm3dSettings { hard_block_step: self.hard_block_step.unwrap_or(s.block_step), wiener_seeds, ..s };
         let bad = |m: String| Err(Error::InvalidParameter(m));
         if !(1..=2).contains(&s.steps) {
             return bad(format!("bm3d steps {} out of range 1..=2", s.steps));
@@ -800,6 +806,10 @@ mod tests {
     fn bm3d_wiener_seeds_follow_the_seeds_unless_set() {
         let resolve = |b: Bm3dParams| b.resolve_for(None).unwrap();
         let seeds = |s: Bm3dSettings| (s.seeds_of(false), s.seeds_of(true), s.most_seeds());
+        // `normal` sets the Wiener step's 2 apart from its 3; seeds set alone take both steps.
+        assert_eq!(seeds(resolve(Bm3dParams::default())), (3, 2, 3));
+        assert_eq!(seeds(resolve(Bm3dParams { seeds: Some(2), ..Default::default() })), (2, 2, 2));
+        assert_eq!(seeds(resolve(Bm3dParams { seeds: Some(4), wiener_seeds: Some(1), ..Default::default() })), (4, 1, 4));
         assert_eq!(seeds(resolve(Bm3dParams { profile: Bm3dProfile::High, ..Default::default() })), (3, 3, 3));
         assert_eq!(seeds(resolve(Bm3dParams { profile: Bm3dProfile::High, seeds: Some(2), ..Default::default() })), (2, 2, 2));
         assert_eq!(seeds(resolve(Bm3dParams { profile: Bm3dProfile::High, wiener_seeds: Some(2), ..Default::default() })), (3, 2, 3));
@@ -807,15 +817,27 @@ mod tests {
         assert!(Bm3dParams { wiener_seeds: Some(0), ..Default::default() }.resolve_for(None).is_err());
     }
 
+    /// `normal` is the setting measured for the default profile (docs/tuning.md, "The default
+    /// profile"; runs 189-190 timed it as `high` with these overrides): every value equal.
+    #[test]
+    fn normal_is_high_with_block_step_4_radius_8_and_2_wiener_seeds() {
+        for sigma in [None, Some(10.0), Some(20.0), Some(29.9)] {
+            let high = Bm3dParams { profile: Bm3dProfile::High, block_step: Some(4), search_radius: Some(8), wiener_seeds: Some(2), ..Default::default() };
+            assert_eq!(Bm3dParams::default().resolve_for(sigma).unwrap(), high.resolve_for(sigma).unwrap(), "sigma {sigma:?}");
+        }
+    }
+
     #[test]
     fn bm3d_searches_wider_and_groups_more_at_high_noise() {
         let at = |profile, sigma: Option<f32>, sigma_auto| Params { algorithm: Algorithm::Bm3d, sigma, sigma_auto, bm3d: Bm3dParams { profile, ..Default::default() }, ..Params::default() };
         let normal = |sigma| at(Bm3dProfile::Normal, Some(sigma), false).bm3d_settings().unwrap();
-        assert_eq!((normal(20.0).search_radius, normal(20.0).wiener_group_size), (8, 16));
-        assert_eq!((normal(29.9).search_radius, normal(29.9).wiener_group_size), (8, 16));
-        assert_eq!((normal(30.0).search_radius, normal(30.0).group_size, normal(30.0).wiener_group_size), (16, 16, 32));
-        let fast = at(Bm3dProfile::Fast, Some(40.0), false).bm3d_settings().unwrap();
-        assert_eq!((fast.search_radius, fast.group_size, fast.wiener_group_size, fast.block_step), (12, 16, 16, 6));
+        let fast = |sigma| at(Bm3dProfile::Fast, Some(sigma), false).bm3d_settings().unwrap();
+        assert_eq!((fast(29.9).search_radius, fast(29.9).group_size, fast(29.9).wiener_group_size), (6, 8, 8));
+        assert_eq!((fast(30.0).search_radius, fast(30.0).group_size, fast(30.0).wiener_group_size, fast(30.0).block_step), (12, 16, 16, 6));
+        // `normal` (Wiener groups of 32 already) searches wider.
+        assert_eq!((normal(29.9).search_radius, normal(29.9).group_size, normal(29.9).wiener_group_size), (8, 16, 32));
+        assert_eq!(normal(40.0), Bm3dSettings { threshold: 4800.0, search_radius: 16, ..normal(20.0) });
+        let fast = fast(40.0);
         let high = at(Bm3dProfile::High, Some(40.0), false).bm3d_settings().unwrap();
         assert_eq!(high, Bm3dSettings { threshold: 4800.0, ..Bm3dProfile::High.settings() });
         // The hard-thresholding threshold follows sigma^2 once 3 sigma^2 passes the profile's 2500;

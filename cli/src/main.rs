@@ -186,9 +186,9 @@ pub struct Cli {
     #[arg(long, default_value_t = Params::default().algorithm)]
     algorithm: Algorithm,
 
-    /// BM3D settings chosen together: fast, normal or high (docs/tuning.md; from --sigma 30 fast and
-    /// normal search wider and group more); the --bm3d-* flags
-    /// below replace single values of it.
+    /// BM3D settings chosen together: fast, normal (high's picture at real-time speed on a GPU) or
+    /// high (docs/tuning.md; from --sigma 30 fast and normal search wider); the --bm3d-*
+    /// flags below replace single values of it.
     #[arg(long, default_value_t = Bm3dProfile::default())]
     bm3d_profile: Bm3dProfile,
 
@@ -243,7 +243,7 @@ pub struct Cli {
     bm3d_seeds: Option<u32>,
 
     /// BM3D predictive search of the Wiener step alone (on the basic estimate). Default:
-    /// --bm3d-seeds'.
+    /// --bm3d-seeds' where given, else the profile's (2 for normal).
     #[arg(allow_negative_numbers = true, long, value_name = "N")]
     bm3d_wiener_seeds: Option<u32>,
 

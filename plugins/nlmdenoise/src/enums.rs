@@ -54,7 +54,7 @@ pub enum Bm3dProfile {
     #[enum_value(name = "Fast: sparse reference patches, small search and groups", nick = "fast")]
     Fast = 0,
     #[default]
-    #[enum_value(name = "Normal: the balance of speed and quality", nick = "normal")]
+    #[enum_value(name = "Normal: the picture of high at real-time speed on a GPU", nick = "normal")]
     Normal = 1,
     #[enum_value(name = "High: dense reference patches, wide search, large groups", nick = "high")]
     High = 2,

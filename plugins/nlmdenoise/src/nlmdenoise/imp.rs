@@ -96,7 +96,7 @@ impl ObjectImpl for NlmDenoise {
                 .build(),
             glib::ParamSpecEnum::builder_with_default("bm3d-profile", Bm3dProfile::Normal)
                 .nick("BM3D profile")
-                .blurb("BM3D settings chosen together (the bm3d-* properties below replace single values of it); from sigma 30 fast and normal search wider and group more")
+                .blurb("BM3D settings chosen together (the bm3d-* properties below replace single values of it); from sigma 30 fast and normal search wider")
                 .mutable_playing()
                 .build(),
             glib::ParamSpecInt::builder("bm3d-steps")
@@ -157,7 +157,7 @@ impl ObjectImpl for NlmDenoise {
                 .build(),
             glib::ParamSpecInt::builder("bm3d-wiener-seeds")
                 .nick("BM3D Wiener seeds")
-                .blurb("bm3d-seeds for the Wiener step alone (its search runs on the basic estimate); -1: bm3d-seeds'")
+                .blurb("bm3d-seeds for the Wiener step alone (its search runs on the basic estimate); -1: bm3d-seeds' where set, else the profile's (2 for normal)")
                 .minimum(-1)
                 .maximum(BM3D_MAX_SEEDS as i32)
                 .default_value(-1)
