@@ -892,7 +892,8 @@ fn strength_zero_passes_frames_through_after_draining() {
 /// Frames the base class's QoS drops before they reach the engine count as late: when nearly every
 /// frame is dropped (few reach downstream to be reported late), the "cannot keep up" warning still
 /// comes, once, and its advice names only what applies (NLM on the CPU: no `algorithm=nlm`; BM3D:
-/// the profile and NLM, not `search-radius`; `backend=cuda` only where a GPU is usable).
+/// the profile, NLM and, in this live window, per-frame groups with their latency, not
+/// `search-radius`; `backend=cuda` only where a GPU is usable).
 #[test]
 fn frames_dropped_by_qos_count_and_the_advice_fits_the_settings() {
     let format = PixelFormat::I420;
@@ -922,6 +923,7 @@ fn frames_dropped_by_qos_count_and_the_advice_fits_the_settings() {
         assert_eq!(advice.contains("backend=cuda"), gpu, "backend=cuda only with a usable GPU: {advice}");
         if bm3d {
             assert!(advice.contains("bm3d-profile=fast") && advice.contains("algorithm=nlm") && !advice.contains("search-radius"), "{advice}");
+            assert!(advice.contains("bm3d-frame-groups=1 (each frame grouped once: faster, at 4 frames of latency)"), "{advice}");
         } else {
             assert!(advice.contains("search-radius") && !advice.contains("algorithm=nlm") && !advice.contains("bm3d"), "{advice}");
         }
