@@ -181,7 +181,7 @@ impl ObjectImpl for NlmDenoise {
                 .build(),
             glib::ParamSpecInt::builder("bm3d-window-references")
                 .nick("BM3D window references")
-                .blurb("V-BM3D: 1 = reference patches in every frame of the temporal window, each group's patches in the current frame aggregated into it (cleaner, one step per window frame); 0 = in the current frame only; -1: the profile's (1 for high)")
+                .blurb("V-BM3D: 1 = reference patches in every frame of the temporal window, each group's patches in the current frame aggregated into it (cleaner, one step per window frame); 0 = in the current frame only; -1: the profile's (1 for normal and high)")
                 .minimum(-1)
                 .maximum(1)
                 .default_value(-1)
