@@ -133,7 +133,8 @@ fn profiles_on_a_larger_frame() {
         return;
     }
     let mut rng = SmallRng::seed_from_u64(seed());
-    // Sigma 35 too: from BM3D_HIGH_NOISE_SIGMA fast and normal group more (other kernel builds).
+    // Sigma 35 too: from BM3D_HIGH_NOISE_SIGMA fast groups more (another kernel build); the
+    // group threshold follows sigma in every profile.
     for sigma in [20.0, 35.0] {
         let c = clip(PixelFormat::I420, 96, 64, 3, sigma as f64, &mut rng);
         for profile in [Bm3dProfile::Fast, Bm3dProfile::Normal, Bm3dProfile::High] {
